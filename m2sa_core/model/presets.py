@@ -86,6 +86,25 @@ def tiny_config(vocab_size: int = 1024) -> M2SAConfig:
     return M2SAConfig(text_config=text, vision_config=vision, sam=sam, use_im_start_end=False, name="tiny")
 
 
+def _llava_sam_h(text: dict, name: str) -> M2SAConfig:
+    """CLIP ViT-L/14 + SAM ViT-H around Llama ``text``, with the authors' token layout.
+
+    Both released M2SA sizes share everything but the LLM: LISA's training uses image
+    start/end tokens, so [SEG] = 32000, <im_start> = 32001, <im_end> = 32002. Copies of
+    the module-level CLIP/SAM configs, because callers may mutate the result.
+    """
+    return M2SAConfig(
+        text_config=text,
+        vision_config=dict(_CLIP_VIT_L14),
+        sam=copy.deepcopy(_SAM_VIT_H),
+        use_im_start_end=True,
+        seg_token_id=LLAMA_BASE_VOCAB,
+        im_start_token_id=LLAMA_BASE_VOCAB + 1,
+        im_end_token_id=LLAMA_BASE_VOCAB + 2,
+        name=name,
+    )
+
+
 def m2sa_7b_config() -> M2SAConfig:
     """LLaVA-7B v1.1 (Vicuna-7B v1.1 + CLIP ViT-L/14-224) + SAM ViT-H, as in M2SA-7B.
 
@@ -93,31 +112,13 @@ def m2sa_7b_config() -> M2SAConfig:
     32000 + [SEG] + <im_start> + <im_end> = 32003 with [SEG] = 32000.
     """
     text = _llama(4096, 11008, 32, 32, 2048, 1e-6, LLAMA_BASE_VOCAB + 3)
-    return M2SAConfig(
-        text_config=text,
-        vision_config=dict(_CLIP_VIT_L14),
-        sam=copy.deepcopy(_SAM_VIT_H),
-        use_im_start_end=True,
-        seg_token_id=LLAMA_BASE_VOCAB,
-        im_start_token_id=LLAMA_BASE_VOCAB + 1,
-        im_end_token_id=LLAMA_BASE_VOCAB + 2,
-        name="7b",
-    )
+    return _llava_sam_h(text, "7b")
 
 
 def m2sa_13b_config() -> M2SAConfig:
     """LLaVA-Llama2-13B (chat, CLIP ViT-L/14-224) + SAM ViT-H, as in M2SA-13B."""
     text = _llama(5120, 13824, 40, 40, 4096, 1e-5, LLAMA_BASE_VOCAB + 3)
-    return M2SAConfig(
-        text_config=text,
-        vision_config=dict(_CLIP_VIT_L14),
-        sam=copy.deepcopy(_SAM_VIT_H),
-        use_im_start_end=True,
-        seg_token_id=LLAMA_BASE_VOCAB,
-        im_start_token_id=LLAMA_BASE_VOCAB + 1,
-        im_end_token_id=LLAMA_BASE_VOCAB + 2,
-        name="13b",
-    )
+    return _llava_sam_h(text, "13b")
 
 
 PRESETS = {"tiny": tiny_config, "7b": m2sa_7b_config, "13b": m2sa_13b_config}
