@@ -30,6 +30,7 @@ from m2sa_core.data.records import MASK_TYPES
 from m2sa_core.data.conversation import build_prompt, sanitize_command, tokenize_prompt
 from m2sa_core.model.checkpoint import from_pretrained as load_checkpoint
 from m2sa_core.model.decoding import DynamicDecoder, StaticDecoder, static_length
+from m2sa_core.model.greedy import Cancelled, Generation, SpecialIds, greedy_generate
 from m2sa_core.model.m2sa import FrameFeatures, M2SAModel
 from m2sa_core.model.preprocess import ImageProcessor, validate_image
 from m2sa_core.model.presets import PRESETS, get_preset
@@ -41,10 +42,6 @@ STAGES = ("encoding", "generating", "decoding")
 # replayed as a CUDA graph (CUDA only); auto: graph on CUDA, dynamic elsewhere. All give the same tokens
 # (up to bf16 rounding on GPU).
 DECODERS = ("auto", "dynamic", "static", "graph")
-
-
-class Cancelled(RuntimeError):
-    """Raised by :meth:`Segmenter.segment` when ``should_stop()`` returns True."""
 
 
 @dataclass
@@ -66,15 +63,6 @@ class DecodedMasks:
     mask_types: list[str]  # per target: "modal" | "amodal" (what the command asked for)
     amodal_masks: np.ndarray | None = None  # bool [n, H, W], when computed
     amodal_scores: np.ndarray | None = None  # [n]
-
-
-@dataclass
-class Generation:
-    """Greedy output of one prompt: generated ids (EOS excluded) and [SEG]-predicting states."""
-
-    tokens: list[int]
-    seg_states: list[torch.Tensor]
-    greedy: list[int] | None = None  # argmax ids per step when the answer was forced (benchmarks)
 
 
 class FrameCache:
@@ -161,6 +149,9 @@ class Segmenter:
         self.seg_token_id = int(model.config.seg_token_id)
         self.eos_token_id = int(tokenizer.eos_token_id)
         self.pad_token_id = int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else self.eos_token_id)
+        self.special_ids = SpecialIds(eos=self.eos_token_id, pad=self.pad_token_id, seg=self.seg_token_id)
+        # Look at a step's EOS flags only after queuing the next step: keeps a GPU busy, wastes one step
+        self.lagged_stop = self.device.type == "cuda"
 
     # -- construction ---------------------------------------------------------------
     @classmethod
@@ -271,14 +262,10 @@ class Segmenter:
         should_stop: Callable[[], bool] | None = None,
         forced: Sequence[Sequence[int]] | None = None,
     ) -> list[Generation]:
-        """Greedy decoding of all ``prompts`` on one frame in one left-padded batch.
-
-        ``forced`` (benchmarks) feeds the given answer ids instead of the argmax, then
-        EOS: the same work as a free answer of that length, whatever the weights.
-        """
+        """Greedy decoding of all ``prompts`` on one frame in one left-padded batch (see ``greedy_generate``)."""
         if forced is not None and len(forced) != len(prompts):
             raise ValueError(f"forced answers ({len(forced)}) must match prompts ({len(prompts)})")
-        model, llm = self.model, self.model.llm
+        model = self.model
         rows = [model.merge_image_embeddings(torch.tensor([p], device=self.device), features.clip_embeds)[0][0]
                 for p in prompts]
         batch, length = len(rows), max(r.shape[0] for r in rows)
@@ -287,41 +274,14 @@ class Segmenter:
         for b, row in enumerate(rows):
             embeds[b, length - row.shape[0]:] = row
             attention[b, length - row.shape[0]:] = 1
-        stepper = DynamicDecoder(llm) if self.decoder == "dynamic" else self.static_decoder(batch, length)
+        stepper = DynamicDecoder(model.llm) if self.decoder == "dynamic" else self.static_decoder(batch, length)
         t0 = time.perf_counter()
-        hidden = stepper.prefill(embeds, attention)
+        prefilled = stepper.prefill(embeds, attention)
         _sync(self.device)
         t1 = time.perf_counter()
-        outputs = [Generation([], []) for _ in prompts]
-        done = torch.zeros(batch, dtype=torch.bool, device=self.device)
-        steps = 0
-        for step in range(self.max_new_tokens):
-            if should_stop is not None and should_stop():
-                raise Cancelled("cancelled while generating")
-            next_ids = llm.lm_head(hidden).argmax(-1)
-            if forced is not None:
-                for b, tok in enumerate(next_ids.tolist()):
-                    if step < len(forced[b]):
-                        outputs[b].greedy = (outputs[b].greedy or []) + [tok]
-                next_ids = torch.tensor([f[step] if step < len(f) else self.eos_token_id for f in forced],
-                                        device=self.device)
-            next_ids = torch.where(done, torch.full_like(next_ids, self.pad_token_id), next_ids)
-            ids = next_ids.tolist()
-            for b, tok in enumerate(ids):
-                if done[b]:
-                    continue
-                if tok == self.eos_token_id:
-                    continue
-                outputs[b].tokens.append(tok)
-                if tok == self.seg_token_id:
-                    outputs[b].seg_states.append(hidden[b].clone())
-            done |= next_ids == self.eos_token_id
-            if on_tokens is not None:
-                on_tokens(outputs[0].tokens)
-            if bool(done.all()) or step == self.max_new_tokens - 1:
-                break
-            hidden = stepper.step(model.embed_tokens(next_ids[:, None]))
-            steps += 1
+        outputs, steps = greedy_generate(stepper, prefilled, self.max_new_tokens, self.special_ids,
+                                         lagged=self.lagged_stop, on_tokens=on_tokens, should_stop=should_stop,
+                                         forced=forced)
         _sync(self.device)
         t2 = time.perf_counter()
         timings.update(prefill=(t1 - t0) * 1e3, decode=(t2 - t1) * 1e3,

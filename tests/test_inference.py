@@ -159,3 +159,21 @@ def test_static_kv_cache_decoder_matches_the_dynamic_one(segmenter, example):
     assert len(static._decoders) == 2  # one per (batch, length bucket)
     with pytest.raises(ValueError, match="decoder must be one of"):
         Segmenter(segmenter.model, segmenter.tokenizer, decoder="fast")
+
+
+@pytest.mark.parametrize("decoder", ["dynamic", "static"])
+def test_lagged_stop_polling_gives_the_same_answers(segmenter, example, decoder):
+    """The GPU mode that looks at EOS one step late discards its extra step: same tokens, masks, stream."""
+    prompt = Segmenter(segmenter.model, segmenter.tokenizer, max_new_tokens=24, decoder=decoder)
+    lagged = Segmenter(segmenter.model, segmenter.tokenizer, max_new_tokens=24, decoder=decoder)
+    prompt.lagged_stop, lagged.lagged_stop = False, True
+    commands = [example.command, "Which objects can hold a drink?"]
+    for a, b in zip(prompt.segment_many(example.image, commands), lagged.segment_many(example.image, commands)):
+        _same(a, b)
+    texts_prompt: list[str] = []
+    texts_lagged: list[str] = []
+    a = prompt.segment(example.image, example.command, on_text=texts_prompt.append)
+    b = lagged.segment(example.image, example.command, on_text=texts_lagged.append)
+    _same(a, b)
+    assert a.raw_answer == example.answer  # ends with EOS well before max_new_tokens
+    assert texts_lagged == texts_prompt and texts_lagged[-1] == a.answer

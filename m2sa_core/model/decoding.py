@@ -1,12 +1,13 @@
 """Incremental decoders for greedy generation: a dynamic KV cache, or a static one with CUDA graphs.
 
-Both expose ``prefill(embeds, attention) -> last hidden state`` and ``step(embeds) ->
-last hidden state`` so the generation loop does not care which is used. On a GPU the
-per-token cost of a 7B model in eager PyTorch is dominated by launching ~30 small kernels
-per layer from Python, not by reading the weights; the static decoder keeps every
-tensor of the decode step at a fixed address (static KV cache, 4-D mask, position and
-input buffers updated in place) so that the step can be captured once in a CUDA graph
-and replayed per token.
+Both expose ``prefill(embeds, attention)`` and ``step(ids)``, each returning the last
+hidden state and its argmax token, so the generation loop does not care which is used.
+On a GPU the per-token cost of a 7B model in eager PyTorch is dominated by launching ~30
+small kernels per layer from Python, not by reading the weights; the static decoder
+keeps every tensor of the decode step at a fixed address (static KV cache, 4-D mask,
+position, slot and input-id buffers updated in place on the device) so that the whole
+step - embedding, transformer, lm_head and argmax - is captured once in a CUDA graph
+and replayed per token with no host work in between.
 """
 
 from __future__ import annotations
@@ -23,23 +24,23 @@ class DynamicDecoder:
     def __init__(self, llm: LlamaForCausalLM) -> None:
         self.llm = llm
 
-    def prefill(self, embeds: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
+    def prefill(self, embeds: torch.Tensor, attention: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         """Run the (left-padded) prompts; ``attention`` is the 2-D padding mask."""
         self.attention = attention
         self.positions = (attention.cumsum(-1) - 1).clamp(min=0)
         self.cache = DynamicCache(config=self.llm.config)
         return self._run(embeds)
 
-    def step(self, embeds: torch.Tensor) -> torch.Tensor:
-        """Feed one token per row ([B, 1, d])."""
+    def step(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Feed one token id per row ([B])."""
         self.attention = torch.cat([self.attention, self.attention.new_ones((self.attention.shape[0], 1))], dim=1)
         self.positions = self.positions[:, -1:] + 1
-        return self._run(embeds)
+        return self._run(self.llm.get_input_embeddings()(ids[:, None]))
 
-    def _run(self, embeds: torch.Tensor) -> torch.Tensor:
+    def _run(self, embeds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
         out = self.llm.model(inputs_embeds=embeds, attention_mask=self.attention, position_ids=self.positions,
                              past_key_values=self.cache, use_cache=True)
-        return out.last_hidden_state[:, -1]
+        return _head(self.llm, out.last_hidden_state[:, -1])
 
 
 class StaticDecoder:
@@ -62,8 +63,8 @@ class StaticDecoder:
         self.graph: torch.cuda.CUDAGraph | None = None
         self.mask: torch.Tensor | None = None
 
-    def prefill(self, embeds: torch.Tensor, attention: torch.Tensor) -> torch.Tensor:
-        batch, length, hidden = embeds.shape
+    def prefill(self, embeds: torch.Tensor, attention: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        batch, length, _ = embeds.shape
         if batch != self.batch or length >= self.max_len:
             raise ValueError(f"StaticDecoder for {self.batch} x {self.max_len} got {batch} x {length}")
         device = embeds.device
@@ -79,20 +80,21 @@ class StaticDecoder:
         if self.mask is None:  # buffers of the decode step, updated in place so a captured graph sees them
             self.mask = torch.zeros(batch, 1, 1, self.max_len, dtype=torch.bool, device=device)
             self.positions = torch.zeros(batch, 1, dtype=torch.long, device=device)
-            self.inputs = embeds.new_zeros((batch, 1, hidden))
+            self.slot = torch.zeros(1, dtype=torch.long, device=device)
+            self.ids = torch.zeros(batch, 1, dtype=torch.long, device=device)
         self.mask.zero_()
         self.mask[:, 0, 0, :length] = valid
         self.positions.copy_(positions[:, -1:])
+        self.slot.fill_(length)
         self.next_slot = length
-        return out.last_hidden_state[:, -1]
+        return _head(self.llm, out.last_hidden_state[:, -1])
 
-    def step(self, embeds: torch.Tensor) -> torch.Tensor:
+    def step(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """Feed one token id per row ([B]); no host synchronisation (the ids may still be in flight)."""
         if self.next_slot >= self.max_len:
             raise RuntimeError(f"static KV cache full ({self.max_len} slots)")
-        self.mask[:, 0, 0, self.next_slot] = True
         self.next_slot += 1
-        self.positions.add_(1)
-        self.inputs.copy_(embeds)
+        self.ids.copy_(ids[:, None])
         if not self.cuda_graph:
             return self._forward()
         if self.graph is None:
@@ -106,31 +108,45 @@ class StaticDecoder:
         self.graph.replay()
         return self.output
 
-    def _forward(self) -> torch.Tensor:
-        out = self.llm.model(inputs_embeds=self.inputs, attention_mask=self.mask, position_ids=self.positions,
+    def _forward(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """One decode step, entirely on the device: the new slot, position and token come from buffers."""
+        self.mask.index_fill_(3, self.slot, True)
+        self.positions.add_(1)
+        embeds = self.llm.get_input_embeddings()(self.ids)
+        out = self.llm.model(inputs_embeds=embeds, attention_mask=self.mask, position_ids=self.positions,
                              past_key_values=self.cache, use_cache=True)
-        return out.last_hidden_state[:, -1]
+        self.slot.add_(1)
+        return _head(self.llm, out.last_hidden_state[:, -1])
 
-    def _counters(self) -> list[torch.Tensor]:
-        return [layer.cumulative_length for layer in self.cache.layers]
+    def _state(self) -> list[torch.Tensor]:
+        """Device counters a step advances (the cache's write positions, ours), rewound around capture."""
+        return [layer.cumulative_length for layer in self.cache.layers] + [self.positions, self.slot]
 
     def _capture(self) -> None:
-        """Warm up on a side stream (rewinding the cache's write position), then capture one step."""
-        saved = [c.clone() for c in self._counters()]
+        """Warm up on a side stream (rewinding the counters), then capture one step."""
+        saved = [c.clone() for c in self._state()]
+
+        def rewind() -> None:
+            for counter, value in zip(self._state(), saved):
+                counter.copy_(value)
+
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(stream):
             for _ in range(2):
-                self._forward()  # rewrites the same slot with the same token: idempotent
-                for counter, value in zip(self._counters(), saved):
-                    counter.copy_(value)
+                self._forward()  # rewrites the same slot with the same token: idempotent once rewound
+                rewind()
         torch.cuda.current_stream().wait_stream(stream)
         graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(graph):
             self.output = self._forward()
-        for counter, value in zip(self._counters(), saved):  # capture records, it does not run
-            counter.copy_(value)
+        rewind()  # capture records, it does not run; the real step is the first replay
         self.graph = graph
+
+
+def _head(llm: LlamaForCausalLM, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The last hidden state and its greedy token."""
+    return hidden, llm.lm_head(hidden).argmax(-1)
 
 
 def static_length(prompt_length: int, max_new_tokens: int, bucket: int = 128) -> int:
