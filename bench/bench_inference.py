@@ -38,16 +38,10 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.common import COMMANDS, RESULTS  # noqa: E402
 from m2sa_core.inference import Segmenter  # noqa: E402
 from m2sa_core.model.batch import toy_example  # noqa: E402
 
-RESULTS = REPO / "bench" / "RESULTS.md"
-COMMANDS = (
-    "I want to turn on the TV. What should I press?",
-    "Which objects can hold a drink?",
-    "What can I use to cut the bread?",
-    "Show me the handle of the mug.",
-)
 FILLER = " You can use the mug_1's handle and the cup_2 on the table, or the knife_1's blade next to it."
 
 

@@ -24,7 +24,6 @@ machine, date and command. ``--quick`` is the small run the test suite does.
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -35,9 +34,9 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench import node_load as load  # noqa: E402
+from bench.common import COMMANDS, RESULTS  # noqa: E402
 
-RESULTS = REPO / "bench" / "RESULTS.md"
-COMMAND = "I want to turn on the TV. What should I press?"
+COMMAND = COMMANDS[0]  # one command at a fixed rate: latency, not content, is measured
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -78,12 +77,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     model_params, model_line = load.choose_model(args.model_path)
     params = {**model_params, "max_new_tokens": args.max_new_tokens, "max_queue": args.max_queue,
               "wait_for_image": 5.0, "device": "cpu"}
-    namespace = load.new_namespace()
-    logs = load.log_dir(args.log_dir)
-    node = load.NodeProcess(params, namespace, logs / "bench_node.log")
-    robot = None
-    try:
-        robot = load.Robot(namespace, args.width, args.height, args.fps)
+    log_path = load.log_dir(args.log_dir) / "bench_node.log"
+    with load.node_under_load(params, log_path, args.width, args.height, args.fps) as (node, robot):
         started = time.monotonic()
         robot.wait_for_node(node, args.startup_timeout)
         startup_s = time.monotonic() - started
@@ -102,10 +97,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         sampler.stop()
         alive = node.alive()
         summary = load.summarise(robot)
-    finally:
-        if robot is not None:
-            robot.close()
-        code = node.stop()
     rss = [s.rss_mib for s in sampler.samples]
     return {
         "model": model_line,
@@ -116,7 +107,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "node_startup_s": startup_s,
         "send_duration_s": send_s,
         "node_alive_at_end": alive,
-        "node_exit_code": code,
+        "node_exit_code": node.exit_code,
         "rss_mib": {"first": rss[0], "last": rss[-1], "max": max(rss), "min": min(rss)},
         "threads": {"first": sampler.samples[0].threads, "last": sampler.samples[-1].threads,
                     "max": max(s.threads for s in sampler.samples)},
@@ -130,7 +121,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def markdown(report: dict[str, Any], cmd: str) -> str:
     lat = report["latency_ms"]
-    errors = ", ".join(f"{k}: {v}" for k, v in sorted(report["errors"].items())) or "none"
+    errors = load.error_counts(report)
     rss = report["rss_mib"]
     every = max(1, len(report["rss_samples"]) // 12)
     series = ", ".join(f"{t:.0f}s {m:.0f}" for t, m in report["rss_samples"][::every])
@@ -138,11 +129,7 @@ def markdown(report: dict[str, Any], cmd: str) -> str:
         f"## bench_node: perception node on loopback DDS, {report['stream']}, "
         f"{report['command_rate_hz']:g} commands/s",
         "",
-        f"- date: {load.utc_now()}; load average at the end: {load.load_average()}",
-        f"- machine: {load.machine_line()}",
-        f"- command: `{cmd}` (commit {report['revision']})",
-        f"- model: {report['model']}; max_new_tokens {report['params']['max_new_tokens']}, "
-        f"max_queue {report['params']['max_queue']}, device cpu",
+        *load.context_lines(report, cmd),
         f"- commands {report['commands']}, results {report['results']}, **without a result "
         f"{report['lost']}**, duplicated {report['duplicated']}; succeeded {report['succeeded']}, "
         f"error results: {errors}",
@@ -162,11 +149,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     report = run(args)
     text = markdown(report, load.command_line(argv, "bench_node.py"))
-    print(text)
-    if not args.no_write:
-        load.append_results(args.results, text)
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2))
+    load.publish(text, report, args.results, write=not args.no_write, json_path=args.json)
     return report
 
 

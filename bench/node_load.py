@@ -14,6 +14,7 @@ check that commands and results are counted correctly.
 from __future__ import annotations
 
 import datetime as dt
+import json
 import os
 import platform
 import random
@@ -25,13 +26,16 @@ import tempfile
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-REPO = Path(__file__).resolve().parents[1]
+from bench.common import REPO
+
 SHIPPED_MODEL = REPO / "models" / "m2sa-tiny-synth"
 ENTRY = Path(sys.executable).parent / "m2sa-perception"
 
@@ -120,6 +124,11 @@ class NodeProcess:
                 self.proc.wait()
         self._log.close()
         return int(self.proc.returncode)
+
+    @property
+    def exit_code(self) -> int | None:
+        """The node's exit status once it has stopped, None while it runs."""
+        return self.proc.returncode
 
     def log_tail(self, lines: int = 30) -> str:
         try:
@@ -351,6 +360,27 @@ def summarise(robot: Robot) -> dict[str, Any]:
     }
 
 
+@contextmanager
+def node_under_load(params: dict[str, Any], log_path: Path, width: int, height: int,
+                    fps: float) -> Iterator[tuple[NodeProcess, Robot]]:
+    """The node process and a robot on a fresh namespace; both are shut down on the way out.
+
+    The robot is closed and the node stopped (Ctrl-C, then kill) even when the load fails
+    half-way, so a broken run never leaves a node process behind on a shared machine.
+    Read ``node.exit_code`` after the block.
+    """
+    namespace = new_namespace()
+    node = NodeProcess(params, namespace, log_path)
+    robot = None
+    try:
+        robot = Robot(namespace, width, height, fps)
+        yield node, robot
+    finally:
+        if robot is not None:
+            robot.close()
+        node.stop()
+
+
 def new_namespace() -> str:
     return f"/m2sa_load_{os.getpid()}_{random.randrange(1 << 16)}"
 
@@ -378,3 +408,28 @@ def append_results(path: Path, text: str) -> None:
 def command_line(argv: list[str] | None, script: str) -> str:
     args = sys.argv[1:] if argv is None else argv
     return " ".join(["python", f"bench/{script}", *args])
+
+
+def context_lines(report: dict[str, Any], cmd: str) -> list[str]:
+    """The lines that make a RESULTS.md section reproducible: when, where, what ran, which model."""
+    return [
+        f"- date: {utc_now()}; load average at the end: {load_average()}",
+        f"- machine: {machine_line()}",
+        f"- command: `{cmd}` (commit {report['revision']})",
+        f"- model: {report['model']}; max_new_tokens {report['params']['max_new_tokens']}, "
+        f"max_queue {report['params']['max_queue']}, device cpu",
+    ]
+
+
+def error_counts(report: dict[str, Any]) -> str:
+    """"kind: n, ..." of the error results, sorted so runs compare line by line; "none" if none."""
+    return ", ".join(f"{k}: {v}" for k, v in sorted(report["errors"].items())) or "none"
+
+
+def publish(text: str, report: dict[str, Any], results: Path, write: bool, json_path: Path | None) -> None:
+    """Print the section, append it to ``results`` when ``write``, and dump the report as JSON if asked."""
+    print(text)
+    if write:
+        append_results(results, text)
+    if json_path:
+        json_path.write_text(json.dumps(report, indent=2, default=str))

@@ -23,7 +23,6 @@ Not a test: figures go to stdout and, unless ``--no-write``, to bench/RESULTS.md
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -35,14 +34,8 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench import node_load as load  # noqa: E402
+from bench.common import COMMANDS, RESULTS  # noqa: E402
 
-RESULTS = REPO / "bench" / "RESULTS.md"
-COMMANDS = (
-    "I want to turn on the TV. What should I press?",
-    "Which objects can hold a drink?",
-    "What can I use to cut the bread?",
-    "Show me the handle of the mug.",
-)
 MAX_COMMAND_LENGTH = 200  # node parameter; the over-long commands exceed it
 RSS_LIMIT_PCT = 5.0
 
@@ -120,15 +113,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     model_params, model_line = load.choose_model(args.model_path)
     params = {**model_params, "max_new_tokens": args.max_new_tokens, "max_queue": max(args.window, 1),
               "max_command_length": MAX_COMMAND_LENGTH, "wait_for_image": 5.0, "device": "cpu"}
-    namespace = load.new_namespace()
-    logs = load.log_dir(args.log_dir)
-    node = load.NodeProcess(params, namespace, logs / "soak_node.log")
-    robot = None
+    log_path = load.log_dir(args.log_dir) / "soak_node.log"
     expected_errors = 0
     stalled = ""
     sent = 0
-    try:
-        robot = load.Robot(namespace, args.width, args.height, args.fps)
+    with load.node_under_load(params, log_path, args.width, args.height, args.fps) as (node, robot):
         robot.wait_for_node(node, args.startup_timeout)
         robot.start_camera()
         time.sleep(1.0)
@@ -160,10 +149,6 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         sampler.stop()
         alive = node.alive()
         summary = load.summarise(robot)
-    finally:
-        if robot is not None:
-            robot.close()
-        code = node.stop()
     warm = max(50, int(args.warmup * sent)) if sent > 100 else max(1, sent // 5)
     report = {
         "model": model_line,
@@ -178,7 +163,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "duration_s": duration,
         "warmup_commands": warm,
         "node_alive_at_end": alive,
-        "node_exit_code": code,
+        "node_exit_code": node.exit_code,
         "node_log": str(node.log_path),
         **summary,
         **stability(sampler.samples, warm),
@@ -196,18 +181,14 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
 
 def markdown(report: dict[str, Any], cmd: str) -> str:
     lat = report["latency_ms"]
-    errors = ", ".join(f"{k}: {v}" for k, v in sorted(report["errors"].items())) or "none"
+    errors = load.error_counts(report)
     scope = ("all requested commands" if report["complete"] else
              f"**partial: {report['sent']} of {report['requested']} commands** "
              f"({report['stalled'] or 'stopped by --max-minutes'})")
     return "\n".join([
         f"## soak_node: {report['sent']} commands, {report['stream']}",
         "",
-        f"- date: {load.utc_now()}; load average at the end: {load.load_average()}",
-        f"- machine: {load.machine_line()}",
-        f"- command: `{cmd}` (commit {report['revision']})",
-        f"- model: {report['model']}; max_new_tokens {report['params']['max_new_tokens']}, "
-        f"max_queue {report['params']['max_queue']}, device cpu",
+        *load.context_lines(report, cmd),
         f"- scope: {scope}; duration {report['duration_s'] / 60:.1f} min",
         f"- results {report['results']} for {report['commands']} commands: **lost {report['lost']}, "
         f"duplicated {report['duplicated']}**; succeeded {report['succeeded']}; error results: {errors} "
@@ -230,11 +211,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     args = parse_args(argv)
     report = run(args)
     text = markdown(report, load.command_line(argv, "soak_node.py"))
-    print(text)
-    if not args.no_write:
-        load.append_results(args.results, text)
-    if args.json:
-        args.json.write_text(json.dumps(report, indent=2, default=str))
+    load.publish(text, report, args.results, write=not args.no_write, json_path=args.json)
     return report
 
 
