@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 from m2sa_core.data.labels import label_segments
+from m2sa_core.data.layout import LayoutImage, read_layout_records
 from m2sa_core.data.mmr import SEG_PLACEHOLDER, target_from_annotation
-from m2sa_core.data.r2sm import read_layout_records
 from m2sa_core.data.records import SegDataset, SegRecord, check_rle_field, require
 
 
@@ -41,8 +41,7 @@ def read_amodal_reasonseg(json_path: str | Path, image_root: str | Path,
     return AmodalReasonSegDataset(records, problems, json_path)
 
 
-def _parse_question(item: Any, q_index: int, image_id: Any, image_path: Path, height: int, width: int,
-                    split: str) -> SegRecord:
+def _parse_question(item: Any, q_index: int, image: LayoutImage) -> SegRecord:
     what = f"questions[{q_index}]"
     question = require(item, "question", str, what).strip()
     answer = require(item, "answer", str, what).strip()
@@ -62,20 +61,9 @@ def _parse_question(item: Any, q_index: int, image_id: Any, image_path: Path, he
         t_what = f"{what}['targets'][{i}]"
         visible = require(t, "visible_segmentation", dict, t_what)
         amodal = require(t, "amodal_segmentation", dict, t_what)
-        check_rle_field(amodal, height, width, f"{t_what}['amodal_segmentation']")
+        check_rle_field(amodal, image.height, image.width, f"{t_what}['amodal_segmentation']")
         ann = {"category_name": t.get("category_name"), "segmentation": visible,
                "amodal_segmentation": amodal, "bbox": t.get("bbox", [])}
-        targets.append(target_from_annotation(ann, before[i], height, width, t_what))
-    return SegRecord(
-        source="amodal_reasonseg",
-        split=split,
-        image_path=image_path,
-        image_id=image_id,
-        question_index=q_index,
-        question=question,
-        answer_template=answer,
-        targets=targets,
-        height=height,
-        width=width,
-        meta={},
-    )
+        targets.append(target_from_annotation(ann, before[i], image.height, image.width, t_what))
+    return image.record("amodal_reasonseg", q_index, question=question, answer_template=answer, targets=targets,
+                        meta={})

@@ -28,10 +28,11 @@ from m2sa_core.data.records import (
     SegRecord,
     TargetAnnotation,
     check_rle_field,
+    entry_image_id,
     load_json,
     require,
+    require_image_file,
     require_size,
-    resolve_image_path,
 )
 from m2sa_core.types import Granularity
 
@@ -112,7 +113,7 @@ def read_mmr(json_path: str | Path, image_root: str | Path, strict: bool = False
         raise DataError(f"{json_path}: top level must be a list of image entries, got {type(data).__name__}")
     records: list[SegRecord] = []
     for index, entry in enumerate(data):
-        image_id = entry.get("image_id", f"<entry {index}>") if isinstance(entry, dict) else f"<entry {index}>"
+        image_id = entry_image_id(entry, index)
         try:
             image = _parse_image(entry, index, image_root)
         except ValueError as exc:
@@ -144,12 +145,7 @@ def _parse_image(entry: Any, index: int, image_root: Path) -> dict[str, Any]:
             f"{what} has {len(questions)} questions, {len(answers)} answers and "
             f"{len(text_answers)} text_answers; they must match one to one"
         )
-    try:
-        image_path = resolve_image_path(image_root, file_name)
-    except ValueError as exc:
-        raise ValueError(f"{what}['file_name']: {exc}") from exc
-    if not image_path.is_file():
-        raise ValueError(f"image file {image_path} does not exist")
+    image_path = require_image_file(image_root, file_name, what)
     for key in ("mask_types", "question_families"):
         if key in entry and (not isinstance(entry[key], list) or len(entry[key]) != len(questions)):
             raise ValueError(f"{what}['{key}'] must be a list with one entry per question")

@@ -19,85 +19,17 @@ and ``mask_type`` says which one it is (``amodal_rle`` repeats it for amodal que
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from m2sa_core.data.labels import make_label, parse_label_before, split_category
-from m2sa_core.data.records import (
-    MASK_TYPES,
-    DataError,
-    ProblemLog,
-    SegDataset,
-    SegRecord,
-    TargetAnnotation,
-    check_rle_field,
-    load_json,
-    require,
-    require_size,
-    resolve_image_path,
-)
+from m2sa_core.data.layout import LayoutImage, read_layout_records
+from m2sa_core.data.records import MASK_TYPES, SegDataset, SegRecord, TargetAnnotation, check_rle_field, require
 from m2sa_core.data.rle import rle_bbox
 from m2sa_core.types import Granularity
 
 
 class R2SMDataset(SegDataset):
     """Records of one R2SM JSON file (one per query)."""
-
-
-def read_layout_images(json_path: Path, dataset: str) -> tuple[list[Any], str]:
-    """The ``images`` list and split of a project-layout file, after checking its header."""
-    data = load_json(json_path)
-    # A wrong header makes the whole file unusable: an error even in lenient mode.
-    if not isinstance(data, dict) or data.get("dataset") != dataset:
-        raise DataError(f"{json_path}: not a {dataset} file (expected a JSON object with \"dataset\": \"{dataset}\")")
-    images = data.get("images")
-    if not isinstance(images, list):
-        raise DataError(f"{json_path}: 'images' must be a list")
-    split = data.get("split") if isinstance(data.get("split"), str) else json_path.stem
-    return images, split
-
-
-def parse_layout_image(entry: Any, index: int, image_root: Path) -> tuple[Any, Path, int, int]:
-    """(image_id, image_path, height, width) of one image entry, validated."""
-    what = f"images[{index}]"
-    image_id = require(entry, "image_id", (int, str), what)
-    file_name = require(entry, "file_name", str, what)
-    height, width = require_size(entry, what)
-    try:
-        image_path = resolve_image_path(image_root, file_name)
-    except ValueError as exc:
-        raise ValueError(f"{what}['file_name']: {exc}") from exc
-    if not image_path.is_file():
-        raise ValueError(f"image file {image_path} does not exist")
-    return image_id, image_path, height, width
-
-
-ItemParser = Callable[[Any, int, Any, Path, int, int, str], SegRecord]
-
-
-def read_layout_records(json_path: Path, image_root: str | Path, strict: bool, dataset: str, items_key: str,
-                        parse_item: ItemParser) -> tuple[list[SegRecord], list]:
-    """Records of a project-layout file: per image entry, ``parse_item`` for each of its ``items_key``.
-
-    One bad image entry or item is reported with file, image id and index and skipped
-    (lenient) or raised (strict); the rest of the file is still read.
-    """
-    log = ProblemLog(json_path, strict)
-    images, split = read_layout_images(json_path, dataset)
-    records: list[SegRecord] = []
-    for index, entry in enumerate(images):
-        image_id = entry.get("image_id", f"<entry {index}>") if isinstance(entry, dict) else f"<entry {index}>"
-        try:
-            image_id, image_path, height, width = parse_layout_image(entry, index, Path(image_root))
-            items = require(entry, items_key, list, f"images[{index}]")
-        except ValueError as exc:
-            log.report(image_id, None, str(exc))
-            continue
-        for q_index, item in enumerate(items):
-            try:
-                records.append(parse_item(item, q_index, image_id, image_path, height, width, split))
-            except ValueError as exc:
-                log.report(image_id, q_index, str(exc))
-    return records, log.problems
 
 
 def read_r2sm(json_path: str | Path, image_root: str | Path, strict: bool = False) -> R2SMDataset:
@@ -107,8 +39,7 @@ def read_r2sm(json_path: str | Path, image_root: str | Path, strict: bool = Fals
     return R2SMDataset(records, problems, json_path)
 
 
-def _parse_query(query: Any, q_index: int, image_id: Any, image_path: Path, height: int, width: int,
-                 split: str) -> SegRecord:
+def _parse_query(query: Any, q_index: int, image: LayoutImage) -> SegRecord:
     what = f"queries[{q_index}]"
     text = require(query, "text", str, what).strip()
     if not text:
@@ -116,7 +47,8 @@ def _parse_query(query: Any, q_index: int, image_id: Any, image_path: Path, heig
     mask_type = require(query, "mask_type", str, what)
     if mask_type not in MASK_TYPES:
         raise ValueError(f"{what}['mask_type'] must be one of {MASK_TYPES}, got {mask_type!r}")
-    rle = check_rle_field(require(query, "segmentation", dict, what), height, width, f"{what}['segmentation']")
+    rle = check_rle_field(require(query, "segmentation", dict, what), image.height, image.width,
+                          f"{what}['segmentation']")
     category = query.get("category_name", "object")
     if not isinstance(category, str) or not category:
         raise ValueError(f"{what}['category_name'] must be a non-empty string")
@@ -136,17 +68,5 @@ def _parse_query(query: Any, q_index: int, image_id: Any, image_path: Path, heig
         amodal_rle=rle if mask_type == "amodal" else None,
         bbox=[float(v) for v in bbox],
     )
-    return SegRecord(
-        source="r2sm",
-        split=split,
-        image_path=image_path,
-        image_id=image_id,
-        question_index=q_index,
-        question=text,
-        answer_template="",
-        targets=[target],
-        height=height,
-        width=width,
-        mask_type=mask_type,
-        meta={"is_sentence": True},
-    )
+    return image.record("r2sm", q_index, question=text, answer_template="", targets=[target], mask_type=mask_type,
+                        meta={"is_sentence": True})

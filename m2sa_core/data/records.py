@@ -186,6 +186,31 @@ def resolve_image_path(image_root: Path, file_name: Any) -> Path:
     return Path(full)
 
 
+def require_image_file(image_root: Path, file_name: str, what: str) -> Path:
+    """The existing image ``file_name`` names under ``image_root``; ValueError naming ``what`` otherwise.
+
+    The MMR and project-layout readers check this per image entry, before any of its
+    questions are read, so a missing image is reported once under its entry rather than
+    at training time.
+    """
+    try:
+        image_path = resolve_image_path(image_root, file_name)
+    except ValueError as exc:
+        raise ValueError(f"{what}['file_name']: {exc}") from exc
+    if not image_path.is_file():
+        raise ValueError(f"image file {image_path} does not exist")
+    return image_path
+
+
+def entry_image_id(entry: Any, index: int) -> Any:
+    """The id to report a problem of image entry ``index`` under, before the entry is validated.
+
+    Its own ``image_id`` when it has one, so the problem can be found in the file;
+    ``<entry N>`` when the entry is not even an object.
+    """
+    return entry.get("image_id", f"<entry {index}>") if isinstance(entry, dict) else f"<entry {index}>"
+
+
 def check_rle_field(value: Any, height: int, width: int, what: str) -> dict[str, Any]:
     """Validate an RLE annotation against the image size; ValueError naming ``what``."""
     try:
