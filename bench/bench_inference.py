@@ -239,6 +239,8 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--no-write", action="store_true", help="do not append to bench/RESULTS.md")
     p.add_argument("--results", default=str(RESULTS))
     p.add_argument("--json", default=None, help="also write the raw numbers here")
+    p.add_argument("--profile", default=None, type=Path,
+                   help="also profile one warm generation and write its kernel table here")
     args = p.parse_args(argv)
     if args.quick:
         args.new_tokens, args.targets, args.repeats = "8", "1", 1
@@ -352,6 +354,11 @@ def run(args: argparse.Namespace) -> dict:
         multi["speedup_vs_reference"] = multi["reference_x4_ms"] / multi["batched_cached_ms"]
     report["multi"].append(multi)
     print(json.dumps(multi, default=float), flush=True)
+    if args.profile is not None:
+        from bench.decode_profile import profile_generation
+
+        report["profile"] = profile_generation(seg, image, prompts[0], forced, args.profile)
+        print(json.dumps(report["profile"], default=float), flush=True)
     return report
 
 
@@ -404,6 +411,13 @@ def to_markdown(report: dict, command: str) -> str:
             + (f"; reference x4 {m['reference_x4_ms']:.1f} ({m['speedup_vs_reference']:.2f}x)"
                if "reference_x4_ms" in m else "") + ".",
         ]
+    prof = report.get("profile")
+    if prof is not None:
+        busy = ("" if prof["device_busy_share"] is None else
+                f", device busy {prof['device_busy_ms']:.1f} ms ({prof['device_busy_share']:.0%}: below 100% "
+                "the loop is host-bound)")
+        lines += ["", f"Profiled generation ({prof['tokens']} forced tokens): wall {prof['wall_ms']:.1f} ms"
+                      f"{busy}; kernel table in `{prof['table']}`."]
     floors = [r["floor"] for r in report["scenarios"] if "floor" in r]
     if floors:
         f = floors[0]

@@ -13,7 +13,8 @@ def test_quick_benchmark_runs_and_paths_agree(tmp_path):
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
     results = tmp_path / "RESULTS.md"
-    report = bench.main(["--quick", "--results", str(results)])
+    profile = tmp_path / "profile.txt"
+    report = bench.main(["--quick", "--results", str(results), "--profile", str(profile)])
     (row,) = report["scenarios"]
     assert row["agreement"]["token_agreement"] == 1.0
     assert row["agreement"]["mask_pixel_disagreement"] < 1e-3
@@ -22,3 +23,5 @@ def test_quick_benchmark_runs_and_paths_agree(tmp_path):
     text = results.read_text()
     assert "bench_inference: preset tiny" in text and "--quick" in text
     assert "4 commands on one frame" in text
+    assert report["profile"]["tokens"] == row["new_tokens"] and "Profiled generation" in text
+    assert "Self CPU" in profile.read_text()  # the kernel table a tuner reads
