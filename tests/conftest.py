@@ -51,3 +51,18 @@ def ros_context():
     finally:
         if context.ok():
             rclpy.shutdown(context=context)
+
+
+@pytest.fixture(scope="module")
+def module_context():
+    """One rclpy context for a whole test module, shut down after its last test.
+
+    For modules whose tests share a node harness or a model: creating a context per
+    test would make them slower without isolating anything they check.
+    """
+    import rclpy
+
+    context = rclpy.Context()
+    rclpy.init(context=context)
+    yield context
+    context.try_shutdown()

@@ -29,16 +29,6 @@ pytestmark = pytest.mark.ros
 
 
 @pytest.fixture(scope="module")
-def context():
-    import rclpy
-
-    ctx = rclpy.Context()
-    rclpy.init(context=ctx)
-    yield ctx
-    ctx.try_shutdown()
-
-
-@pytest.fixture(scope="module")
 def segmenter():
     from m2sa_core.inference import Segmenter
 
@@ -151,9 +141,9 @@ def cuda_calls(monkeypatch):
 
 
 @pytest.mark.parametrize("stage", ["generation", "decoding"])
-def test_oom_gives_an_error_result_frees_the_call_and_the_next_command_succeeds(context, segmenter, stage):
+def test_oom_gives_an_error_result_frees_the_call_and_the_next_command_succeeds(module_context, segmenter, stage):
     faults = Faults(segmenter)
-    harness = DirectNode(context, segmenter)
+    harness = DirectNode(module_context, segmenter)
     try:
         with faults.seg_answer():
             harness.node._on_image(_good_image())
@@ -174,9 +164,9 @@ def test_oom_gives_an_error_result_frees_the_call_and_the_next_command_succeeds(
         harness.close()
 
 
-def test_oom_on_cuda_empties_the_allocator_cache(context, segmenter, cuda_calls):
+def test_oom_on_cuda_empties_the_allocator_cache(module_context, segmenter, cuda_calls):
     faults = Faults(segmenter)
-    harness = DirectNode(context, segmenter, device="cuda")  # the factory still returns the CPU model
+    harness = DirectNode(module_context, segmenter, device="cuda")  # the factory still returns the CPU model
     try:
         harness.node._on_image(_good_image())
         assert harness.command("turn on the TV").success and cuda_calls == []
@@ -195,10 +185,10 @@ def test_oom_on_cuda_empties_the_allocator_cache(context, segmenter, cuda_calls)
 
 
 @pytest.mark.parametrize("error", [RuntimeError("converter crashed"), MemoryError(), ValueError("odd")])
-def test_an_image_conversion_failure_is_an_error_result_not_a_dead_callback(context, segmenter, monkeypatch, error):
+def test_an_image_conversion_failure_is_an_error_result_not_a_dead_callback(module_context, segmenter, monkeypatch, error):
     import m2sa_ros.perception_node as pn
 
-    harness = DirectNode(context, segmenter)
+    harness = DirectNode(module_context, segmenter)
     try:
         def broken(*_a: Any, **_k: Any) -> Any:
             raise error
@@ -215,12 +205,12 @@ def test_an_image_conversion_failure_is_an_error_result_not_a_dead_callback(cont
         harness.close()
 
 
-def test_a_request_image_whose_conversion_crashes_is_answered(context, segmenter, monkeypatch):
+def test_a_request_image_whose_conversion_crashes_is_answered(module_context, segmenter, monkeypatch):
     """The service/action path converts the request's own image: same guarantee."""
     import m2sa_ros.perception_node as pn
     from m2sa_ros.srv import Segment
 
-    harness = DirectNode(context, segmenter)
+    harness = DirectNode(module_context, segmenter)
     try:
         monkeypatch.setattr(pn, "image_to_rgb", lambda *_a, **_k: (_ for _ in ()).throw(RuntimeError("boom")))
         request = Segment.Request(command="turn on the TV", image=_good_image())
@@ -235,11 +225,11 @@ def test_a_request_image_whose_conversion_crashes_is_answered(context, segmenter
         harness.close()
 
 
-def test_cancel_mid_generation_gives_a_cancelled_result_and_the_worker_goes_on(context, segmenter):
+def test_cancel_mid_generation_gives_a_cancelled_result_and_the_worker_goes_on(module_context, segmenter):
     """What a cancelled action goal does inside the node (the DDS round trip is in test_node_dds)."""
     from m2sa_ros.perception_node import Request
 
-    harness = DirectNode(context, segmenter)
+    harness = DirectNode(module_context, segmenter)
     generating, cancel = threading.Event(), threading.Event()
     tokens: list[int] = []
 
@@ -275,9 +265,9 @@ def test_cancel_mid_generation_gives_a_cancelled_result_and_the_worker_goes_on(c
         harness.close()
 
 
-def test_worker_survives_a_failure_inside_the_result_conversion(context, segmenter, monkeypatch):
+def test_worker_survives_a_failure_inside_the_result_conversion(module_context, segmenter, monkeypatch):
     """A model returning masks of the wrong size fails in conversion: error result, next one fine."""
-    harness = DirectNode(context, segmenter)
+    harness = DirectNode(module_context, segmenter)
     real_segment = segmenter.segment
     try:
         def wrong_size(image, command, **kwargs):

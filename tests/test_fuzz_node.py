@@ -115,16 +115,6 @@ def tiny_segmenter():
 
 
 @pytest.fixture(scope="module")
-def module_context():
-    import rclpy
-
-    context = rclpy.Context()
-    rclpy.init(context=context)
-    yield context
-    context.try_shutdown()
-
-
-@pytest.fixture(scope="module")
 def direct(module_context, tiny_segmenter):
     harness = DirectNode(module_context, PromptRecorder(tiny_segmenter), max_command_length=2_000_000)
     yield harness
