@@ -311,10 +311,18 @@ class Robot:
         return True
 
     def close(self) -> None:
+        """Tear down in this thread, after the spin thread has returned.
+
+        Destroying the node while the spin thread still holds it defers the destruction to
+        that thread; Fast DDS then tears the participant down while the node process leaves
+        and its discovery callbacks run, and that teardown was seen to spin forever holding
+        the GIL (the harness hung after the last result). Joining first keeps it in one place.
+        """
         self._camera_stop.set()
         if self._camera.is_alive():
             self._camera.join()
-        self.executor.shutdown()
+        self.executor.shutdown(timeout_sec=10.0)
+        self._spin.join(timeout=10.0)
         self.node.destroy_node()
         self.context.try_shutdown()
 
