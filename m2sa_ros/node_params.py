@@ -75,6 +75,9 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("centroid_erosion_px", 3, "Mask erosion (pixels) before taking the median depth, "
               "so border pixels do not pull the centroid to the background.", _at_least(0)),
     ParamSpec("diagnostics_period", 1.0, "Seconds between /diagnostics messages.", _at_least(0.05)),
+    ParamSpec("heap_trim_period", 5.0, "When idle, hand freed heap pages back to the OS (glibc "
+              "malloc_trim) at most this often, in seconds; keeps RSS flat over long runs "
+              "(0 = never).", _at_least(0.0)),
     ParamSpec("autostart", True, "Configure and activate at start-up (else wait for lifecycle "
               "transitions)."),
 )
@@ -104,6 +107,7 @@ class NodeParams:
     depth_tolerance: float
     centroid_erosion_px: int
     diagnostics_period: float
+    heap_trim_period: float
     autostart: bool
 
 

@@ -46,6 +46,7 @@ from m2sa_ros.action import Segment as SegmentAction
 from m2sa_ros.centroids import Intrinsics, StampedBuffer, mask_centroid
 from m2sa_ros.diagnostics import NodeStats, build_diagnostics, status_level
 from m2sa_ros.frames import Frame, LatestFrame
+from m2sa_ros.heap import HeapTrimmer
 from m2sa_ros.image_conversion import (ImageConversionError, compressed_to_rgb, depth_to_metres,
                                        image_to_rgb, rgb_to_msg)
 from m2sa_ros.model_source import ModelSource, resolve_model_source
@@ -124,6 +125,7 @@ class PerceptionNode(LifecycleNode):
         self._params: NodeParams | None = None
         self._source: ModelSource | None = None
         self._segmenter: Any = None
+        self._heap = HeapTrimmer(0.0)  # the configured one replaces it
         self._worker: CommandWorker | None = None
         self._active = False
         self._id_prefix = uuid.uuid4().hex[:8]
@@ -190,6 +192,7 @@ class PerceptionNode(LifecycleNode):
             self.get_logger().debug(traceback.format_exc())
             return TransitionCallbackReturn.FAILURE
         self._params, self._source, self._segmenter = params, source, segmenter
+        self._heap = HeapTrimmer(params.heap_trim_period)
         self.get_logger().info(f"model {source.source} loaded on {params.device} in "
                                f"{time.monotonic() - started:.1f} s")
         self._result_pub = self.create_lifecycle_publisher(SegmentationResult, "result", RESULT_QOS)
@@ -525,6 +528,10 @@ class PerceptionNode(LifecycleNode):
             return
         self._finish(req, msg)
         self._publish_overlay(frame, result)
+        del result, msg  # before trimming: the answer's masks are garbage now
+        worker = self._worker
+        if worker is not None and worker.depth == 0:  # idle: trimming delays no one
+            self._heap.maybe_trim()
 
     def _reject(self, job: Job, reason: str) -> None:
         """A queued job the worker will never run (node deactivating)."""

@@ -33,6 +33,7 @@ def test_ints_are_accepted_for_floats_and_strings_are_stripped():
     ("image_reliability", "sometimes", "image_reliability='sometimes'"),
     ("max_new_tokens", "many", "max_new_tokens='many': expected int"),
     ("publish_overlay", 1, "publish_overlay=1: expected bool"),
+    ("heap_trim_period", -1.0, "heap_trim_period=-1.0: must be >= 0"),
 ])
 def test_bad_values_are_named(name, value, complaint):
     with pytest.raises(ParameterError, match=complaint.replace("(", r"\(")):
