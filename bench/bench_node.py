@@ -83,7 +83,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         robot.wait_for_node(node, args.startup_timeout)
         startup_s = time.monotonic() - started
         robot.start_camera()
-        time.sleep(1.0)  # the stream is running before the first command, as on a robot
+        # The stream is running and the node answers from it before the first measured command.
+        robot.wait_until_answering(node, args.startup_timeout)
         sampler = load.ProcessSampler(node.pid, args.sample_period, lambda: robot.results_received).start()
         t0 = time.monotonic()
         for i in range(args.commands):

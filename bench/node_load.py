@@ -224,6 +224,7 @@ class Robot:
         self._spin.start()
 
         self.outcomes: dict[str, Outcome] = {}
+        self._ignored: set[str] = set()  # readiness probes: not part of the run
         self.unknown_results = 0  # results whose command this robot never sent
         self.results_received = 0
         self.lock = threading.Condition()
@@ -288,6 +289,8 @@ class Robot:
         now = time.monotonic()
         stamp = msg.header.stamp.sec * 1_000_000_000 + msg.header.stamp.nanosec
         with self.lock:
+            if msg.command in self._ignored:
+                return
             self.results_received += 1
             outcome = self.outcomes.get(msg.command)
             if outcome is None:
@@ -295,6 +298,33 @@ class Robot:
             else:
                 outcome.results.append((now, bool(msg.success), str(msg.error), stamp, len(msg.targets)))
             self.lock.notify_all()
+
+    def wait_until_answering(self, node: NodeProcess, timeout: float) -> int:
+        """Send probe commands until one succeeds, then forget them; returns the probes sent.
+
+        The robot sees the node's image subscription before the node has matched the
+        camera publisher, so a first command can still find no image. Measuring starts
+        once the node has answered one command from the stream, and the probes (and
+        any late results of theirs) never count as the run's commands.
+        """
+        deadline = time.monotonic() + timeout
+        probes = 0
+        while time.monotonic() < deadline:
+            if not node.alive():
+                raise RuntimeError(f"the node exited during start-up:\n{node.log_tail()}")
+            text = f"readiness probe {probes}: what is on the table?"
+            self.send(text)
+            probes += 1
+            self.wait_outstanding(0, max(0.1, deadline - time.monotonic()))
+            with self.lock:
+                outcome = self.outcomes[text]
+                if outcome.results and outcome.results[0][1]:
+                    self.outcomes.clear()
+                    self.results_received = 0
+                    self._ignored = {f"readiness probe {i}: what is on the table?" for i in range(probes)}
+                    return probes
+            time.sleep(0.2)
+        raise TimeoutError(f"the node answered no probe command within {timeout:.0f} s:\n{node.log_tail()}")
 
     def outstanding(self) -> int:
         with self.lock:

@@ -120,7 +120,7 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     with load.node_under_load(params, log_path, args.width, args.height, args.fps) as (node, robot):
         robot.wait_for_node(node, args.startup_timeout)
         robot.start_camera()
-        time.sleep(1.0)
+        robot.wait_until_answering(node, args.startup_timeout)
         sampler = load.ProcessSampler(node.pid, args.sample_period, lambda: robot.results_received).start()
         t0 = time.monotonic()
         deadline = t0 + args.max_minutes * 60.0 if args.max_minutes > 0 else float("inf")
