@@ -23,7 +23,7 @@ import numpy as np
 import pytest
 import torch
 
-from test_fuzz_node import DirectNode, _good_image
+from node_harness import DirectNode, good_image
 
 pytestmark = pytest.mark.ros
 
@@ -146,11 +146,11 @@ def test_oom_gives_an_error_result_frees_the_call_and_the_next_command_succeeds(
     harness = DirectNode(module_context, segmenter)
     try:
         with faults.seg_answer():
-            harness.node._on_image(_good_image())
+            harness.node._on_image(good_image())
             first = harness.command("turn on the TV")
             assert first.success and len(first.targets) == 1, first.error
             with automatic_gc_off(), faults.raising_in(stage, oom(stage), on_call=2 if stage == "generation" else 1):
-                harness.node._on_image(_good_image(2))  # a new frame: the whole pipeline runs
+                harness.node._on_image(good_image(2))  # a new frame: the whole pipeline runs
                 res = harness.command("turn on the TV")
                 _idle(harness.node)
                 assert not res.success
@@ -168,7 +168,7 @@ def test_oom_on_cuda_empties_the_allocator_cache(module_context, segmenter, cuda
     faults = Faults(segmenter)
     harness = DirectNode(module_context, segmenter, device="cuda")  # the factory still returns the CPU model
     try:
-        harness.node._on_image(_good_image())
+        harness.node._on_image(good_image())
         assert harness.command("turn on the TV").success and cuda_calls == []
         with faults.raising_in("generation", oom("generation"), cycle=False):
             assert not harness.command("turn on the TV").success
@@ -194,12 +194,12 @@ def test_an_image_conversion_failure_is_an_error_result_not_a_dead_callback(modu
             raise error
 
         monkeypatch.setattr(pn, "image_to_rgb", broken)
-        harness.node._on_image(_good_image())  # must not raise out of the callback
+        harness.node._on_image(good_image())  # must not raise out of the callback
         res = harness.command("turn on the TV")
         assert not res.success and res.error.startswith("bad image:"), res.error
         assert type(error).__name__ in res.error
         monkeypatch.undo()
-        harness.node._on_image(_good_image(2))
+        harness.node._on_image(good_image(2))
         assert harness.command("turn on the TV").success
     finally:
         harness.close()
@@ -213,12 +213,12 @@ def test_a_request_image_whose_conversion_crashes_is_answered(module_context, se
     harness = DirectNode(module_context, segmenter)
     try:
         monkeypatch.setattr(pn, "image_to_rgb", lambda *_a, **_k: (_ for _ in ()).throw(RuntimeError("boom")))
-        request = Segment.Request(command="turn on the TV", image=_good_image())
+        request = Segment.Request(command="turn on the TV", image=good_image())
         response = harness.node._on_service(request, Segment.Response())
         assert not response.result.success and response.result.error.startswith("bad image:")
         assert "RuntimeError: boom" in response.result.error
         monkeypatch.undo()
-        response = harness.node._on_service(Segment.Request(command="turn on the TV", image=_good_image()),
+        response = harness.node._on_service(Segment.Request(command="turn on the TV", image=good_image()),
                                             Segment.Response())
         assert response.result.success, response.result.error
     finally:
@@ -241,7 +241,7 @@ def test_cancel_mid_generation_gives_a_cancelled_result_and_the_worker_goes_on(m
 
     hook = segmenter.model.llm.lm_head.register_forward_hook(slow_token)
     try:
-        harness.node._on_image(_good_image())
+        harness.node._on_image(good_image())
         done: list[Any] = []
         stages: list[str] = []
         req = Request(request_id="goal-1", command="turn on the TV", source="action",
@@ -279,7 +279,7 @@ def test_worker_survives_a_failure_inside_the_result_conversion(module_context, 
             return result
 
         monkeypatch.setattr(segmenter, "segment", wrong_size)
-        harness.node._on_image(_good_image())
+        harness.node._on_image(good_image())
         res = harness.command("turn on the TV")
         assert not res.success and res.error.startswith("model failure:"), res.error
         monkeypatch.undo()

@@ -56,12 +56,12 @@ def test_node_trims_when_idle_after_a_command(module_context, period, trimmed):
     import time
 
     from m2sa_core.inference import Segmenter
-    from test_fuzz_node import DirectNode, _good_image
+    from node_harness import DirectNode, good_image
 
     harness = DirectNode(module_context, Segmenter.from_pretrained("tiny", device="cpu", max_new_tokens=3),
                          heap_trim_period=period)
     try:
-        harness.node._on_image(_good_image())
+        harness.node._on_image(good_image())
         time.sleep(0.02)
         assert harness.command("turn on the TV").success
         assert (harness.node._heap.trims > 0) is trimmed

@@ -1,0 +1,80 @@
+"""The perception node driven by hand: tests call its callbacks and read its results.
+
+Shared by the fuzzing, fault-injection and heap tests. No executor spins: the test is
+the executor; the worker thread is real, so results arrive asynchronously and are
+captured at the node's result publisher.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+
+W, H = 32, 24
+
+
+class DirectNode:
+    """A configured, active PerceptionNode whose callbacks the test calls itself.
+
+    No executor spins: the test is the executor. The worker thread is real, so results
+    arrive asynchronously; they are captured at the node's result publisher.
+    """
+
+    def __init__(self, context: Any, segmenter: Any, namespace: str = "", **params: Any) -> None:
+        from rclpy.lifecycle import TransitionCallbackReturn
+        from rclpy.parameter import Parameter
+
+        from m2sa_ros.perception_node import PerceptionNode
+
+        params = {"autostart": False, "wait_for_image": 0.0, "max_queue": 8, **params}
+        self.segmenter = segmenter
+        self.node = PerceptionNode(context=context, namespace=namespace, segmenter_factory=lambda _p, _s: segmenter,
+                                   parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+        assert self.node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert self.node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        self.results: list[Any] = []
+        self._cond = threading.Condition()
+        real_pub = self.node._result_pub
+        self._real_publish = real_pub.publish
+
+        def publish(msg: Any) -> None:
+            with self._cond:
+                self.results.append(msg)
+                self._cond.notify_all()
+            self._real_publish(msg)
+
+        real_pub.publish = publish
+
+    def command(self, text: str, timeout: float = 30.0) -> Any:
+        """Send one command through the topic callback; its single result."""
+        from std_msgs.msg import String
+
+        with self._cond:
+            n = len(self.results)
+        self.node._on_command(String(data=text))
+        with self._cond:
+            assert self._cond.wait_for(lambda: len(self.results) > n, timeout), f"no result for {text[:50]!r}"
+            time.sleep(0.01)  # a duplicate would be published right behind the first result
+            assert len(self.results) == n + 1, "more than one result for one command"
+            return self.results[n]
+
+    def close(self) -> None:
+        self.node.close()
+
+
+def image_msg(height: int, width: int, encoding: str, step: int, data: bytes, bigendian: int = 0,
+               stamp: int = 7) -> Any:
+    from sensor_msgs.msg import Image
+
+    msg = Image(height=height, width=width, encoding=encoding, step=step, is_bigendian=bigendian)
+    msg.header.stamp.sec, msg.header.frame_id = stamp, "fuzz_camera"
+    msg.data = data
+    return msg
+
+
+def good_image(stamp: int = 1) -> Any:
+    rgb = np.random.default_rng(stamp).integers(0, 256, (H, W, 3), dtype=np.uint8)
+    return image_msg(H, W, "rgb8", W * 3, rgb.tobytes(), stamp=stamp)
