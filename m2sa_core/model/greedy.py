@@ -152,8 +152,9 @@ def greedy_generate(
     log = GenerationLog.allocate(hidden, max_new_tokens, special.pad, forced is not None)
     forced_ids = None
     if forced is not None:
-        forced_ids = torch.tensor([list(f[:max_new_tokens]) + [special.eos] * (max_new_tokens - len(f[:max_new_tokens]))
-                                   for f in forced], dtype=torch.long, device=device)
+        rows = [list(f[:max_new_tokens]) for f in forced]
+        forced_ids = torch.tensor([row + [special.eos] * (max_new_tokens - len(row)) for row in rows],
+                                  dtype=torch.long, device=device)
     probe = StopProbe(device, max_new_tokens)
     steps = 0
     for step in range(max_new_tokens):
