@@ -103,16 +103,21 @@ def test_truncated_checkpoint_is_detected_and_the_previous_one_used(tmp_path, sy
     assert latest_intact_checkpoint(root) == list_checkpoints(root)[-2]
 
 
-def test_two_process_ddp_matches_single_process_on_the_same_global_batch(tmp_path, synth):
+def _single_and_two_ranks(tmp_path: Path, synth: Path, name: str, port_base: int, *extra: str) -> None:
+    """One process with 2 accumulation steps, then 2 torchrun ranks of 1 step each (same global batch)."""
     config, single = _config(tmp_path, synth, "single", max_steps=3, batch_size=1, grad_accum=2)
     run = _train(config, single)
     assert run.returncode == 0, run.stderr[-3000:]
 
-    config, ddp = _config(tmp_path, synth, "ddp", max_steps=3, batch_size=1, grad_accum=1)
-    cmd = [str(TORCHRUN), "--nproc-per-node", "2", "--master-port", str(29500 + os.getpid() % 1000),
-           "-m", "training.train", "--config", str(config), *ddp]
+    config, ranks = _config(tmp_path, synth, name, max_steps=3, batch_size=1, grad_accum=1)
+    cmd = [str(TORCHRUN), "--nproc-per-node", "2", "--master-port", str(port_base + os.getpid() % 1000),
+           "-m", "training.train", "--config", str(config), *ranks, *extra]
     run = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=400)
     assert run.returncode == 0, run.stderr[-3000:]
+
+
+def test_two_process_ddp_matches_single_process_on_the_same_global_batch(tmp_path, synth):
+    _single_and_two_ranks(tmp_path, synth, "ddp", 29500)
 
     fingerprints = json.loads((tmp_path / "ddp" / "final" / "rank_fingerprints.json").read_text())
     assert len(fingerprints) == 2 and fingerprints[0] == fingerprints[1], "ranks diverged"
@@ -124,15 +129,7 @@ def test_two_process_ddp_matches_single_process_on_the_same_global_batch(tmp_pat
 
 def test_two_process_fsdp_matches_single_process_and_saves_full_weights(tmp_path, synth):
     """FSDP2 (sharded parameters and optimizer state) trains what one process trains."""
-    config, single = _config(tmp_path, synth, "single", max_steps=3, batch_size=1, grad_accum=2)
-    run = _train(config, single)
-    assert run.returncode == 0, run.stderr[-3000:]
-
-    config, sharded = _config(tmp_path, synth, "fsdp", max_steps=3, batch_size=1, grad_accum=1)
-    cmd = [str(TORCHRUN), "--nproc-per-node", "2", "--master-port", str(31500 + os.getpid() % 1000),
-           "-m", "training.train", "--config", str(config), *sharded, "strategy=fsdp"]
-    run = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=400)
-    assert run.returncode == 0, run.stderr[-3000:]
+    _single_and_two_ranks(tmp_path, synth, "fsdp", 31500, "strategy=fsdp")
 
     # The checkpoint at step 2 holds full, unsharded tensors gathered from both ranks.
     saved = load_file(str(list_checkpoints(tmp_path / "fsdp" / "checkpoints")[0] / "trainables.safetensors"))
