@@ -308,21 +308,21 @@ class Robot:
         any late results of theirs) never count as the run's commands.
         """
         deadline = time.monotonic() + timeout
-        probes = 0
+        probes: list[str] = []
         while time.monotonic() < deadline:
             if not node.alive():
                 raise RuntimeError(f"the node exited during start-up:\n{node.log_tail()}")
-            text = f"readiness probe {probes}: what is on the table?"
+            text = f"readiness probe {len(probes)}: what is on the table?"
             self.send(text)
-            probes += 1
+            probes.append(text)
             self.wait_outstanding(0, max(0.1, deadline - time.monotonic()))
             with self.lock:
                 outcome = self.outcomes[text]
                 if outcome.results and outcome.results[0][1]:
                     self.outcomes.clear()
                     self.results_received = 0
-                    self._ignored = {f"readiness probe {i}: what is on the table?" for i in range(probes)}
-                    return probes
+                    self._ignored = set(probes)
+                    return len(probes)
             time.sleep(0.2)
         raise TimeoutError(f"the node answered no probe command within {timeout:.0f} s:\n{node.log_tail()}")
 
