@@ -7,9 +7,9 @@ the hidden state that predicts each [SEG] is collected while generating (no seco
 pass): that state is the mask embedding, the same position training supervises.
 
 Each [SEG] yields a visible and an amodal mask from one decoder pass, and the model's
-mask-type head says which one the command asked for: when it asked for the complete
-shape ("amodal"), ``Target.mask`` carries the amodal mask. With ``amodal`` on, every
-target also carries its amodal mask in ``Target.amodal_mask``.
+mask-type head says which one the command asked for (``Target.mask_type``).
+``Target.mask`` is always the visible mask; ``Target.amodal_mask`` carries the complete
+shape when the command asked for it, or for every target with ``amodal`` on.
 """
 
 from __future__ import annotations
@@ -337,7 +337,7 @@ class Segmenter:
 
     def build_result(self, generation: Generation, decoded: DecodedMasks, timings: dict[str, float],
                      amodal: bool = False) -> Result:
-        """Targets labelled from the answer text; ``mask`` is the one each target's command asked for."""
+        """Targets labelled from the answer text: ``mask`` visible, ``amodal_mask`` when asked for or ``amodal``."""
         raw = self.decode_text(generation.tokens)
         parsed = parse_targets(raw)
         n = len(generation.seg_states)
@@ -347,12 +347,13 @@ class Segmenter:
         targets = []
         for i, p in enumerate(parsed):
             complete = decoded.mask_types[i] == MASK_TYPES[1]
-            masks, scores = (decoded.amodal_masks, decoded.amodal_scores) if complete else (decoded.masks,
-                                                                                            decoded.scores)
+            with_amodal = (amodal or complete) and decoded.amodal_masks is not None
             targets.append(Target(
                 label=p.label, object_name=p.object_name, instance=p.instance, part_name=p.part_name,
-                granularity=p.granularity, mask=masks[i], score=float(scores[i]),
-                amodal_mask=decoded.amodal_masks[i] if amodal else None, mask_type=decoded.mask_types[i]))
+                granularity=p.granularity, mask=decoded.masks[i], score=float(decoded.scores[i]),
+                amodal_mask=decoded.amodal_masks[i] if with_amodal else None,
+                amodal_score=float(decoded.amodal_scores[i]) if with_amodal else 0.0,
+                mask_type=decoded.mask_types[i]))
         return Result(answer=clean_answer(raw), targets=targets, raw_answer=raw, timings_ms=timings)
 
     # -- public API -------------------------------------------------------------------

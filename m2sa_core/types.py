@@ -28,17 +28,29 @@ class Target:
     instance: int
     part_name: str
     granularity: Granularity
-    mask: np.ndarray  # bool, H x W of the source image
-    score: float = 0.0
-    amodal_mask: np.ndarray | None = None  # bool, H x W; None unless amodal output is on
-    bbox: tuple[int, int, int, int] = (0, 0, 0, 0)  # x, y, width, height of the mask
-    # Which mask the command asked for: "modal" (visible pixels) or "amodal" (the complete
-    # shape, occluded parts included); for "amodal", ``mask`` carries the complete shape.
+    mask: np.ndarray  # bool, H x W of the source image: always the visible pixels
+    score: float = 0.0  # predicted quality of ``mask``
+    # The complete shape (occluded parts included), bool H x W: filled when the command
+    # asked for it (``mask_type == "amodal"``) or amodal output is on, else None.
+    amodal_mask: np.ndarray | None = None
+    bbox: tuple[int, int, int, int] = (0, 0, 0, 0)  # x, y, width, height of the visible mask
+    # Which shape the command asked for: "modal" (visible pixels) or "amodal" (the complete
+    # shape). ``mask`` stays visible either way, so a box or a centroid computed from it
+    # never lands on whatever occludes the object; read :attr:`requested_mask` for the
+    # shape that was asked for.
     mask_type: str = "modal"
+    amodal_score: float = 0.0  # predicted quality of ``amodal_mask``
 
     def __post_init__(self) -> None:
         if self.bbox == (0, 0, 0, 0) and self.mask is not None and self.mask.any():
             self.bbox = mask_bbox(self.mask)
+
+    @property
+    def requested_mask(self) -> np.ndarray:
+        """The shape the command asked for: the complete one for "amodal", else the visible one."""
+        if self.mask_type == "amodal" and self.amodal_mask is not None:
+            return self.amodal_mask
+        return self.mask
 
 
 @dataclass
@@ -49,6 +61,9 @@ class Result:
     targets: list[Target] = field(default_factory=list)
     raw_answer: str = ""  # the generated text with [SEG] markers, for debugging
     timings_ms: dict[str, float] = field(default_factory=dict)
+    # True when generation hit the token limit before the end-of-answer token: the answer
+    # (and its list of targets) may be cut short.
+    truncated: bool = False
 
 
 def mask_bbox(mask: np.ndarray) -> tuple[int, int, int, int]:

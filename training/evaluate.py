@@ -10,7 +10,7 @@ given the right answer. generative (what a robot sees): the model answers freely
 predictions and ground truth pair by Hungarian matching on IoU, unmatched entries score
 0, and target-count accuracy says how often it found as many targets as there are.
 
-The per-split gIoU/cIoU score the mask each command asked for (``Target.mask``: the
+The per-split gIoU/cIoU score the mask each command asked for (``Target.requested_mask``: the
 visible one, or the complete one when the command asks for the complete shape). Beside
 them, on data that has the ground truth: visible gIoU/cIoU, amodal gIoU/cIoU over all
 targets and over occluded ones only (the amodal mask has pixels outside the visible
@@ -65,7 +65,7 @@ def eval_command(builder: SampleBuilder, record) -> str:
 class Predictions:
     """What the model gives for one record: the asked-for masks plus both outputs and intents."""
 
-    requested: list[np.ndarray]  # Target.mask per target: visible, or complete when asked for
+    requested: list[np.ndarray]  # Target.requested_mask per target: visible, or complete when asked for
     visible: list[np.ndarray]
     amodal: list[np.ndarray]
     mask_types: list[str]
@@ -104,7 +104,7 @@ def generative_predictions(segmenter: Segmenter, image: np.ndarray, command: str
     (generation,) = segmenter.generate(entry.features, [segmenter.prompt_ids(command)], timings)
     decoded = segmenter.decode(entry, generation.seg_states, timings, amodal=True)
     result = segmenter.build_result(generation, decoded, timings, amodal=True)
-    preds = Predictions([t.mask for t in result.targets], list(decoded.masks), list(decoded.amodal_masks),
+    preds = Predictions([t.requested_mask for t in result.targets], list(decoded.masks), list(decoded.amodal_masks),
                         list(decoded.mask_types))
     return result, preds
 
