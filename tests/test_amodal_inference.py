@@ -96,7 +96,8 @@ def test_segmenter_setting_is_the_default_and_segment_overrides_it(image):
     assert all(t.amodal_mask is None for t in _run(seg, image, amodal=False).targets)
 
 
-def test_intent_amodal_puts_the_complete_shape_in_mask(segmenter, image):
+def test_intent_amodal_adds_the_complete_shape_and_keeps_mask_visible(segmenter, image):
+    """A planner grasps from ``mask``/``bbox``: they must never cover the occluder."""
     _set_intent(segmenter, amodal=True)
     try:
         result = _run(segmenter, image)
@@ -109,10 +110,14 @@ def test_intent_amodal_puts_the_complete_shape_in_mask(segmenter, image):
         _set_intent(segmenter, amodal=False)
     assert decoded.mask_types == ["amodal", "amodal"]
     for i, t in enumerate(result.targets):
-        assert t.mask_type == "amodal" and t.amodal_mask is None  # amodal output itself stays off
-        np.testing.assert_array_equal(t.mask, decoded.amodal_masks[i])
-        assert t.bbox == mask_bbox(decoded.amodal_masks[i])
-        assert t.score == pytest.approx(float(decoded.amodal_scores[i]), abs=1e-6)
+        assert t.mask_type == "amodal"
+        np.testing.assert_array_equal(t.mask, decoded.masks[i])
+        np.testing.assert_array_equal(t.amodal_mask, decoded.amodal_masks[i])  # asked for: filled
+        assert t.requested_mask is t.amodal_mask
+        assert t.bbox == mask_bbox(decoded.masks[i])
+        assert t.score == pytest.approx(float(decoded.scores[i]), abs=1e-6)
+        assert t.amodal_score == pytest.approx(float(decoded.amodal_scores[i]), abs=1e-6)
+    assert any(not np.array_equal(t.mask, t.amodal_mask) for t in result.targets)
 
 
 def test_untrained_head_keeps_the_visible_mask(image):
