@@ -1,10 +1,19 @@
-"""sensor_msgs images <-> numpy arrays, without cv_bridge.
+"""sensor_msgs images <-> numpy arrays, with cv_bridge's semantics but without cv_bridge.
 
 cv_bridge is not on PyPI, and the node only needs a handful of conversions: camera
 images to RGB uint8 (what the Segmenter eats), depth images to metres (for centroids),
 compressed images decoded exactly as sent, and masks / overlays back to messages.
 Every malformed message raises :class:`ImageConversionError` naming the field at fault,
 so the node can turn it into a clear ``success=false`` result instead of a traceback.
+
+The colour input follows ``cv_bridge.toCvCopy(msg, "rgb8")`` exactly: the same set of
+encodings is accepted (everything cv_bridge can turn into RGB: rgb/bgr/rgba/bgra in 8
+and 16 bits, mono8/16, the four Bayer patterns in 8 and 16 bits, YUV 4:2:2 as UYVY and
+YUYV), the same OpenCV colour conversion is applied, and 16-bit data is reduced to 8
+bits *after* the colour conversion by the same scaling (``x * 255 / 65535``, rounded).
+What cv_bridge refuses is refused too: untyped encodings such as 16UC1 or 8UC3 carry no
+colour information, and accepting them would let a depth topic wired to ``image`` by
+mistake "work".
 
 The functions read only the message fields (``height``, ``width``, ``encoding``,
 ``is_bigendian``, ``step``, ``data``), so they work on any object shaped like
@@ -13,25 +22,50 @@ sensor_msgs/Image; only the ``*_to_msg`` builders import sensor_msgs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import cv2
 import numpy as np
 
-# encoding -> (numpy base dtype, channels, how to reach RGB from that layout)
-_COLOUR_ENCODINGS: dict[str, tuple[str, int, int | None]] = {
-    "rgb8": ("u1", 3, None),
-    "bgr8": ("u1", 3, cv2.COLOR_BGR2RGB),
-    # OpenCV's own images are BGR, so cv_bridge publishes an untyped 3-channel image as BGR.
-    "8UC3": ("u1", 3, cv2.COLOR_BGR2RGB),
-    "rgba8": ("u1", 4, cv2.COLOR_RGBA2RGB),
-    "bgra8": ("u1", 4, cv2.COLOR_BGRA2RGB),
-    "8UC4": ("u1", 4, cv2.COLOR_BGRA2RGB),
-    "mono8": ("u1", 1, cv2.COLOR_GRAY2RGB),
-    "8UC1": ("u1", 1, cv2.COLOR_GRAY2RGB),
-    "mono16": ("u2", 1, cv2.COLOR_GRAY2RGB),
-    "16UC1": ("u2", 1, cv2.COLOR_GRAY2RGB),
-}
+
+@dataclass(frozen=True)
+class _ColourLayout:
+    """How one encoding's bytes are laid out and how cv_bridge reaches RGB from them."""
+
+    base_dtype: str  # numpy element type of one channel: "u1" or "u2"
+    channels: int  # channels of the raw layout (2 for YUV 4:2:2: one chroma + one luma byte)
+    code: int | None  # the cv::cvtColor code cv_bridge applies; None = already RGB
+
+
+def _layouts() -> dict[str, _ColourLayout]:
+    table: dict[str, _ColourLayout] = {}
+    for bits, base in ((8, "u1"), (16, "u2")):
+        table[f"rgb{bits}"] = _ColourLayout(base, 3, None)
+        table[f"bgr{bits}"] = _ColourLayout(base, 3, cv2.COLOR_BGR2RGB)
+        table[f"rgba{bits}"] = _ColourLayout(base, 4, cv2.COLOR_RGBA2RGB)
+        table[f"bgra{bits}"] = _ColourLayout(base, 4, cv2.COLOR_BGRA2RGB)
+        table[f"mono{bits}"] = _ColourLayout(base, 1, cv2.COLOR_GRAY2RGB)
+        # OpenCV names a Bayer pattern by the 2x2 block starting at the second row and
+        # column, so ROS "rggb" is OpenCV "BG" (cv_bridge's own table pairs them so).
+        table[f"bayer_rggb{bits}"] = _ColourLayout(base, 1, cv2.COLOR_BayerBG2RGB)
+        table[f"bayer_bggr{bits}"] = _ColourLayout(base, 1, cv2.COLOR_BayerRG2RGB)
+        table[f"bayer_gbrg{bits}"] = _ColourLayout(base, 1, cv2.COLOR_BayerGR2RGB)
+        table[f"bayer_grbg{bits}"] = _ColourLayout(base, 1, cv2.COLOR_BayerGB2RGB)
+    # YUV 4:2:2. "yuv422" / "yuv422_yuy2" are the names cv_bridge converts; "uyvy" /
+    # "yuyv" are sensor_msgs' current names of the same two byte layouts.
+    for name in ("yuv422", "uyvy"):
+        table[name] = _ColourLayout("u1", 2, cv2.COLOR_YUV2RGB_UYVY)
+    for name in ("yuv422_yuy2", "yuyv"):
+        table[name] = _ColourLayout("u1", 2, cv2.COLOR_YUV2RGB_YUY2)
+    return table
+
+
+_COLOUR_ENCODINGS = _layouts()
+_YUV422 = ("yuv422", "uyvy", "yuv422_yuy2", "yuyv")
+# Encodings without colour information (OpenCV types): cv_bridge refuses them on the way
+# to rgb8; the error says so, because the usual cause is a wrong topic, not a bad camera.
+_UNTYPED_PREFIXES = ("8U", "8S", "16U", "16S", "32S", "32F", "64F")
 
 # Depth per REP 118: 16-bit unsigned millimetres or 32-bit float metres.
 _DEPTH_ENCODINGS: dict[str, str] = {"16UC1": "u2", "mono16": "u2", "32FC1": "f4"}
@@ -48,7 +82,8 @@ def _raw_array(msg: Any, base_dtype: str, channels: int, what: str) -> np.ndarra
     """View the message data as (height, width[, channels]) honouring step and byte order.
 
     A padded ``step`` (row stride larger than width * pixel size) is common on GPUs and
-    some drivers; the padding bytes are dropped here.
+    some drivers; the padding bytes are dropped here. ``channels`` is per pixel, except
+    for YUV 4:2:2 where the caller passes 2 (bytes per pixel).
     """
     height, width, step = int(msg.height), int(msg.width), int(msg.step)
     if height <= 0 or width <= 0:
@@ -78,24 +113,40 @@ def _raw_array(msg: Any, base_dtype: str, channels: int, what: str) -> np.ndarra
     return array.astype(dtype.newbyteorder("="), copy=False)
 
 
-def image_to_rgb(msg: Any, what: str = "image") -> np.ndarray:
-    """sensor_msgs/Image -> contiguous RGB uint8 array (H, W, 3).
+def _refusal(encoding: str, what: str) -> ImageConversionError:
+    accepted = "rgb8/16, bgr8/16, rgba8/16, bgra8/16, mono8/16, bayer_*8/16, yuv422 (uyvy), yuv422_yuy2 (yuyv)"
+    if encoding.startswith(_UNTYPED_PREFIXES):
+        return ImageConversionError(
+            f"{what}: encoding '{encoding}' has no colour information; cv_bridge refuses to "
+            f"convert it to rgb8 and so does this node (a depth or untyped OpenCV image on the "
+            f"colour input? publish rgb8/bgr8 there); accepted: {accepted}")
+    return ImageConversionError(f"{what}: unsupported encoding '{encoding}'; accepted: {accepted}")
 
-    mono16 is scaled to 8 bits by its high byte (a fixed, content-independent mapping,
-    so the same scene always gives the model the same pixels). Alpha is dropped.
+
+def _to_8bit(array: np.ndarray) -> np.ndarray:
+    """cv_bridge's 16 -> 8 bit step: ``convertTo(CV_8U, 255 / 65535)``, i.e. round(x / 257)."""
+    return np.rint(array.astype(np.float32) * np.float32(255.0 / 65535.0)).astype(np.uint8)
+
+
+def image_to_rgb(msg: Any, what: str = "image") -> np.ndarray:
+    """sensor_msgs/Image -> contiguous RGB uint8 array (H, W, 3), as cv_bridge gives it.
+
+    The colour conversion runs at the source depth, then 16-bit results are scaled to 8
+    bits (cv_bridge's order: for Bayer patterns it matters). Alpha is dropped.
     """
     encoding = str(msg.encoding)
-    if encoding not in _COLOUR_ENCODINGS:
-        raise ImageConversionError(
-            f"{what}: unsupported encoding '{encoding}' (supported: "
-            f"{', '.join(SUPPORTED_COLOUR_ENCODINGS)})")
-    base, channels, code = _COLOUR_ENCODINGS[encoding]
-    array = _raw_array(msg, base, channels, what)
-    if base == "u2":
-        array = (array >> 8).astype(np.uint8)
-    if channels == 1:
+    layout = _COLOUR_ENCODINGS.get(encoding)
+    if layout is None:
+        raise _refusal(encoding, what)
+    if encoding in _YUV422 and int(msg.width) % 2:
+        raise ImageConversionError(f"{what}: encoding '{encoding}' packs two pixels per 4 bytes, "
+                                   f"so the width must be even, got {msg.width}")
+    array = _raw_array(msg, layout.base_dtype, layout.channels, what)
+    if layout.channels == 1:
         array = array[:, :, 0]
-    rgb = array if code is None else cv2.cvtColor(array, code)
+    rgb = array if layout.code is None else cv2.cvtColor(np.ascontiguousarray(array), layout.code)
+    if rgb.dtype != np.uint8:
+        rgb = _to_8bit(rgb)
     return np.ascontiguousarray(rgb, dtype=np.uint8)
 
 

@@ -86,9 +86,12 @@ def images(draw) -> Any:
 
     if draw(st.booleans()):
         encoding = draw(st.sampled_from(SUPPORTED_COLOUR_ENCODINGS))
-        pixel = {"mono8": 1, "8UC1": 1, "mono16": 2, "16UC1": 2, "rgba8": 4, "bgra8": 4, "8UC4": 4}.get(encoding, 3)
-        height, width = draw(st.integers(1, 40)), draw(st.integers(1, 40))
-        item = 2 if pixel == 2 else 1
+        item = 2 if encoding.endswith("16") else 1
+        channels = {"rgba": 4, "bgra": 4, "mono": 1, "bayer_rggb": 1, "bayer_bggr": 1, "bayer_gbrg": 1,
+                    "bayer_grbg": 1}.get(encoding.rstrip("0123456789"), 3)
+        channels = 2 if encoding in ("yuv422", "uyvy", "yuv422_yuy2", "yuyv") else channels
+        height, width = draw(st.integers(2, 40)), 2 * draw(st.integers(1, 20))
+        pixel = channels * item
         step = width * pixel + item * draw(st.integers(0, 3))
         data = np.random.default_rng(draw(st.integers(0, 99))).integers(0, 256, step * height, dtype=np.uint8)
         return image_msg(height, width, encoding, step, data.tobytes(), bigendian=draw(st.integers(0, 1)))

@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from m2sa_ros.image_conversion import (ImageConversionError, compressed_to_rgb, depth_to_metres,
-                                       image_to_rgb, mask_to_msg, msg_to_mask, rgb_to_msg)
+from m2sa_ros.image_conversion import (SUPPORTED_COLOUR_ENCODINGS, ImageConversionError, compressed_to_rgb,
+                                       depth_to_metres, image_to_rgb, mask_to_msg, msg_to_mask, rgb_to_msg)
 
 RNG = np.random.default_rng(7)
 RGB = RNG.integers(0, 256, size=(5, 7, 3), dtype=np.uint8)
@@ -30,32 +30,95 @@ def _msg(array: np.ndarray, encoding: str, pad: int = 0, bigendian: bool = False
                            step=rows.shape[1], data=rows.tobytes())
 
 
-@pytest.mark.parametrize("encoding,layout", [
-    ("rgb8", lambda a: a),
-    ("bgr8", lambda a: a[:, :, ::-1]),
-    ("8UC3", lambda a: a[:, :, ::-1]),
-    ("rgba8", lambda a: np.dstack([a, np.full(a.shape[:2], 9, np.uint8)])),
-    ("bgra8", lambda a: np.dstack([a[:, :, ::-1], np.full(a.shape[:2], 9, np.uint8)])),
-])
-@pytest.mark.parametrize("pad", [0, 3])
-def test_colour_encodings_give_the_same_rgb(encoding, layout, pad):
-    out = image_to_rgb(_msg(np.ascontiguousarray(layout(RGB)), encoding, pad=pad))
-    assert out.dtype == np.uint8 and out.shape == (5, 7, 3) and out.flags.c_contiguous
-    np.testing.assert_array_equal(out, RGB)
+def _reference_rgb(raw: np.ndarray, encoding: str) -> np.ndarray:
+    """What ``cv_bridge.toCvCopy(msg, "rgb8").image`` holds, written out per encoding.
+
+    Independent of the module under test: plain channel reordering for the RGB family,
+    the cv::cvtColor code cv_bridge's conversion table names for Bayer and YUV 4:2:2,
+    and for 16-bit sources cv_bridge's final ``convertTo(CV_8U, 255.0 / 65535.0)``
+    (rounded to nearest), applied after the colour conversion.
+    """
+    def scale(x: np.ndarray) -> np.ndarray:
+        if x.dtype == np.uint16:
+            return np.round(x.astype(np.float64) * 255.0 / 65535.0).astype(np.uint8)
+        return x
+
+    family = encoding.rstrip("0123456789")
+    if family == "rgb":
+        return scale(raw)
+    if family == "bgr":
+        return scale(raw[:, :, ::-1])
+    if family == "rgba":
+        return scale(raw[:, :, :3])
+    if family == "bgra":
+        return scale(raw[:, :, 2::-1])
+    if family == "mono":
+        return scale(np.dstack([raw, raw, raw]))
+    bayer = {"bayer_rggb": cv2.COLOR_BayerBG2RGB, "bayer_bggr": cv2.COLOR_BayerRG2RGB,
+             "bayer_gbrg": cv2.COLOR_BayerGR2RGB, "bayer_grbg": cv2.COLOR_BayerGB2RGB}
+    if family in bayer:
+        return scale(cv2.cvtColor(raw, bayer[family]))
+    yuv = {"yuv422": cv2.COLOR_YUV2RGB_UYVY, "uyvy": cv2.COLOR_YUV2RGB_UYVY,
+           "yuv422_yuy2": cv2.COLOR_YUV2RGB_YUY2, "yuyv": cv2.COLOR_YUV2RGB_YUY2}
+    return cv2.cvtColor(raw, yuv[encoding])
 
 
-def test_mono8_is_replicated_to_three_channels():
-    grey = RGB[:, :, 0].copy()
-    out = image_to_rgb(_msg(grey, "mono8", pad=1))
-    np.testing.assert_array_equal(out, np.dstack([grey] * 3))
+# encoding -> (dtype, channels of the raw layout)
+ACCEPTED = {
+    **{f"{f}{b}": (np.uint8 if b == 8 else np.uint16, c)
+       for b in (8, 16) for f, c in (("rgb", 3), ("bgr", 3), ("rgba", 4), ("bgra", 4), ("mono", 1),
+                                     ("bayer_rggb", 1), ("bayer_bggr", 1), ("bayer_gbrg", 1), ("bayer_grbg", 1))},
+    "yuv422": (np.uint8, 2), "uyvy": (np.uint8, 2), "yuv422_yuy2": (np.uint8, 2), "yuyv": (np.uint8, 2),
+}
 
 
+def _raw(encoding: str, h: int, w: int, rng: np.random.Generator) -> np.ndarray:
+    dtype, channels = ACCEPTED[encoding]
+    shape = (h, w) if channels == 1 else (h, w, channels)
+    return rng.integers(0, np.iinfo(dtype).max + 1, size=shape, dtype=dtype)
+
+
+def test_the_accepted_set_is_what_cv_bridge_converts_to_rgb8():
+    assert set(SUPPORTED_COLOUR_ENCODINGS) == set(ACCEPTED)
+
+
+@pytest.mark.parametrize("encoding", sorted(ACCEPTED))
+@pytest.mark.parametrize("pad", [0, 6])
 @pytest.mark.parametrize("bigendian", [False, True])
-@pytest.mark.parametrize("pad", [0, 2])
-def test_mono16_both_byte_orders_and_padding(bigendian, pad):
-    values = RNG.integers(0, 65536, size=(4, 6), dtype=np.uint16)
-    out = image_to_rgb(_msg(values, "mono16", pad=pad, bigendian=bigendian))
-    np.testing.assert_array_equal(out[:, :, 1], (values >> 8).astype(np.uint8))
+def test_every_encoding_matches_the_cv_bridge_reference(encoding, pad, bigendian):
+    raw = _raw(encoding, 6, 8, np.random.default_rng(abs(hash((encoding, pad))) % 2**32))
+    out = image_to_rgb(_msg(raw, encoding, pad=pad, bigendian=bigendian))
+    assert out.dtype == np.uint8 and out.shape == (6, 8, 3) and out.flags.c_contiguous
+    np.testing.assert_array_equal(out, _reference_rgb(raw, encoding))
+
+
+def test_sixteen_bit_is_scaled_like_cv_bridge_not_by_its_high_byte():
+    values = np.array([[0, 128, 129, 385, 65535, 32896]], np.uint16)
+    out = image_to_rgb(_msg(values, "mono16"))[:, :, 0]
+    np.testing.assert_array_equal(out, [[0, 0, 1, 1, 255, 128]])
+
+
+def test_bayer_16_is_demosaiced_before_scaling():
+    """cv_bridge demosaics at 16 bits and scales afterwards; the other order differs."""
+    raw = _raw("bayer_rggb16", 8, 8, np.random.default_rng(3))
+    out = image_to_rgb(_msg(raw, "bayer_rggb16"))
+    scaled_first = cv2.cvtColor(np.round(raw / 257.0).astype(np.uint8), cv2.COLOR_BayerBG2RGB)
+    np.testing.assert_array_equal(out, _reference_rgb(raw, "bayer_rggb16"))
+    assert not np.array_equal(out, scaled_first)
+
+
+@pytest.mark.parametrize("encoding", ["16UC1", "8UC3", "8UC4", "8UC1", "32FC1", "16SC1", "64FC3"])
+def test_untyped_encodings_are_refused_like_cv_bridge(encoding):
+    msg = SimpleNamespace(height=2, width=2, encoding=encoding, is_bigendian=0, step=48, data=b"\0" * 96)
+    with pytest.raises(ImageConversionError, match=rf"cam/image: encoding '{encoding}' has no colour information.*"
+                                                   r"cv_bridge refuses"):
+        image_to_rgb(msg, what="cam/image")
+
+
+def test_yuv422_needs_an_even_width():
+    msg = _msg(np.zeros((2, 3, 2), np.uint8), "yuyv")
+    with pytest.raises(ImageConversionError, match="width must be even, got 3"):
+        image_to_rgb(msg)
 
 
 def test_step_not_a_multiple_of_the_16bit_element_is_rejected():
@@ -87,8 +150,8 @@ def test_empty_image_is_rejected(h, w):
 
 
 def test_unsupported_encoding_lists_the_supported_ones():
-    msg = _msg(RGB[:, :, :2].copy(), "yuv422")
-    with pytest.raises(ImageConversionError, match=r"my/topic: unsupported encoding 'yuv422'.*rgb8.*mono16"):
+    msg = _msg(RGB[:, :, :2].copy(), "nv21")
+    with pytest.raises(ImageConversionError, match=r"my/topic: unsupported encoding 'nv21'.*rgb8.*mono8/16.*yuyv"):
         image_to_rgb(msg, what="my/topic")
 
 
@@ -150,21 +213,15 @@ def test_compressed_mono_png_and_garbage():
 
 @settings(max_examples=60, deadline=None)
 @given(h=st.integers(1, 9), w=st.integers(1, 9), pad=st.integers(0, 7),
-       encoding=st.sampled_from(["rgb8", "bgr8", "rgba8", "bgra8", "mono8", "mono16", "8UC3"]),
-       bigendian=st.booleans(), seed=st.integers(0, 2**31 - 1))
-def test_any_size_padding_and_byte_order_round_trips(h, w, pad, encoding, bigendian, seed):
-    """Whatever the size, row padding and byte order, conversion recovers the pixels."""
-    rng = np.random.default_rng(seed)
-    rgb = rng.integers(0, 256, (h, w, 3), dtype=np.uint8)
-    if encoding == "mono16":
+       encoding=st.sampled_from(sorted(ACCEPTED)), bigendian=st.booleans(), seed=st.integers(0, 2**31 - 1))
+def test_any_size_padding_and_byte_order_matches_the_reference(h, w, pad, encoding, bigendian, seed):
+    """Whatever the size, row padding and byte order, conversion equals cv_bridge's."""
+    if encoding.startswith("bayer"):
+        h, w = h + 1, w + 1  # OpenCV demosaics images of at least 2x2
+    if ACCEPTED[encoding][1] == 2:
+        w += w % 2  # YUV 4:2:2 packs pixel pairs
+    if ACCEPTED[encoding][0] == np.uint16:
         pad -= pad % 2
-        raw = rng.integers(0, 65536, (h, w), dtype=np.uint16)
-        expected = np.dstack([(raw >> 8).astype(np.uint8)] * 3)
-    elif encoding == "mono8":
-        raw, expected = rgb[:, :, 0].copy(), np.dstack([rgb[:, :, 0]] * 3)
-    else:
-        layout = rgb if encoding == "rgb8" else rgb[:, :, ::-1]
-        if encoding in ("rgba8", "bgra8"):
-            layout = np.dstack([rgb if encoding == "rgba8" else rgb[:, :, ::-1], np.zeros((h, w), np.uint8)])
-        raw, expected = np.ascontiguousarray(layout), rgb
-    np.testing.assert_array_equal(image_to_rgb(_msg(raw, encoding, pad=pad, bigendian=bigendian)), expected)
+    raw = _raw(encoding, h, w, np.random.default_rng(seed))
+    out = image_to_rgb(_msg(raw, encoding, pad=pad, bigendian=bigendian))
+    np.testing.assert_array_equal(out, _reference_rgb(raw, encoding))
