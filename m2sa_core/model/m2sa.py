@@ -237,18 +237,30 @@ class M2SAModel(nn.Module):
         """Low-res logits [n, 2, 4h, 4w] (visible, amodal) and IoU predictions [n, 2] for one image.
 
         Each [SEG] state goes through phi and prompts SAM's mask decoder as one sparse
-        prompt embedding; the dense prompt is SAM's own "no mask" embedding. One call of
-        the decoder's ``predict_masks`` yields every mask token; token 0 is exactly what
-        ``multimask_output=False`` returns, token 1 is the amodal mask.
+        prompt embedding (see :meth:`decode_prompt_pair`).
+        """
+        return self.decode_prompt_pair(fused_embedding, self.seg_projector(seg_hidden.to(self.dtype)))
+
+    def decode_prompt_pair(
+        self, fused_embedding: torch.Tensor, prompts: torch.Tensor, mask_input: torch.Tensor | None = None
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """SAM's decoder on prompt embeddings already through phi: logits [n, 2, 4h, 4w], IoU [n, 2].
+
+        ``prompts`` [n, P] are what a command's [SEG] states become; kept, they segment
+        the same targets on any later frame without the language model (tracking).
+        ``mask_input`` [n, 1, 4h, 4w] (low-res logits, e.g. the previous frame's visible
+        masks) is SAM's dense mask prompt; without it the dense prompt is SAM's own
+        "no mask" embedding. One call of ``predict_masks`` yields every mask token; token
+        0 is exactly what ``multimask_output=False`` returns, token 1 is the amodal mask.
         """
         if fused_embedding.shape[0] != 1:
             raise ValueError(f"decode_masks takes one image at a time, got {fused_embedding.shape[0]}")
-        prompts = self.seg_projector(seg_hidden.to(self.dtype))
-        _, dense = self.sam.prompt_encoder(points=None, boxes=None, masks=None)
+        masks = None if mask_input is None else mask_input.to(fused_embedding.dtype)
+        _, dense = self.sam.prompt_encoder(points=None, boxes=None, masks=masks)
         low_res, iou = self.sam.mask_decoder.predict_masks(
             image_embeddings=fused_embedding,
             image_pe=self.dense_positional_encoding().to(fused_embedding.dtype),
-            sparse_prompt_embeddings=prompts[:, None, :],
+            sparse_prompt_embeddings=prompts.to(fused_embedding.dtype)[:, None, :],
             dense_prompt_embeddings=dense.to(fused_embedding.dtype),
         )
         keep = [VISIBLE_MASK_TOKEN, AMODAL_MASK_TOKEN]

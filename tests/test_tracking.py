@@ -1,0 +1,120 @@
+"""Tracking: a command's [SEG] prompts re-segment later frames with SAM alone."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from m2sa_core.data.synthetic.scene import render_scene
+from m2sa_core.inference import Segmenter
+from m2sa_core.tracking import LostRule, TrackPrompts, TrackState, seg_prompt_embeddings, track_frame
+from m2sa_core.types import Granularity, Result, Target
+
+SHIPPED_MODEL = Path(__file__).resolve().parents[1] / "models" / "m2sa-tiny-synth"
+COMMAND = "Which parts of the objects here can be held by hand?"
+
+
+@pytest.fixture(scope="module")
+def segmenter() -> Segmenter:
+    torch.manual_seed(0)
+    return Segmenter.from_pretrained(SHIPPED_MODEL, max_new_tokens=48, decoder="dynamic")
+
+
+@pytest.fixture(scope="module")
+def scene_image() -> np.ndarray:
+    return render_scene(np.random.default_rng(7)).image
+
+
+def answer_with_prompts(segmenter: Segmenter, image: np.ndarray, command: str) -> tuple[Result, TrackPrompts]:
+    timings: dict[str, float] = {}
+    entry = segmenter.encode_frame(image, None, timings)
+    (generation,) = segmenter.generate(entry.features, [segmenter.prompt_ids(command)], timings)
+    decoded = segmenter.decode(entry, generation.seg_states, timings)
+    result = segmenter.build_result(generation, decoded, timings)
+    return result, TrackPrompts.from_result(result, seg_prompt_embeddings(segmenter, generation.seg_states), command)
+
+
+def test_tracking_the_answered_frame_reproduces_the_command_masks(segmenter, scene_image):
+    result, prompts = answer_with_prompts(segmenter, scene_image, COMMAND)
+    assert len(result.targets) >= 1, result.raw_answer
+    tracked, state = track_frame(segmenter, scene_image, prompts)
+    assert [t.label for t in tracked.targets] == [t.label for t in result.targets]
+    for mine, theirs in zip(tracked.targets, result.targets):
+        np.testing.assert_array_equal(mine.mask, theirs.mask)
+        assert mine.score == pytest.approx(theirs.score, abs=1e-5)
+        assert mine.mask_type == theirs.mask_type
+    assert state.frame_index == 0 and state.low_res.shape[0] == len(result.targets)
+
+
+def test_tracking_never_calls_the_language_model(segmenter, scene_image):
+    _, prompts = answer_with_prompts(segmenter, scene_image, COMMAND)
+    shifted = np.roll(scene_image, 9, axis=1)
+    llm = segmenter.model.llm
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the language model ran during tracking")
+
+    handle = llm.register_forward_pre_hook(forbidden)
+    try:
+        tracked, state = track_frame(segmenter, shifted, prompts)
+        tracked, state = track_frame(segmenter, shifted, prompts, state, use_previous_mask=True)
+    finally:
+        handle.remove()
+    assert len(tracked.targets) == len(prompts) and state.frame_index == 1
+
+
+def test_masks_follow_a_panned_camera(segmenter, scene_image):
+    """A target's tracked mask moves with the image: IoU with the shifted first mask is high."""
+    result, prompts = answer_with_prompts(segmenter, scene_image, COMMAND)
+    shift = 16
+    panned = np.roll(scene_image, shift, axis=1)
+    tracked, _ = track_frame(segmenter, panned, prompts)
+    ious = []
+    for before, after in zip(result.targets, tracked.targets):
+        expected = np.roll(before.mask, shift, axis=1)
+        union = (expected | after.mask).sum()
+        ious.append((expected & after.mask).sum() / union if union else 1.0)
+    assert np.mean(ious) > 0.5, ious
+
+
+def test_previous_mask_prompt_changes_the_decoder_input(segmenter, scene_image):
+    _, prompts = answer_with_prompts(segmenter, scene_image, COMMAND)
+    first, state = track_frame(segmenter, scene_image, prompts)
+    plain, _ = track_frame(segmenter, scene_image, prompts, state)
+    with_mask, _ = track_frame(segmenter, scene_image, prompts, state, use_previous_mask=True)
+    np.testing.assert_array_equal(plain.targets[0].mask, first.targets[0].mask)  # ignored unless asked for
+    assert any(a.score != b.score for a, b in zip(with_mask.targets, plain.targets))
+
+
+def test_prompts_without_targets_track_to_an_empty_result(segmenter, scene_image):
+    empty = TrackPrompts(np.zeros((0, segmenter.model.config.sam.prompt_embed_dim), np.float32), [], "Nothing here.")
+    tracked, state = track_frame(segmenter, scene_image, empty)
+    assert tracked.targets == [] and tracked.answer == "Nothing here." and state.frame_index == 0
+
+
+def test_prompts_must_match_their_targets():
+    with pytest.raises(ValueError, match="do not match"):
+        TrackPrompts(np.zeros((2, 8), np.float32), [], "x")
+
+
+def _result(scores: list[float]) -> Result:
+    mask = np.ones((4, 4), bool)
+    return Result("a", [Target(f"t{i}", "t", i, "", Granularity.OBJECT, mask, s) for i, s in enumerate(scores)])
+
+
+def test_lost_rule_needs_every_target_low_for_n_frames_in_a_row():
+    rule = LostRule(min_score=0.5, frames=2)
+    state = TrackState(torch.zeros(2, 1, 4, 4))
+    state = rule.update(state, _result([0.1, 0.9]))
+    assert not rule.all_lost(state)
+    state = rule.update(state, _result([0.1, 0.2]))
+    assert not rule.all_lost(state)  # the second target has been low for one frame only
+    state = rule.update(state, _result([0.1, 0.1]))
+    assert rule.all_lost(state)
+    state = rule.update(state, _result([0.8, 0.1]))
+    assert not rule.all_lost(state) and state.lost_frames.tolist() == [0, 3]
+    with pytest.raises(ValueError):
+        LostRule(frames=0)
