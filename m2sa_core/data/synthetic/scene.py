@@ -74,8 +74,12 @@ def _place(rng: np.random.Generator, categories: list[str], size: int, horizon: 
     return [p[1:] for p in placed]
 
 
-def _compose(image: np.ndarray, placed) -> list[SceneObject] | None:
-    """Paint the sprites into ``image`` and build masks; None if something is too hidden."""
+def _compose(image: np.ndarray, placed, strict: bool = True) -> list[SceneObject] | None:
+    """Paint the sprites into ``image`` and build masks, nearest object first.
+
+    ``strict``: None if an object or a part is too hidden (a still scene must show every
+    target); a sequence's later frames keep whatever stays visible.
+    """
     layers = []
     for _, sprite, x0, y0 in placed:
         h, w = sprite.labels.shape
@@ -89,13 +93,13 @@ def _compose(image: np.ndarray, placed) -> list[SceneObject] | None:
         amodal = full > 0
         vis = amodal & ~covered
         covered |= amodal
-        if vis.sum() < MIN_VISIBLE_FRACTION * amodal.sum():
+        if strict and vis.sum() < MIN_VISIBLE_FRACTION * amodal.sum():
             return None
         parts_a, parts_v = {}, {}
         for k, part in enumerate(CATEGORIES[cat].parts):
             pa = full == 2 + k
             pv = pa & vis
-            if pv.sum() < max(MIN_PART_PIXELS, MIN_VISIBLE_FRACTION * pa.sum()):
+            if strict and pv.sum() < max(MIN_PART_PIXELS, MIN_VISIBLE_FRACTION * pa.sum()):
                 return None
             parts_a[part], parts_v[part] = pa, pv
         objs.append(SceneObject(cat, 0, amodal, vis, parts_a, parts_v))
@@ -115,8 +119,17 @@ def _number_instances(objects: list[SceneObject]) -> list[SceneObject]:
     return ordered
 
 
-def render_scene(rng: np.random.Generator, size: int = 256, max_tries: int = 60) -> Scene:
-    """A random scene with 2-4 objects that respects the visibility limits."""
+@dataclass
+class Layout:
+    """How a scene was put together, so it can be re-composed (objects moved, camera moved)."""
+
+    background: np.ndarray  # uint8 RGB [H, W, 3] before any object was painted
+    horizon: int
+    placed: list  # (category, Sprite, x0, y0) per object, back to front
+
+
+def render_layout(rng: np.random.Generator, size: int = 256, max_tries: int = 60) -> tuple[Layout, Scene]:
+    """A random scene with 2-4 objects that respects the visibility limits, and its layout."""
     names = list(CATEGORIES)
     n = int(rng.integers(2, 5))
     # Repeat a category now and then so several instances of one category appear.
@@ -127,7 +140,14 @@ def render_scene(rng: np.random.Generator, size: int = 256, max_tries: int = 60)
         if attempt and attempt % 20 == 0 and len(cats) > 2:
             cats = cats[:-1]  # crowded: drop an object
         image, horizon = _background(rng, size)
-        objects = _compose(image, _place(rng, cats, size, horizon))
+        background = image.copy()
+        placed = _place(rng, cats, size, horizon)
+        objects = _compose(image, placed)
         if objects is not None:
-            return Scene(image=image, objects=_number_instances(objects))
+            return Layout(background, horizon, placed), Scene(image=image, objects=_number_instances(objects))
     raise RuntimeError(f"could not place {cats} within the visibility limits in {max_tries} tries")
+
+
+def render_scene(rng: np.random.Generator, size: int = 256, max_tries: int = 60) -> Scene:
+    """A random scene with 2-4 objects that respects the visibility limits."""
+    return render_layout(rng, size, max_tries)[1]
