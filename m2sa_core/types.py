@@ -8,8 +8,12 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
+if TYPE_CHECKING:  # tracking imports this module
+    from m2sa_core.tracking import TrackPrompts
 
 
 class Granularity(enum.IntEnum):
@@ -64,6 +68,9 @@ class Result:
     # True when generation hit the token limit before the end-of-answer token: the answer
     # (and its list of targets) may be cut short.
     truncated: bool = False
+    # The command's [SEG] prompts, kept when asked for (``segment(..., keep_prompts=True)``):
+    # they re-segment the same targets on later frames without the language model.
+    prompts: TrackPrompts | None = None
 
 
 def mask_bbox(mask: np.ndarray) -> tuple[int, int, int, int]:
