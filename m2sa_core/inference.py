@@ -42,6 +42,9 @@ STAGES = ("encoding", "generating", "decoding")
 # replayed as a CUDA graph (CUDA only); auto: graph on CUDA, dynamic elsewhere. All give the same tokens
 # (up to bf16 rounding on GPU).
 DECODERS = ("auto", "dynamic", "static", "graph")
+# MMR answers name up to 16 targets with long PACO names ("mouse_(computer_equipment)_1's
+# left_button [SEG]" is ~20 tokens): 64 tokens lost trailing [SEG]s. See docs/FIDELITY.md, item 7.
+DEFAULT_MAX_NEW_TOKENS = 256
 
 
 @dataclass
@@ -124,7 +127,7 @@ class Segmenter:
         device: str | torch.device | None = None,
         dtype: torch.dtype | None = None,
         frame_cache_size: int = 4,
-        max_new_tokens: int = 64,
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
         mask_threshold: float = 0.0,
         decoder: str = "auto",
         amodal: bool = False,
@@ -161,7 +164,7 @@ class Segmenter:
         device: str | torch.device = "cpu",
         dtype: torch.dtype | None = None,
         frame_cache_size: int = 4,
-        max_new_tokens: int = 64,
+        max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
         mask_threshold: float = 0.0,
         seed: int = 0,
         decoder: str = "auto",
@@ -244,13 +247,18 @@ class Segmenter:
         return decoder
 
     def prompt_ids(self, command: str) -> list[int]:
-        """Token ids of the LLaVA v1 prompt for ``command`` (sanitised: no injected [SEG] or roles)."""
+        """Token ids of the LLaVA v1 prompt for ``command`` (sanitised: no injected [SEG] or roles).
+
+        The checkpoint's segmentation request (``config.seg_request``, the authors' text
+        for real checkpoints) follows the command, as in the prompts it was trained on.
+        """
         if not isinstance(command, str):
             raise TypeError(f"command must be a string, got {type(command).__name__}")
         text = sanitize_command(command)
         if not text:
             raise ValueError("command is empty")
-        return tokenize_prompt(self.tokenizer, build_prompt(text, self.model.config.use_im_start_end))
+        config = self.model.config
+        return tokenize_prompt(self.tokenizer, build_prompt(text, config.use_im_start_end, config.seg_request))
 
     @torch.inference_mode()
     def generate(
@@ -354,7 +362,8 @@ class Segmenter:
                 amodal_mask=decoded.amodal_masks[i] if with_amodal else None,
                 amodal_score=float(decoded.amodal_scores[i]) if with_amodal else 0.0,
                 mask_type=decoded.mask_types[i]))
-        return Result(answer=clean_answer(raw), targets=targets, raw_answer=raw, timings_ms=timings)
+        return Result(answer=clean_answer(raw), targets=targets, raw_answer=raw, timings_ms=timings,
+                      truncated=not generation.finished)
 
     # -- public API -------------------------------------------------------------------
     def segment(

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import random
 import sys
 from dataclasses import dataclass
@@ -33,7 +34,7 @@ from tqdm import tqdm
 
 from m2sa_core.data.builder import SampleBuilder
 from m2sa_core.data.conversation import sanitize_command
-from m2sa_core.inference import Segmenter
+from m2sa_core.inference import DEFAULT_MAX_NEW_TOKENS, Segmenter
 from m2sa_core.data.records import MASK_TYPES
 from m2sa_core.metrics import AmodalEvaluator, SegmentationEvaluator, SplitReport, format_report, pair_masks
 from training.collate import collate
@@ -41,6 +42,8 @@ from training.config import DataSourceConfig
 from training.distributed import DistInfo, init_distributed, shutdown
 from training.sources import open_source
 
+log = logging.getLogger(__name__)
+REASONSEG_QUERIES = ("first", "all")
 CLI_PROTOCOLS = {"teacher-forced": "teacher_forced", "generative": "generative",
                  "teacher_forced": "teacher_forced"}
 # Split names as the MMR release names its files, in the paper's Table 2 order.
@@ -49,13 +52,26 @@ TABLE_TITLES = {"val": "val", "test_obj_only": "test (obj-only)", "test_part_onl
                 "test_mixed": "test (mixed)", "all": "all"}
 
 
+def select_queries(records: Sequence, reasonseg_queries: str = "first") -> list:
+    """ReasonSeg images carry several queries: the authors score only the first of each image."""
+    if reasonseg_queries not in REASONSEG_QUERIES:
+        raise ValueError(f"reasonseg_queries must be one of {REASONSEG_QUERIES}, got {reasonseg_queries!r}")
+    if reasonseg_queries == "all":
+        return list(records)
+    return [r for r in records if r.source != "reasonseg" or r.question_index == 0]
+
+
 def eval_command(builder: SampleBuilder, record) -> str:
     """The user's command for a record, fixed per record so every run asks the same thing.
 
     ReasonSeg queries are wrapped in LISA's question templates, as LISA's evaluation does;
     every other dataset's question is already what a user would say to the robot, so it
     is asked as it is (the templates would be words the model was never trained on).
+    A checkpoint with the authors' prompt conventions is asked the authors' validation
+    question; the Segmenter appends its segmentation request.
     """
+    if builder.authors:
+        return builder.eval_user_text(record)
     if record.source == "reasonseg":
         return builder.command_for(record, random.Random(record.record_id))
     return sanitize_command(record.question)
@@ -136,9 +152,9 @@ def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, spl
     With ``amodal`` given, visible, amodal and mask-type scores are added to it as well.
     """
     evaluator = SegmentationEvaluator(protocol, splits=sorted(set(splits)))
-    builder = SampleBuilder(segmenter.tokenizer, use_im_start_end=segmenter.model.config.use_im_start_end)
+    builder = SampleBuilder.for_model(segmenter.tokenizer, segmenter.model.config, evaluation=True)
     mine = range(info.rank, len(records), info.world_size)
-    shown = 0
+    shown = truncated = 0
     for index in tqdm(mine, desc=f"eval[{protocol}]", disable=not (progress and info.is_main), unit="q"):
         record = records[index]
         image = record.load_image()
@@ -149,12 +165,16 @@ def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, spl
         else:
             result, predictions = generative_predictions(segmenter, image, eval_command(builder, record),
                                                          str(record.image_path))
+            truncated += int(result.truncated)
         evaluator.add(predictions.requested, gts, split=record.split, ignore=record.ignore_mask())
         if amodal is not None:
             score_amodal(amodal, predictions, record, gts)
         if show_dir is not None and shown < show and result is not None:
             _save_overlay(show_dir, index, image, record, result)
             shown += 1
+    if truncated:
+        log.warning("%d answers reached max_new_tokens=%d before their end (trailing targets may be missing)",
+                    truncated, segmenter.max_new_tokens)
     evaluator.all_reduce()
     if amodal is not None:
         amodal.all_reduce()
@@ -231,7 +251,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="JSON report; a .md table is written beside it")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--max-items", type=int, default=0, help="per file; 0 = all")
-    parser.add_argument("--max-new-tokens", type=int, default=64)
+    parser.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS,
+                        help="longest generated answer; answers cut at this limit are counted and reported")
+    parser.add_argument("--reasonseg-queries", choices=REASONSEG_QUERIES, default="first",
+                        help="ReasonSeg: the first query of each image, as the authors evaluate (default), or all")
     parser.add_argument("--show", type=int, default=0, help="write N qualitative PNGs beside --out")
     args = parser.parse_args(argv)
     protocol = CLI_PROTOCOLS[args.protocol]
@@ -241,8 +264,8 @@ def main(argv: list[str] | None = None) -> int:
         records = []
         for path in args.data:
             dataset = open_source(DataSourceConfig(kind=args.kind, path=path, image_root=args.image_root)).items
-            n = min(len(dataset), args.max_items) if args.max_items else len(dataset)
-            records += [dataset[i] for i in range(n)]
+            items = select_queries([dataset[i] for i in range(len(dataset))], args.reasonseg_queries)
+            records += items[: args.max_items] if args.max_items else items
     except (OSError, ValueError) as exc:
         print(f"m2sa-eval: {exc}", file=sys.stderr)
         return 2

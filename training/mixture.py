@@ -36,9 +36,12 @@ class Mixture:
     """Draws samples across sources in proportion to their rates (LISA's sample_rate)."""
 
     def __init__(self, sources: list[Source], seed: int) -> None:
-        sources = [s for s in sources if len(s.items) > 0]
         if not sources:
-            raise ValueError("the data mixture is empty: no source has any sample")
+            raise ValueError("the data mixture is empty: no source is configured")
+        empty = [s.name for s in sources if len(s.items) == 0]
+        if empty:
+            raise ValueError(f"data sources without any sample: {', '.join(empty)} (a configured source is never "
+                             "dropped silently: fix its path or image_root, or remove it from the config)")
         rates = np.array([s.rate for s in sources], dtype=np.float64)
         if (rates <= 0).any():
             raise ValueError(f"sample rates must be positive: {dict((s.name, s.rate) for s in sources)}")

@@ -63,7 +63,7 @@ def build_training_model(config: TrainConfig, sources: Sequence[Source], device:
     apply_trainable_policy(model, mc.trainable_policy)
     if mc.gradient_checkpointing:
         model.set_gradient_checkpointing(True)
-    builder = SampleBuilder(tokenizer, use_im_start_end=model.config.use_im_start_end, seed=config.seed)
+    builder = SampleBuilder.for_model(tokenizer, model.config, seed=config.seed)
     return model, tokenizer, builder, ImageProcessor(model.config)
 
 

@@ -34,6 +34,10 @@ READERS: dict[str, Reader] = {
 PLUGGABLE_SLOTS = ("sem_seg", "refer_seg", "vqa")
 
 
+class EmptySourceError(ValueError):
+    """A configured data source yields no sample at all."""
+
+
 def resolve_reader(kind: str) -> Reader:
     if kind in READERS:
         return READERS[kind]
@@ -54,9 +58,19 @@ def open_source(src: DataSourceConfig, strict: bool = False) -> Source:
         raise FileNotFoundError(f"data source {src.name or src.kind}: {src.path} does not exist")
     records = resolve_reader(src.kind)(src.path, src.image_root, strict)
     problems = getattr(records, "problems", [])
+    name = src.name or src.kind
+    if len(records) == 0:
+        # A source that silently vanished from the mixture would change the recipe unseen
+        # (e.g. an MMR image root one folder too deep fails every image check).
+        first = f"; first: {problems[0]}" if problems else ""
+        raise EmptySourceError(
+            f"data source {name}: no usable samples in {src.path} ({len(problems)} entries skipped{first}). "
+            f"Check image_root ({src.image_root or 'unset'}): MMR file_name entries carry the COCO split folder "
+            "(train2017/...), so image_root is the folder that holds train2017/"
+        )
     if problems:
         log.warning("%s: skipped %d bad entries (first: %s)", src.path, len(problems), problems[0])
-    return Source(name=src.name or src.kind, items=records, rate=src.rate)
+    return Source(name=name, items=records, rate=src.rate)
 
 
 def open_sources(configs: Sequence[DataSourceConfig], strict: bool = False) -> list[Source]:

@@ -20,10 +20,17 @@ from m2sa_core.data.conversation import (
     build_conversation,
     sanitize_command,
     tokenize_conversation,
+    with_request,
 )
 from m2sa_core.data.mmr import SEG_PLACEHOLDER
 from m2sa_core.data.records import DataError, SegRecord
-from m2sa_core.data.templates import ANSWER_TEMPLATES, LONG_QUESTION_TEMPLATES, SHORT_QUESTION_TEMPLATES
+from m2sa_core.data.templates import (
+    ANSWER_TEMPLATES,
+    AUTHORS_EVAL_SHORT_QUESTION,
+    AUTHORS_MMR_QUESTION_TEMPLATES,
+    LONG_QUESTION_TEMPLATES,
+    SHORT_QUESTION_TEMPLATES,
+)
 
 
 @dataclass
@@ -50,11 +57,22 @@ class SampleBuilder:
 
     ``seed`` makes the template choice reproducible when ``build`` is called without an
     ``rng``; a data loader worker should pass its own ``random.Random`` instead.
+
+    ``question_templates="authors"`` (real checkpoints, ``M2SAConfig.question_templates``)
+    reproduces the authors' text: in training a question with a text answer (MMR) is
+    wrapped in one of their long templates, each ending with a segmentation request; with
+    ``evaluation=True`` every question gets ``seg_request`` appended and every answer the
+    final "." of their validation conversations. "plain" (the tiny model) uses the
+    question as given.
     """
 
-    def __init__(self, tokenizer, use_im_start_end: bool = False, seed: int = 0) -> None:
+    def __init__(self, tokenizer, use_im_start_end: bool = False, seed: int = 0, question_templates: str = "plain",
+                 seg_request: str = "", evaluation: bool = False) -> None:
         self.tokenizer = tokenizer
         self.use_im_start_end = use_im_start_end
+        self.authors = question_templates == "authors"
+        self.seg_request = seg_request
+        self.evaluation = evaluation
         self._rng = random.Random(seed)
         seg_ids = tokenizer(SEG_TOKEN, add_special_tokens=False)["input_ids"]
         if len(seg_ids) != 1:
@@ -63,10 +81,28 @@ class SampleBuilder:
             )
         self.seg_token_id = seg_ids[0]
 
+    @classmethod
+    def for_model(cls, tokenizer, config, seed: int = 0, evaluation: bool = False) -> "SampleBuilder":
+        """A builder with the prompt conventions stored in an :class:`M2SAConfig`."""
+        return cls(tokenizer, use_im_start_end=config.use_im_start_end, seed=seed,
+                   question_templates=config.question_templates, seg_request=config.seg_request,
+                   evaluation=evaluation)
+
+    def eval_user_text(self, record: SegRecord) -> str:
+        """The authors' validation question before its request: the sentence, or "What is X in this image?"."""
+        question = sanitize_command(record.question)
+        if record.answer_template or record.meta.get("is_sentence", True):
+            return question
+        return AUTHORS_EVAL_SHORT_QUESTION.format(class_name=question.lower())
+
     def command_for(self, record: SegRecord, rng: random.Random) -> str:
         """The user's text: the question itself, or a template around a bare query."""
         question = sanitize_command(record.question)
+        if self.authors and self.evaluation:
+            return with_request(self.eval_user_text(record), self.seg_request)
         if record.answer_template:
+            if self.authors:
+                return rng.choice(AUTHORS_MMR_QUESTION_TEMPLATES).format(sent=question)
             return question
         if record.meta.get("is_sentence", True):
             return rng.choice(LONG_QUESTION_TEMPLATES).format(sent=question)
@@ -76,8 +112,10 @@ class SampleBuilder:
         """The answer text with one [SEG] per target."""
         if record.answer_template:
             answer = record.answer_template.replace(SEG_PLACEHOLDER, SEG_TOKEN)
+            if self.authors and self.evaluation:
+                answer += "."  # the authors' validation answer: "{}.".format(text_answer)
         elif len(record.targets) == 1:
-            answer = rng.choice(ANSWER_TEMPLATES)
+            answer = f"{SEG_TOKEN}." if self.authors and self.evaluation else rng.choice(ANSWER_TEMPLATES)
         else:
             raise DataError(
                 f"{record.record_id}: {len(record.targets)} targets but no text answer to place their {SEG_TOKEN} tokens"

@@ -56,18 +56,49 @@ def image_prefix(use_im_start_end: bool) -> str:
     return IMAGE_TOKEN
 
 
-def build_prompt(command: str, use_im_start_end: bool = False) -> str:
+def with_request(command: str, seg_request: str = "") -> str:
+    """The user's text followed by the checkpoint's segmentation request, if it has one.
+
+    The authors trained every segmentation question with a request appended ("... Please
+    output segmentation mask."), and their VQA data teaches that a question without it
+    gets a text-only answer, so a real checkpoint must be asked the same way.
+    """
+    request = seg_request.strip()
+    return f"{command} {request}" if request else command
+
+
+def build_prompt(command: str, use_im_start_end: bool = False, seg_request: str = "") -> str:
     """The text up to and including "ASSISTANT:", ready for generation."""
-    user = image_prefix(use_im_start_end) + "\n" + command
+    user = image_prefix(use_im_start_end) + "\n" + with_request(command, seg_request)
     return f"{SYSTEM}{SEP}{ROLES[0]}: {user}{SEP}{ROLES[1]}:"
 
 
 def build_conversation(command: str, answer: str, use_im_start_end: bool = False) -> tuple[str, str]:
     """(prompt, answer_with_eos): the prompt is unsupervised, the answer part is supervised.
 
-    The answer carries its [SEG] tokens already (``{seg}`` placeholders replaced).
+    The answer carries its [SEG] tokens already (``{seg}`` placeholders replaced). The
+    command is used as given (any request already in it).
     """
     return build_prompt(command, use_im_start_end), " " + answer.strip() + SEP2
+
+
+def build_dialogue(turns: list[tuple[str, str]], use_im_start_end: bool = False) -> tuple[str, list[tuple[int, int]]]:
+    """Several (question, answer) turns as one LLaVA v1 text; the image comes with the first question.
+
+    Returns the text and, per turn, the character span of its supervised part (the
+    answer after "ASSISTANT:" up to and including its ``</s>``).
+    """
+    if not turns:
+        raise ValueError("build_dialogue: no turns")
+    text = SYSTEM + SEP
+    spans = []
+    for i, (question, answer) in enumerate(turns):
+        user = (image_prefix(use_im_start_end) + "\n" + question) if i == 0 else question
+        text += f"{ROLES[0]}: {user}{SEP}{ROLES[1]}:"
+        start = len(text)
+        text += " " + answer.strip() + SEP2
+        spans.append((start, len(text)))
+    return text, spans
 
 
 def tokenize_prompt(tokenizer, prompt: str) -> list[int]:
@@ -93,6 +124,37 @@ def tokenize_conversation(tokenizer, prompt: str, answer: str) -> tuple[list[int
     [SEG] tokens, trailing ``</s>``), so only the assistant's tokens, [SEG] and EOS
     included, are supervised.
     """
-    prompt_ids = tokenize_prompt(tokenizer, prompt)
-    answer_ids = tokenizer(answer, add_special_tokens=False)["input_ids"]
-    return prompt_ids + answer_ids, [IGNORE_INDEX] * len(prompt_ids) + list(answer_ids)
+    return tokenize_dialogue_text(tokenizer, prompt + answer, [(len(prompt), len(prompt) + len(answer))])
+
+
+def tokenize_dialogue(tokenizer, turns: list[tuple[str, str]], use_im_start_end: bool = False
+                      ) -> tuple[list[int], list[int]]:
+    """(input_ids, labels) of a multi-turn conversation (see :func:`build_dialogue`)."""
+    text, spans = build_dialogue(turns, use_im_start_end)
+    return tokenize_dialogue_text(tokenizer, text, spans)
+
+
+def tokenize_dialogue_text(tokenizer, text: str, spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
+    """Token ids of the whole text at once, labels on the tokens of the supervised spans.
+
+    The text is tokenized in one piece, as the authors' training does: a sentencepiece
+    tokenizer gives other ids at a cut ("ASSISTANT:" and " It" tokenized apart make
+    "▁▁It"). A span's tokens are found by tokenizing the text before its start and
+    before its end; both cut at a space or after ``</s>``, where pieces never merge.
+    """
+    ids = tokenize_prompt(tokenizer, text)
+    labels = [IGNORE_INDEX] * len(ids)
+    for start, end in spans:
+        first = _common_prefix(ids, tokenize_prompt(tokenizer, text[:start]))
+        last = _common_prefix(ids, tokenize_prompt(tokenizer, text[:end]))
+        labels[first:last] = ids[first:last]
+    return ids, labels
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    n = 0
+    for x, y in zip(a, b):
+        if x != y:
+            break
+        n += 1
+    return n

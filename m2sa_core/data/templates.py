@@ -24,6 +24,21 @@ LONG_QUESTION_TEMPLATES: tuple[str, ...] = (
     "{sent} Please output segmentation mask.",
 )
 
+# The authors' training also draws from these for MMR questions (use_expand_question_list).
+EXPAND_LONG_QUESTION_TEMPLATES: tuple[str, ...] = (
+    "{sent} Provide the segmentation mask.",
+    "{sent} Output the segmentation mask.",
+    "{sent} Please show the segmentation mask.",
+    "{sent} I'd appreciate segmentation masks.",
+    "{sent} Please highlight the segmentation mask.",
+)
+
+# What the authors' training wraps an MMR question in: one of these, drawn per sample.
+AUTHORS_MMR_QUESTION_TEMPLATES: tuple[str, ...] = LONG_QUESTION_TEMPLATES + EXPAND_LONG_QUESTION_TEMPLATES
+
+# The authors' validation question for a short query (a class name); the request follows.
+AUTHORS_EVAL_SHORT_QUESTION = "What is {class_name} in this image?"
+
 # Answers for a single target: exactly one [SEG] each.
 ANSWER_TEMPLATES: tuple[str, ...] = (
     f"It is {SEG_TOKEN}.",
@@ -36,4 +51,4 @@ ANSWER_TEMPLATES: tuple[str, ...] = (
 
 def all_template_texts() -> tuple[str, ...]:
     """Every template string, for building a tokenizer corpus."""
-    return SHORT_QUESTION_TEMPLATES + LONG_QUESTION_TEMPLATES + ANSWER_TEMPLATES
+    return SHORT_QUESTION_TEMPLATES + AUTHORS_MMR_QUESTION_TEMPLATES + ANSWER_TEMPLATES

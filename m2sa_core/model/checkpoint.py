@@ -20,11 +20,13 @@ from pathlib import Path
 
 import torch
 from safetensors.torch import load_file, save_file
-from transformers import AutoTokenizer, PreTrainedTokenizerBase
+from transformers import PreTrainedTokenizerBase
 
 from m2sa_core.model.config import CONFIG_NAME, M2SAConfig
 from m2sa_core.model.m2sa import M2SAModel
 from m2sa_core.model.presets import get_preset
+from m2sa_core.model.llama_tokenizer import TokenizerLoadError, save_tokenizer
+from m2sa_core.model.llama_tokenizer import load_tokenizer as _load_tokenizer
 from m2sa_core.model.tokenizer import add_special_tokens
 from m2sa_core.model.trainable import add_lora
 
@@ -216,16 +218,16 @@ def save_pretrained(model: M2SAModel, tokenizer: PreTrainedTokenizerBase, direct
     model.config.save(directory)
     state = {k: v.detach().contiguous().cpu() for k, v in model.state_dict().items()}
     save_file(state, str(directory / WEIGHTS_NAME), metadata={"format": "pt", "m2sa_preset": model.config.name})
-    tokenizer.save_pretrained(str(directory))
+    save_tokenizer(tokenizer, directory)
     return directory
 
 
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
-    """A tokenizer from local files only (never the hub)."""
+    """A tokenizer from local files only (never the hub); Llama ones tokenize as the authors' stack."""
     try:
-        return AutoTokenizer.from_pretrained(str(path), local_files_only=True)
-    except Exception as err:
-        raise CheckpointError(f"cannot load a tokenizer from {path}: {err}") from err
+        return _load_tokenizer(path)
+    except TokenizerLoadError as err:
+        raise CheckpointError(str(err)) from err
 
 
 def from_pretrained(

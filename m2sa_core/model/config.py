@@ -24,6 +24,15 @@ LOSS_WEIGHT_PRESETS: dict[str, tuple[float, float, float]] = {
     "paper": (1.0, 0.5, 2.0),
 }
 
+# The request the authors append to every segmentation question in evaluation (and, among
+# a few variants, in training): see docs/FIDELITY.md, item 1.
+AUTHORS_SEG_REQUEST = "Please output segmentation mask."
+QUESTION_TEMPLATE_STYLES = ("plain", "authors")
+RESIZE_BACKENDS = ("cv2", "pil")
+# Dice smoothing: the authors' dice (scale 1000, eps 1e-6) equals an additive smoothing
+# of 1e-3 in pixel units; the tiny model was trained with 1.0.
+AUTHORS_DICE_SMOOTH = 1e-3
+
 SAM_PIXEL_MEAN = (123.675, 116.28, 103.53)
 SAM_PIXEL_STD = (58.395, 57.12, 57.375)
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -123,6 +132,17 @@ class M2SAConfig:
     clip_mean: list[float] = field(default_factory=lambda: list(CLIP_MEAN))
     clip_std: list[float] = field(default_factory=lambda: list(CLIP_STD))
     pad_clip_to_square: bool = True
+    # Resizing of both image branches: "pil" is the authors' (PIL bicubic for CLIP via
+    # transformers, PIL bilinear for SAM via torchvision; antialiased when shrinking),
+    # "cv2" is cv2 without antialiasing (what the tiny model was trained with).
+    resize_backend: str = "cv2"
+    # Text appended to the user's command in prompts (inference, evaluation); empty = none.
+    seg_request: str = ""
+    # "authors": training wraps questions that carry a text answer in the authors' long
+    # question templates (each ends with a segmentation request) and teacher-forced
+    # evaluation appends the final "." of the authors' validation answers; "plain": neither.
+    question_templates: str = "plain"
+    dice_smooth: float = AUTHORS_DICE_SMOOTH
     lora: LoraSettings | None = None  # set when LoRA adapters are present in the weights
     name: str = "custom"
 
@@ -203,6 +223,14 @@ class M2SAConfig:
         for name in ("pixel_mean", "pixel_std", "clip_mean", "clip_std"):
             if len(getattr(self, name)) != 3:
                 raise ValueError(f"M2SAConfig.{name} must have 3 values")
+        if self.resize_backend not in RESIZE_BACKENDS:
+            raise ValueError(f"M2SAConfig.resize_backend {self.resize_backend!r} not in {RESIZE_BACKENDS}")
+        if self.question_templates not in QUESTION_TEMPLATE_STYLES:
+            raise ValueError(
+                f"M2SAConfig.question_templates {self.question_templates!r} not in {QUESTION_TEMPLATE_STYLES}"
+            )
+        if not self.dice_smooth > 0:
+            raise ValueError(f"M2SAConfig.dice_smooth must be > 0, got {self.dice_smooth}")
         if self.seg_token_id is not None and not 0 <= self.seg_token_id < self.vocab_size:
             raise ValueError(f"M2SAConfig.seg_token_id {self.seg_token_id} outside vocab of {self.vocab_size}")
 

@@ -35,6 +35,8 @@ class Generation:
     tokens: list[int]
     seg_states: list[torch.Tensor]
     greedy: list[int] | None = None  # argmax ids per step when the answer was forced (benchmarks)
+    # False when the token limit stopped it before EOS: the answer may be cut short
+    finished: bool = True
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,7 @@ class GenerationLog:
             greedy = None
             if forced is not None and self.greedy is not None:
                 greedy = self.greedy[b, :min(len(forced[b]), self.steps)].tolist()
-            out.append(Generation(tokens, seg_states, greedy))
+            out.append(Generation(tokens, seg_states, greedy, finished=special.eos in row))
         return out
 
 

@@ -16,6 +16,8 @@ def dice_per_mask(logits: torch.Tensor, targets: torch.Tensor, smooth: float = 1
     """1 - soft Dice of each mask with additive smoothing: [n, H, W] -> [n].
 
     The smoothing keeps an empty ground truth predicted empty near zero loss instead of 0/0.
+    The authors' dice (LISA's: sums divided by 1000, eps 1e-6 added) is exactly this with
+    ``smooth=1e-3`` (``M2SAConfig.dice_smooth``, default for real checkpoints).
     """
     probs = logits.float().sigmoid().flatten(1)
     t = targets.float().flatten(1)

@@ -377,7 +377,7 @@ class M2SAModel(nn.Module):
             asks_complete = mask_types[b] == MASK_TYPES[1]
             if not asks_complete:
                 bce_terms.append(sigmoid_bce_per_mask(masks, gt))
-                dice_terms.append(dice_per_mask(masks, gt))
+                dice_terms.append(dice_per_mask(masks, gt, cfg.dice_smooth))
             gt_a = gt_amodal[b] if gt_amodal[b] is not None else (gt if asks_complete else None)
             if gt_a is not None:
                 gt_a = gt_a.to(amodal.device)
@@ -387,7 +387,7 @@ class M2SAModel(nn.Module):
                         f"{tuple(gt.shape)}"
                     )
                 amodal_bce_terms.append(sigmoid_bce_per_mask(amodal, gt_a))
-                amodal_dice_terms.append(dice_per_mask(amodal, gt_a))
+                amodal_dice_terms.append(dice_per_mask(amodal, gt_a, cfg.dice_smooth))
             if mask_types[b] is not None:
                 kind = MASK_TYPES.index(mask_types[b])
                 wanted = torch.full((type_logits.shape[0],), kind, dtype=torch.long, device=type_logits.device)

@@ -3,8 +3,15 @@
 SAM sees the image resized so that its longest side is ``sam.image_size``, normalised
 with the pixel mean/std and padded bottom-right (so mask coordinates map back by a
 crop and a resize, as in ``Sam.postprocess_masks``). CLIP sees a square image at its
-own size: padded to a square with the mean colour (keeps the edges visible) or
-centre-cropped as the authors do (``pad_clip_to_square=False``).
+own size: padded to a square with the mean colour (keeps the edges visible) or, as the
+authors do (``pad_clip_to_square=False``), resized so that its shortest side is the
+CLIP size and centre-cropped.
+
+``resize_backend`` picks the resampling: "pil" reproduces the authors' stack (PIL
+bicubic for CLIP, as transformers' ``CLIPImageProcessor`` does, and PIL bilinear for
+SAM, as torchvision's ``resize`` of a PIL image does; both antialias when shrinking),
+"cv2" is cv2 without antialiasing, which the tiny model was trained with. Golden
+tensors from the authors' stack are checked in ``tests/test_fidelity_preprocess.py``.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from typing import Any
 import cv2
 import numpy as np
 import torch
+from PIL import Image
 
 from m2sa_core.model.config import M2SAConfig
 
@@ -38,6 +46,25 @@ def longest_side_size(height: int, width: int, target: int) -> tuple[int, int]:
     return int(height * scale + 0.5), int(width * scale + 0.5)
 
 
+def clip_shortest_side_size(height: int, width: int, target: int) -> tuple[int, int]:
+    """(h, w) after scaling the shortest side to ``target`` (transformers' rounding: the long side truncated)."""
+    if height <= width:
+        return target, int(target * width / height)
+    return int(target * height / width), target
+
+
+def pil_resize(image: np.ndarray, height: int, width: int, resample: int) -> np.ndarray:
+    """Resize a uint8 RGB array with PIL (antialiased when shrinking), back to uint8."""
+    return np.asarray(Image.fromarray(np.ascontiguousarray(image)).resize((width, height), resample=resample))
+
+
+def centre_crop(image: np.ndarray, side: int) -> np.ndarray:
+    """The central ``side`` x ``side`` window (top/left offsets rounded down, as transformers does)."""
+    h, w = image.shape[:2]
+    top, left = (h - side) // 2, (w - side) // 2
+    return image[top : top + side, left : left + side]
+
+
 class ImageProcessor:
     """Turns an RGB uint8 image into the tensors :class:`M2SAModel` expects."""
 
@@ -45,6 +72,7 @@ class ImageProcessor:
         self.sam_size = config.sam.image_size
         self.clip_size = config.clip_image_size
         self.pad_clip_to_square = config.pad_clip_to_square
+        self.resize_backend = config.resize_backend
         self.pixel_mean = np.asarray(config.pixel_mean, dtype=np.float32)
         self.pixel_std = np.asarray(config.pixel_std, dtype=np.float32)
         self.clip_mean = np.asarray(config.clip_mean, dtype=np.float32)
@@ -53,7 +81,10 @@ class ImageProcessor:
     def sam_image(self, image: np.ndarray) -> tuple[torch.Tensor, tuple[int, int]]:
         """[3, S, S] float tensor and the (h, w) of the resized, unpadded content."""
         h, w = longest_side_size(image.shape[0], image.shape[1], self.sam_size)
-        resized = cv2.resize(image, (w, h), interpolation=cv2.INTER_LINEAR)
+        if self.resize_backend == "pil":
+            resized = pil_resize(image, h, w, Image.BILINEAR)
+        else:
+            resized = cv2.resize(image, (w, h), interpolation=cv2.INTER_LINEAR)
         norm = (resized.astype(np.float32) - self.pixel_mean) / self.pixel_std
         padded = np.zeros((self.sam_size, self.sam_size, 3), dtype=np.float32)
         padded[:h, :w] = norm
@@ -62,6 +93,10 @@ class ImageProcessor:
     def clip_image(self, image: np.ndarray) -> torch.Tensor:
         """[3, C, C] float tensor normalised with the OpenAI CLIP mean/std."""
         h, w = image.shape[:2]
+        if self.resize_backend == "pil" and not self.pad_clip_to_square:
+            size = clip_shortest_side_size(h, w, self.clip_size)
+            resized = centre_crop(pil_resize(image, *size, Image.BICUBIC), self.clip_size)
+            return self._normalise_clip(resized)
         if self.pad_clip_to_square:
             side = max(h, w)
             fill = np.round(self.clip_mean * 255).astype(np.uint8)
@@ -73,7 +108,13 @@ class ImageProcessor:
             side = min(h, w)
             top, left = (h - side) // 2, (w - side) // 2
             square = image[top : top + side, left : left + side]
-        resized = cv2.resize(square, (self.clip_size, self.clip_size), interpolation=cv2.INTER_CUBIC)
+        if self.resize_backend == "pil":
+            resized = pil_resize(square, self.clip_size, self.clip_size, Image.BICUBIC)
+        else:
+            resized = cv2.resize(square, (self.clip_size, self.clip_size), interpolation=cv2.INTER_CUBIC)
+        return self._normalise_clip(resized)
+
+    def _normalise_clip(self, resized: np.ndarray) -> torch.Tensor:
         norm = (resized.astype(np.float32) / 255.0 - self.clip_mean) / self.clip_std
         return torch.from_numpy(norm).permute(2, 0, 1).contiguous()
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-from m2sa_core.model.config import M2SAConfig, SamConfig
+from m2sa_core.model.config import AUTHORS_SEG_REQUEST, M2SAConfig, SamConfig
 
 # Base vocabularies before [SEG] (and <im_start>/<im_end>) are appended.
 LLAMA_BASE_VOCAB = 32000
@@ -83,7 +83,10 @@ def tiny_config(vocab_size: int = 1024) -> M2SAConfig:
         "layer_norm_eps": 1e-5,
     }
     text = _llama(128, 352, 4, 4, 512, 1e-6, vocab_size)
-    return M2SAConfig(text_config=text, vision_config=vision, sam=sam, use_im_start_end=False, name="tiny")
+    # Its own prompt and preprocessing (bare question, cv2 resizing, dice smoothing 1.0):
+    # what the shipped m2sa-tiny-synth was trained with.
+    return M2SAConfig(text_config=text, vision_config=vision, sam=sam, use_im_start_end=False, name="tiny",
+                      resize_backend="cv2", seg_request="", question_templates="plain", dice_smooth=1.0)
 
 
 def _llava_sam_h(text: dict, name: str) -> M2SAConfig:
@@ -91,9 +94,15 @@ def _llava_sam_h(text: dict, name: str) -> M2SAConfig:
 
     Both released M2SA sizes share everything but the LLM: LISA's training uses image
     start/end tokens, so [SEG] = 32000, <im_start> = 32001, <im_end> = 32002. Copies of
-    the module-level CLIP/SAM configs, because callers may mutate the result.
+    the module-level CLIP/SAM configs, because callers may mutate the result. Prompt,
+    preprocessing and dice smoothing are the authors' (docs/FIDELITY.md): the request
+    appended to questions, CLIP's shortest-side resize and centre crop, PIL resizing.
     """
     return M2SAConfig(
+        seg_request=AUTHORS_SEG_REQUEST,
+        question_templates="authors",
+        pad_clip_to_square=False,
+        resize_backend="pil",
         text_config=text,
         vision_config=dict(_CLIP_VIT_L14),
         sam=copy.deepcopy(_SAM_VIT_H),

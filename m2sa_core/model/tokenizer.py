@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerBase, PreTrainedTokenizerFast
+from transformers import AddedToken, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from m2sa_core.data.conversation import (
     IM_END_TOKEN,
@@ -22,6 +22,7 @@ from m2sa_core.data.conversation import (
     SYSTEM,
     build_conversation,
 )
+from m2sa_core.model.llama_tokenizer import is_llama_tokenizer
 
 BASE_SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>")
 
@@ -59,6 +60,19 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024) -> PreTrainedT
     )
 
 
+def _as_added(tokenizer: PreTrainedTokenizerBase, tokens: list[str], special: bool) -> list:
+    """Plain strings, or for a Llama tokenizer the authors' strip-both-sides added tokens.
+
+    The authors' stack (transformers 4.31, slow ``LlamaTokenizer``) strips whitespace on
+    both sides of [SEG], ``<im_start>`` and ``<im_end>``; see
+    :mod:`m2sa_core.model.llama_tokenizer`. The tiny byte-level tokenizer keeps plain
+    tokens, as it was trained.
+    """
+    if not is_llama_tokenizer(tokenizer):
+        return list(tokens)
+    return [AddedToken(t, lstrip=True, rstrip=True, normalized=False, special=special) for t in tokens]
+
+
 def add_special_tokens(tokenizer: PreTrainedTokenizerBase, use_im_start_end: bool) -> dict[str, int | None]:
     """Append [SEG] (then <im_start>/<im_end> when used), in the authors' order.
 
@@ -68,11 +82,11 @@ def add_special_tokens(tokenizer: PreTrainedTokenizerBase, use_im_start_end: boo
     """
     vocab = tokenizer.get_vocab()
     if SEG_TOKEN not in vocab:
-        tokenizer.add_tokens([SEG_TOKEN], special_tokens=False)
+        tokenizer.add_tokens(_as_added(tokenizer, [SEG_TOKEN], False), special_tokens=False)
     if use_im_start_end:
         missing = [t for t in (IM_START_TOKEN, IM_END_TOKEN) if t not in tokenizer.get_vocab()]
         if missing:
-            tokenizer.add_tokens(missing, special_tokens=True)
+            tokenizer.add_tokens(_as_added(tokenizer, missing, True), special_tokens=True)
     if tokenizer.pad_token is None:
         # Llama has no pad token; LLaVA pads with <unk>.
         tokenizer.pad_token = tokenizer.unk_token
