@@ -29,9 +29,11 @@ ARGUMENTS = (
     ("device", "", "Torch device (cpu, cuda, cuda:N); empty: the parameters file's"),
     ("image_topic", "image", "sensor_msgs/Image topic of the colour camera"),
     ("command_topic", "command", "std_msgs/String topic of the language commands"),
+    ("command_stamped_topic", "command_stamped", "m2sa_ros/Command topic: commands with request ids"),
     ("depth_topic", "depth", "Depth image registered to the colour camera (16UC1 mm / 32FC1 m)"),
     ("camera_info_topic", "camera_info", "sensor_msgs/CameraInfo of the colour camera"),
     ("namespace", "", "Namespace of the node and its topics (one node per camera)"),
+    ("use_sim_time", "false", "true: run on /clock (bag replay, simulation)"),
     ("node_name", "perception_node", "Name of the node"),
     ("params_file", "", "Parameters YAML; empty: share/m2sa_ros/config/perception.yaml"),
 )
@@ -46,7 +48,11 @@ def _default_params_file() -> str:
 def _node(context, *_args, **_kwargs):
     value = {name: LaunchConfiguration(name).perform(context) for name, _, _ in ARGUMENTS}
     params_file = value["params_file"] or _default_params_file()
-    overrides = {key: value[key] for key in ("model_path", "preset", "device") if value[key]}
+    overrides: dict = {key: value[key] for key in ("model_path", "preset", "device") if value[key]}
+    use_sim_time = value["use_sim_time"].strip().lower()
+    if use_sim_time not in ("true", "false"):
+        raise ValueError(f"use_sim_time must be true or false, got '{value['use_sim_time']}'")
+    overrides["use_sim_time"] = use_sim_time == "true"
     image_topic = value["image_topic"]
     return [LifecycleNode(
         package=PACKAGE,
@@ -54,12 +60,13 @@ def _node(context, *_args, **_kwargs):
         name=value["node_name"],
         namespace=value["namespace"],
         output="screen",
-        parameters=[params_file, overrides] if overrides else [params_file],
+        parameters=[params_file, overrides],
         remappings=[
             ("image", image_topic),
             # image_transport convention: the compressed stream is <image_topic>/compressed.
             ("image/compressed", image_topic.rstrip("/") + "/compressed"),
             ("command", value["command_topic"]),
+            ("command_stamped", value["command_stamped_topic"]),
             ("depth", value["depth_topic"]),
             ("camera_info", value["camera_info_topic"]),
         ],

@@ -55,14 +55,23 @@ class NodeStats:
                     "mean_latency_ms": mean}
 
 
-def status_level(model_loaded: bool, active: bool, untrained: bool, queue_depth: int,
-                 max_queue: int) -> tuple[int, str]:
-    """(level, one-line summary) of the node's state."""
-    if not model_loaded:
-        return ERROR, "model not loaded (node unconfigured)"
+def status_level(state: str, untrained: bool, queue_depth: int, max_queue: int,
+                 configure_error: str = "") -> tuple[int, str]:
+    """(level, one-line summary) of the node's lifecycle ``state``.
+
+    ``state`` is "unconfigured", "configuring", "inactive" or "active". A node left
+    unconfigured on purpose (``autostart: false``, or cleaned up to swap models) is not
+    an error; only a configure that failed is, and its reason is the message.
+    """
+    if state == "configuring":
+        return OK, "configuring: loading the model"
+    if state == "unconfigured":
+        if configure_error:
+            return ERROR, f"configure failed: {configure_error}"
+        return OK, "unconfigured: no model loaded (waiting for configure)"
     if untrained:
         return WARN, "running an UNTRAINED model (random weights)"
-    if not active:
+    if state != "active":
         return WARN, "model loaded, node inactive"
     if max_queue and queue_depth >= max_queue:
         return WARN, "command queue full"

@@ -62,3 +62,12 @@ class HeapTrimmer:
             self._trim(0)
             self.trims += 1
             return True
+
+
+def trim_heap_now() -> bool:
+    """One ``malloc_trim(0)`` right away (after a model is dropped); False without glibc."""
+    trim = _load_malloc_trim()
+    if trim is None:
+        return False
+    trim(0)
+    return True

@@ -1,10 +1,16 @@
 """The perception node's parameters: one table for names, defaults, docs and checks.
 
-Declaring (the node), validating (at configure), the shipped config/perception.yaml
-and the README's parameter table all come from :data:`PARAMETERS`, so they cannot
-drift apart. Validation is plain Python, testable without ROS, and reports every bad
-value with its name and the accepted range, because a lifecycle transition that fails
-with only "configure failed" sends a user to the source code.
+Declaring (the node, with ranges and read-only marks in the descriptors), validating
+(at configure and on every ``ros2 param set``), the shipped config/perception.yaml and
+the README's parameter table all come from :data:`PARAMETERS`, so they cannot drift
+apart. Validation is plain Python, testable without ROS, and reports every bad value
+with its name and the accepted range, because a lifecycle transition that fails with
+only "configure failed" sends a user to the source code.
+
+Each parameter is either *runtime* (thresholds, ages, the overlay, depth matching: the
+node applies a new value at once) or *load-time* (the model, device, queue, QoS: read
+at configure, so a new value needs deactivate, cleanup, configure, activate; the node
+says so when one is set). ``autostart`` is read-only: it only means something at start-up.
 """
 
 from __future__ import annotations
@@ -28,10 +34,23 @@ class ParamSpec:
     default: Any
     description: str
     check: Callable[[Any], str | None] | None = None  # returns a complaint or None
+    runtime: bool = False  # applied at once when set; else read at configure
+    read_only: bool = False  # cannot be changed after start-up
+    minimum: float | None = None  # inclusive range, also put into the ROS descriptor
+    maximum: float | None = None
 
 
-def _at_least(minimum: float) -> Callable[[Any], str | None]:
-    return lambda v: None if v >= minimum else f"must be >= {minimum}"
+def _range(name: str, default: Any, description: str, minimum: float, maximum: float,
+           runtime: bool = False) -> ParamSpec:
+    """A numeric parameter with an inclusive range (checked here and by ROS itself)."""
+    def check(v: Any) -> str | None:
+        if v < minimum:
+            return f"must be >= {minimum}"
+        if v > maximum:
+            return f"must be <= {maximum}"
+        return None
+
+    return ParamSpec(name, default, description, check, runtime=runtime, minimum=minimum, maximum=maximum)
 
 
 def _check_device(v: str) -> str | None:
@@ -51,37 +70,44 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("device", "cpu", "Torch device for the model: cpu, cuda, cuda:N, mps.", _check_device),
     ParamSpec("dtype", "", "Model dtype: float32, bfloat16, float16; empty = bfloat16 on GPU, "
               "float32 on CPU.", _one_of(DTYPES)),
-    ParamSpec("max_new_tokens", 64, "Longest answer generated, in tokens.", _at_least(1)),
-    ParamSpec("mask_threshold", 0.0, "Logit threshold of the masks (0 = probability 0.5)."),
-    ParamSpec("frame_cache_size", 4, "Frames whose image features stay cached; several commands "
-              "on one frame encode it once.", _at_least(0)),
-    ParamSpec("max_image_age", 0.0, "Reject commands whose image is older than this many seconds "
-              "(0 = any age). Service/action requests may give their own.", _at_least(0.0)),
-    ParamSpec("wait_for_image", 1.0, "Seconds a command waits for a first camera image before "
-              "failing with 'no image yet' (0 = fail at once).", _at_least(0.0)),
+    _range("max_new_tokens", 256, "Longest answer generated, in tokens; a longer one is cut and "
+           "the result says truncated.", 1, 4096),
+    _range("mask_threshold", 0.0, "Logit threshold of the masks (0 = probability 0.5).", -100.0, 100.0,
+           runtime=True),
+    _range("frame_cache_size", 4, "Frames whose image features stay cached; several commands "
+           "on one frame encode it once.", 0, 64),
+    _range("max_image_age", 0.0, "Reject commands whose image is older than this many seconds "
+           "(0 = any age). Service/action requests may give their own.", 0.0, 3600.0, runtime=True),
+    _range("wait_for_image", 1.0, "Seconds a command waits for a first camera image before "
+           "failing with 'no image yet' (0 = fail at once).", 0.0, 60.0, runtime=True),
     ParamSpec("publish_overlay", True, "Publish `overlay` (rgb8, masks tinted per target) when "
-              "someone subscribes."),
+              "someone subscribes.", runtime=True),
     ParamSpec("use_compressed", False, "Subscribe to `image/compressed` (sensor_msgs/CompressedImage, "
               "decoded exactly as sent) instead of `image`."),
     ParamSpec("image_reliability", "best_effort", "Reliability of the image subscriptions: "
               "best_effort (sensor-data QoS) or reliable.", _one_of(RELIABILITIES)),
-    ParamSpec("amodal", False, "Also output amodal (complete, occlusion-filled) masks when the "
-              "model provides them."),
-    ParamSpec("max_queue", 4, "Commands waiting for the model beyond the running one; more get "
-              "'queue full'.", _at_least(1)),
-    ParamSpec("max_command_length", 1000, "Longest accepted command, in characters.", _at_least(1)),
-    ParamSpec("depth_tolerance", 0.05, "Largest stamp difference (s) between the colour image and "
-              "the depth / camera_info used for its centroids.", _at_least(0.0)),
-    ParamSpec("centroid_erosion_px", 3, "Mask erosion (pixels) before taking the median depth, "
-              "so border pixels do not pull the centroid to the background.", _at_least(0)),
-    ParamSpec("diagnostics_period", 1.0, "Seconds between /diagnostics messages.", _at_least(0.05)),
-    ParamSpec("heap_trim_period", 5.0, "When idle, hand freed heap pages back to the OS (glibc "
-              "malloc_trim) at most this often, in seconds; keeps RSS flat over long runs "
-              "(0 = never).", _at_least(0.0)),
+    ParamSpec("amodal", False, "Also output amodal (complete, occlusion-filled) masks for every "
+              "target, not only when the command asks for the complete shape."),
+    _range("max_queue", 4, "Commands waiting for the model beyond the running one; more get "
+           "'queue full'.", 1, 64),
+    _range("max_command_length", 1000, "Longest accepted command, in characters.", 1, 10_000_000,
+           runtime=True),
+    _range("depth_tolerance", 0.05, "Largest stamp difference (s) between the colour image and "
+           "the depth / camera_info used for its centroids.", 0.0, 10.0, runtime=True),
+    _range("centroid_erosion_px", 3, "Mask erosion (pixels) before taking the median depth, "
+           "so border pixels do not pull the centroid to the background.", 0, 100, runtime=True),
+    ParamSpec("allow_depth_frame_mismatch", False, "Use depth whose frame_id differs from the colour "
+              "image's (only when you know it is registered to the colour camera anyway); else such "
+              "depth gives no centroid and one warning.", runtime=True),
+    _range("diagnostics_period", 1.0, "Seconds between /diagnostics messages.", 0.05, 3600.0, runtime=True),
+    _range("heap_trim_period", 5.0, "When idle, hand freed heap pages back to the OS (glibc "
+           "malloc_trim) at most this often, in seconds; keeps RSS flat over long runs "
+           "(0 = never).", 0.0, 3600.0, runtime=True),
     ParamSpec("autostart", True, "Configure and activate at start-up (else wait for lifecycle "
-              "transitions)."),
+              "transitions). Read-only.", read_only=True),
 )
 
+SPECS = {spec.name: spec for spec in PARAMETERS}
 PARAMETER_NAMES = tuple(spec.name for spec in PARAMETERS)
 
 
@@ -106,12 +132,26 @@ class NodeParams:
     max_command_length: int
     depth_tolerance: float
     centroid_erosion_px: int
+    allow_depth_frame_mismatch: bool
     diagnostics_period: float
     heap_trim_period: float
     autostart: bool
 
 
 assert tuple(f.name for f in fields(NodeParams)) == PARAMETER_NAMES, "PARAMETERS and NodeParams differ"
+
+
+def check_value(spec: ParamSpec, value: Any) -> tuple[Any, str | None]:
+    """(normalised value, complaint or None) for one parameter: type, then range/choices."""
+    expected = type(spec.default)
+    if expected is float and isinstance(value, int) and not isinstance(value, bool):
+        value = float(value)
+    if type(value) is not expected:
+        return value, f"{spec.name}={value!r}: expected {expected.__name__}"
+    if isinstance(value, str):
+        value = value.strip()
+    complaint = spec.check(value) if spec.check else None
+    return value, (f"{spec.name}={value!r}: {complaint}" if complaint else None)
 
 
 def validate(values: Mapping[str, Any]) -> NodeParams:
@@ -122,19 +162,32 @@ def validate(values: Mapping[str, Any]) -> NodeParams:
         if spec.name not in values:
             problems.append(f"{spec.name}: missing")
             continue
-        value = values[spec.name]
-        expected = type(spec.default)
-        if expected is float and isinstance(value, int) and not isinstance(value, bool):
-            value = float(value)
-        if type(value) is not expected:
-            problems.append(f"{spec.name}={value!r}: expected {expected.__name__}")
-            continue
-        if isinstance(value, str):
-            value = value.strip()
-        complaint = spec.check(value) if spec.check else None
+        value, complaint = check_value(spec, values[spec.name])
         if complaint:
-            problems.append(f"{spec.name}={value!r}: {complaint}")
+            problems.append(complaint)
         checked[spec.name] = value
     if problems:
         raise ParameterError("invalid parameters: " + "; ".join(problems))
     return NodeParams(**checked)
+
+
+def descriptor(spec: ParamSpec) -> Any:
+    """The rcl_interfaces ParameterDescriptor of a parameter: description, range, read-only.
+
+    Dynamic typing stays on so that a wrong type reaches :func:`check_value` and is
+    reported with the parameter's name and expected type rather than by rcl's generic
+    type error.
+    """
+    from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+
+    kind = "applied at once" if spec.runtime else ("read-only" if spec.read_only else
+                                                    "load-time: takes effect at the next configure")
+    desc = ParameterDescriptor(description=f"{spec.description} [{kind}]", dynamic_typing=True,
+                               read_only=spec.read_only)
+    if spec.minimum is not None and spec.maximum is not None:
+        if isinstance(spec.default, float):
+            desc.floating_point_range = [FloatingPointRange(from_value=float(spec.minimum),
+                                                            to_value=float(spec.maximum), step=0.0)]
+        else:
+            desc.integer_range = [IntegerRange(from_value=int(spec.minimum), to_value=int(spec.maximum), step=1)]
+    return desc

@@ -5,14 +5,23 @@ A thin rclpy lifecycle node over ``m2sa_core.inference.Segmenter`` (DESIGN secti
 
 * lifecycle: configure validates the parameters and loads the model, activate opens
   the topics / service / action and starts the worker, deactivate closes them,
-  cleanup frees the model; ``autostart`` does configure + activate at start-up;
+  cleanup frees the model and the GPU cache; ``autostart`` does configure + activate
+  at start-up. The lifecycle services and /diagnostics have callback groups of their
+  own, so a model that takes minutes to load blocks neither;
+* parameters carry ranges in their descriptors; runtime ones apply at once, load-time
+  ones say they need a reconfigure (node_params.py);
 * keep-latest image (converted once, in its own callback group, never waiting on the
   model); one worker thread with a bounded queue runs commands in order;
-* every accepted command - topic, service or action - yields exactly one
-  SegmentationResult, a success or ``success=false`` with a clear ``error``; the
-  result's header is the source image's, so planners sync with depth and tf;
-* optional depth centroids, an RViz overlay computed only when someone subscribes,
-  and /diagnostics.
+* every accepted command - topic (plain or with a request id), service or action -
+  yields exactly one SegmentationResult carrying the command's request id, a success
+  or ``success=false`` with a clear ``error``; the result's header is the source
+  image's, so planners sync with depth and tf;
+* depth and camera_info are bound to a command when its frame is chosen, before the
+  model runs, so a slow model loses no centroid; depth in another frame is refused;
+* an RViz overlay and centroid markers computed only when someone subscribes, and
+  /diagnostics;
+* SIGINT (once or twice, as ``ros2 launch`` plus a terminal deliver it) and SIGTERM
+  end the node cleanly with exit status 0, every pending command answered.
 
 Run it as ``m2sa-perception --ros-args --params-file config/perception.yaml`` or
 ``ros2 launch m2sa_ros perception.launch.py``.
@@ -20,7 +29,9 @@ Run it as ``m2sa-perception --ros-args --params-file config/perception.yaml`` or
 
 from __future__ import annotations
 
+import dataclasses
 import gc
+import signal
 import sys
 import threading
 import time
@@ -31,14 +42,19 @@ from typing import Any, Callable
 
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
-from rcl_interfaces.msg import ParameterDescriptor
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.executors import ExternalShutdownException, MultiThreadedExecutor
-from rclpy.lifecycle import LifecycleNode, LifecycleState, TransitionCallbackReturn
+from rclpy.exceptions import InvalidParameterValueException
+from rclpy.executors import MultiThreadedExecutor
+from rclpy.lifecycle import LifecycleNode, LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
+from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 from std_msgs.msg import String
+from visualization_msgs.msg import MarkerArray
 
 from m2sa_core.data.conversation import sanitize_command
 from m2sa_core.visualize import overlay_targets
@@ -46,12 +62,13 @@ from m2sa_ros.action import Segment as SegmentAction
 from m2sa_ros.centroids import Intrinsics, StampedBuffer, mask_centroid
 from m2sa_ros.diagnostics import NodeStats, build_diagnostics, status_level
 from m2sa_ros.frames import Frame, LatestFrame
-from m2sa_ros.heap import HeapTrimmer
+from m2sa_ros.heap import HeapTrimmer, trim_heap_now
 from m2sa_ros.image_conversion import (ImageConversionError, compressed_to_rgb, depth_to_metres,
                                        image_to_rgb, rgb_to_msg)
+from m2sa_ros.markers import centroid_markers
 from m2sa_ros.model_source import ModelSource, resolve_model_source
-from m2sa_ros.msg import SegmentationResult
-from m2sa_ros.node_params import PARAMETERS, NodeParams, ParameterError, validate
+from m2sa_ros.msg import Command, SegmentationResult
+from m2sa_ros.node_params import PARAMETERS, SPECS, NodeParams, ParameterError, check_value, descriptor, validate
 from m2sa_ros.result_conversion import error_result, result_to_msg
 from m2sa_ros.srv import Segment as SegmentSrv
 from m2sa_ros.worker import CommandWorker, Job
@@ -115,12 +132,24 @@ class PerceptionNode(LifecycleNode):
 
     def __init__(self, node_name: str = NODE_NAME, *, segmenter_factory: SegmenterFactory | None = None,
                  **kwargs: Any) -> None:
-        super().__init__(node_name, **kwargs)
+        # LifecycleNode.__init__ would put the lifecycle services into the node's default
+        # (mutually exclusive) group, behind the autostart configure that loads the
+        # model: `ros2 lifecycle get` would hang for as long as a 7B model loads.
+        Node.__init__(self, node_name, **kwargs)
+        LifecycleNodeMixin.__init__(self, enable_communication_interface=True,
+                                    callback_group=ReentrantCallbackGroup())
+        # Overrides ROS itself refused (out of the descriptor's range): the default is
+        # declared meanwhile, and configure fails naming the value given.
+        self._refused_overrides: dict[str, Any] = {}
         for spec in PARAMETERS:
-            # dynamic typing: a wrong type on the command line reaches validate() and
-            # fails configure with a clear line instead of raising here.
-            self.declare_parameter(spec.name, spec.default,
-                                   ParameterDescriptor(description=spec.description, dynamic_typing=True))
+            try:
+                self.declare_parameter(spec.name, spec.default, descriptor(spec))
+            except InvalidParameterValueException:
+                override = self._parameter_overrides.get(spec.name)
+                self._refused_overrides[spec.name] = override.value if override is not None else None
+                self.declare_parameter(spec.name, spec.default, descriptor(spec), ignore_override=True)
+        self.add_on_set_parameters_callback(self._check_parameters)
+        self.add_post_set_parameters_callback(self._apply_parameters)
         self._factory: SegmenterFactory = segmenter_factory or load_segmenter
         self._params: NodeParams | None = None
         self._source: ModelSource | None = None
@@ -135,6 +164,8 @@ class PerceptionNode(LifecycleNode):
         self._depth = StampedBuffer[Image](capacity=10)
         self._camera_info = StampedBuffer[CameraInfo](capacity=10)
         self._warned: set[str] = set()
+        self._configuring = False
+        self._configure_error = ""
         self.stats = NodeStats()
         # In-flight service/action callbacks: deactivate waits for them before it
         # destroys the servers, so no reply is lost mid-send.
@@ -148,12 +179,14 @@ class PerceptionNode(LifecycleNode):
         self._sensor_group = MutuallyExclusiveCallbackGroup()
         self._command_group = MutuallyExclusiveCallbackGroup()
         self._request_group = ReentrantCallbackGroup()  # blocking service / action callbacks
+        self._diag_group = MutuallyExclusiveCallbackGroup()  # never behind a model load
         self._result_pub = None
         self._overlay_pub = None
+        self._markers_pub = None
         self._interfaces: list[Any] = []
         self._action_server: ActionServer | None = None
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self._diag_timer = self.create_timer(1.0, self._publish_diagnostics)
+        self._diag_timer = self.create_timer(1.0, self._publish_diagnostics, callback_group=self._diag_group)
 
         autostart = self.get_parameter("autostart").value
         self._autostart_timer = None
@@ -174,9 +207,18 @@ class PerceptionNode(LifecycleNode):
             self.get_logger().error("autostart: activate failed (see above)")
 
     def on_configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._configuring, self._configure_error = True, ""
         try:
-            params = validate({spec.name: self.get_parameter(spec.name).value for spec in PARAMETERS})
+            return self._configure(state)
+        finally:
+            self._configuring = False
+
+    def _configure(self, state: LifecycleState) -> TransitionCallbackReturn:
+        try:
+            values = {spec.name: self.get_parameter(spec.name).value for spec in PARAMETERS}
+            params = validate({**values, **self._refused_overrides})
         except ParameterError as exc:
+            self._configure_error = str(exc)
             self.get_logger().error(f"configure failed: {exc}")
             return TransitionCallbackReturn.FAILURE
         try:
@@ -186,9 +228,9 @@ class PerceptionNode(LifecycleNode):
             started = time.monotonic()
             segmenter = self._factory(params, source)
         except Exception as exc:  # noqa: BLE001 - any loading problem fails the transition
-            self.get_logger().error(f"configure failed: could not load the model "
-                                    f"({params.model_path or params.preset or 'default'}) on "
-                                    f"{params.device}: {type(exc).__name__}: {exc}")
+            self._configure_error = (f"could not load the model ({params.model_path or params.preset or 'default'}) "
+                                     f"on {params.device}: {type(exc).__name__}: {exc}")
+            self.get_logger().error(f"configure failed: {self._configure_error}")
             self.get_logger().debug(traceback.format_exc())
             return TransitionCallbackReturn.FAILURE
         self._params, self._source, self._segmenter = params, source, segmenter
@@ -197,9 +239,13 @@ class PerceptionNode(LifecycleNode):
                                f"{time.monotonic() - started:.1f} s")
         self._result_pub = self.create_lifecycle_publisher(SegmentationResult, "result", RESULT_QOS)
         self._overlay_pub = self.create_lifecycle_publisher(Image, "overlay", 1)
-        self.destroy_timer(self._diag_timer)
-        self._diag_timer = self.create_timer(params.diagnostics_period, self._publish_diagnostics)
+        self._markers_pub = self.create_lifecycle_publisher(MarkerArray, "markers", RESULT_QOS)
+        self._restart_diagnostics_timer(params.diagnostics_period)
         return super().on_configure(state)
+
+    def _restart_diagnostics_timer(self, period: float) -> None:
+        self.destroy_timer(self._diag_timer)
+        self._diag_timer = self.create_timer(period, self._publish_diagnostics, callback_group=self._diag_group)
 
     def on_activate(self, state: LifecycleState) -> TransitionCallbackReturn:
         params = self._params
@@ -227,6 +273,8 @@ class PerceptionNode(LifecycleNode):
                                      callback_group=self._sensor_group),
             self.create_subscription(String, "command", self._on_command, COMMAND_QOS,
                                      callback_group=self._command_group),
+            self.create_subscription(Command, "command_stamped", self._on_command_stamped, COMMAND_QOS,
+                                     callback_group=self._command_group),
             self.create_service(SegmentSrv, "segment", self._on_service, callback_group=self._request_group),
         ]
         self._action_server = ActionServer(
@@ -235,8 +283,9 @@ class PerceptionNode(LifecycleNode):
             cancel_callback=lambda _goal: CancelResponse.ACCEPT,
             callback_group=self._request_group)
         self._active = True
-        self.get_logger().info(f"active: listening on {self._image_topic()} and "
-                               f"{self.resolve_topic_name('command')}")
+        self.get_logger().info(f"active: listening on {self._image_topic()}, "
+                               f"{self.resolve_topic_name('command')} and "
+                               f"{self.resolve_topic_name('command_stamped')}")
         return TransitionCallbackReturn.SUCCESS
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -274,25 +323,105 @@ class PerceptionNode(LifecycleNode):
                 self.destroy_service(entity)
         self._interfaces = []
         if self._action_server is not None:
+            # A goal's result goes out after its execute callback returned (from rclpy's
+            # result future); destroying the server before that would drop it.
+            futures = list(getattr(self._action_server, "_result_futures", {}).values())
+            deadline = time.monotonic() + 2.0
+            while time.monotonic() < deadline and not all(f.done() for f in futures):
+                time.sleep(0.01)
             self._action_server.destroy()
             self._action_server = None
 
     def _release(self) -> None:
-        for pub in (self._result_pub, self._overlay_pub):
+        """Drop the model and everything it holds, and hand the memory back.
+
+        Dropping the reference is not enough on CUDA: PyTorch's caching allocator keeps
+        the freed blocks for itself, so a cleanup followed by configuring another model
+        would run out of device memory. Reference cycles (modules, hooks, exceptions
+        that saw activations) are collected first so the blocks are really free.
+        """
+        for pub in (self._result_pub, self._overlay_pub, self._markers_pub):
             if pub is not None:
                 self.destroy_lifecycle_publisher(pub)
-        self._result_pub = self._overlay_pub = None
+        self._result_pub = self._overlay_pub = self._markers_pub = None
+        device = self._params.device if self._params is not None else "cpu"
+        had_model = self._segmenter is not None
         self._segmenter = None
         self._params = None
         self._latest.clear()
         self._depth.clear()
         self._camera_info.clear()
         self._warned.clear()
+        if had_model:
+            _release_memory(device)
+            trim_heap_now()
 
-    def close(self) -> None:
+    def stop(self, reason: str = "node shutting down") -> None:
+        """Answer every pending command and close the interfaces; the node stays alive."""
+        self._close_interfaces(reason)
+        self._wait_results_acked()
+
+    def close(self, reason: str = "node shutting down") -> None:
         """Stop the worker (answering pending commands) and destroy the node."""
-        self._close_interfaces("node shutting down")
+        self.stop(reason)
         self.destroy_node()
+
+    def _wait_results_acked(self, timeout_s: float = 2.0) -> None:
+        """Give reliable subscribers a moment to acknowledge the last results (shutdown)."""
+        pub = self._result_pub
+        if pub is None:
+            return
+        try:
+            from rclpy.duration import Duration
+
+            pub.wait_for_all_acked(Duration(nanoseconds=int(timeout_s * 1e9)))
+        except Exception:  # noqa: BLE001 - best effort while the process ends
+            pass
+
+    # ------------------------------------------------------------------ parameters
+    def _check_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
+        """Refuse a bad value at ``ros2 param set`` time; say when a value waits for configure."""
+        problems, later = [], []
+        for parameter in parameters:
+            spec = SPECS.get(parameter.name)
+            if spec is None:
+                continue  # use_sim_time and other rclpy parameters
+            _, complaint = check_value(spec, parameter.value)
+            if complaint:
+                problems.append(complaint)
+            elif not spec.runtime:
+                later.append(parameter.name)
+        if problems:
+            return SetParametersResult(successful=False, reason="; ".join(problems))
+        reason = ""
+        if later and self._segmenter is not None:
+            reason = (f"{', '.join(later)}: load-time parameter(s), take effect at the next configure "
+                      f"(deactivate, cleanup, configure, activate)")
+            self.get_logger().info(reason)
+        return SetParametersResult(successful=True, reason=reason)
+
+    def _apply_parameters(self, parameters: list[Parameter]) -> None:
+        """Runtime parameters take effect at once on a configured node."""
+        for parameter in parameters:
+            self._refused_overrides.pop(parameter.name, None)
+        params = self._params
+        if params is None:
+            return
+        changes = {}
+        for parameter in parameters:
+            spec = SPECS.get(parameter.name)
+            if spec is not None and spec.runtime:
+                changes[spec.name] = check_value(spec, parameter.value)[0]
+        if not changes:
+            return
+        self._params = dataclasses.replace(params, **changes)
+        if "heap_trim_period" in changes:
+            self._heap = HeapTrimmer(changes["heap_trim_period"])
+        if "diagnostics_period" in changes:
+            self._restart_diagnostics_timer(changes["diagnostics_period"])
+        if "mask_threshold" in changes and hasattr(self._segmenter, "mask_threshold"):
+            self._segmenter.mask_threshold = changes["mask_threshold"]
+        self.get_logger().info("applied " + ", ".join(f"{k}={v!r}" for k, v in changes.items()))
 
     # ------------------------------------------------------------------ inputs
     def _image_topic(self) -> str:
@@ -321,15 +450,24 @@ class PerceptionNode(LifecycleNode):
     def _on_camera_info(self, msg: CameraInfo) -> None:
         self._camera_info.push(_stamp_ns(msg.header), msg)
 
-    def _on_command(self, msg: String) -> None:
+    def _new_request_id(self) -> str:
         with self._topic_count_lock:
             self._topic_count += 1
-            request_id = f"{self._id_prefix}-{self._topic_count}"
-        self._accept(Request(request_id=request_id, command=msg.data, source="topic",
+            return f"{self._id_prefix}-{self._topic_count}"
+
+    def _on_command(self, msg: String) -> None:
+        self._accept(Request(request_id=self._new_request_id(), command=msg.data, source="topic",
                              received_ns=self.get_clock().now().nanoseconds))
+
+    def _on_command_stamped(self, msg: Command) -> None:
+        """A command with the planner's request id; its stamp (when set) is when it was given."""
+        stamp = _stamp_ns(msg.header)
+        self._accept(Request(request_id=msg.request_id or self._new_request_id(), command=msg.text,
+                             source="topic", received_ns=stamp if stamp > 0 else self.get_clock().now().nanoseconds))
 
     def _request_from(self, goal: Any, source: str, request_id: str) -> Request:
         """Request for a service / action goal; an image in the goal is converted here."""
+        request_id = goal.request_id or request_id
         request = Request(request_id=request_id, command=goal.command, source=source,
                           received_ns=self.get_clock().now().nanoseconds,
                           max_image_age=float(goal.max_image_age))
@@ -486,6 +624,9 @@ class PerceptionNode(LifecycleNode):
             self._finish(req, self._error(req, problem, frame))
             return
         assert frame is not None and frame.rgb is not None
+        # Depth and intrinsics are bound now, before the model runs: at 30 Hz the depth
+        # buffer holds a third of a second, and a 7B model takes longer than that.
+        centroid_fn, depth_state = self._centroid_fn(frame)
         stage = ["encoding"]
 
         def on_stage(name: str) -> None:
@@ -518,16 +659,19 @@ class PerceptionNode(LifecycleNode):
                 _release_memory(params.device)
             return
         elapsed = (time.monotonic() - started) * 1000.0
+        if depth_state == "missing":  # the matching depth frame may have arrived meanwhile
+            centroid_fn, _ = self._centroid_fn(frame)
         try:
             msg = result_to_msg(result, request_id=req.request_id, command=req.command,
                                 header=frame.header, image_shape=frame.rgb.shape, inference_ms=elapsed,
-                                amodal=params.amodal, centroid_fn=self._centroid_fn(frame))
+                                centroid_fn=centroid_fn)
         except Exception as exc:  # noqa: BLE001 - e.g. a model returning wrong-sized masks
             self.get_logger().error(f"could not convert the result of {req.request_id}: {traceback.format_exc()}")
             self._finish(req, self._error(req, f"model failure: {exc}", frame, elapsed))
             return
         self._finish(req, msg)
         self._publish_overlay(frame, result)
+        self._publish_markers(msg)
         del result, msg  # before trimming: the answer's masks are garbage now
         worker = self._worker
         if worker is not None and worker.depth == 0:  # idle: trimming delays no one
@@ -564,39 +708,52 @@ class PerceptionNode(LifecycleNode):
             req.on_done(msg)
 
     # ------------------------------------------------------------------ outputs
-    def _centroid_fn(self, frame: Frame) -> Callable[[Any], Any] | None:
-        """Bind the depth frame and intrinsics nearest to ``frame``; None without them."""
+    def _centroid_fn(self, frame: Frame) -> tuple[Callable[[Any], Any] | None, str]:
+        """Bind the depth frame and intrinsics nearest to ``frame``.
+
+        Returns (centroid function, "bound") or (None, why): "missing" when no depth /
+        camera_info is within ``depth_tolerance`` yet (worth another look later),
+        "refused" when the ones there cannot be used (logged once).
+        """
         params = self._params
         assert params is not None
         tolerance = int(params.depth_tolerance * 1e9)
         depth_msg = self._depth.nearest(frame.stamp_ns, tolerance)
         info = self._camera_info.nearest(frame.stamp_ns, tolerance)
         if depth_msg is None or info is None:
-            return None
+            return None, "missing"
+        depth_frame, colour_frame = depth_msg.header.frame_id, frame.header.frame_id
+        if depth_frame and colour_frame and depth_frame != colour_frame and not params.allow_depth_frame_mismatch:
+            self._warn_once(
+                f"depth-frame:{depth_frame}:{colour_frame}",
+                f"no centroids: depth on {self.resolve_topic_name('depth')} is in frame '{depth_frame}' but the "
+                f"colour image is in '{colour_frame}'; publish depth registered to the colour camera (e.g. "
+                f"aligned_depth_to_color), or set allow_depth_frame_mismatch:=true if it is registered anyway")
+            return None, "refused"
         try:
             depth = depth_to_metres(depth_msg, what=self.resolve_topic_name("depth"))
             intrinsics = Intrinsics.from_k(info.k, info.width or depth.shape[1], info.height or depth.shape[0])
         except (ImageConversionError, ValueError) as exc:
             self._warn_once(f"depth:{exc}", f"no centroids: {exc}")
-            return None
+            return None, "refused"
         if depth.shape != (frame.height, frame.width):
             self._warn_once(
                 f"depth-size:{depth.shape}:{frame.height}x{frame.width}",
                 f"no centroids: depth image is {depth.shape[1]}x{depth.shape[0]} but the colour image is "
                 f"{frame.width}x{frame.height}; publish depth registered to the colour camera "
                 f"(e.g. aligned_depth_to_color)")
-            return None
+            return None, "refused"
         if (intrinsics.height, intrinsics.width) != depth.shape:
             self._warn_once(
                 f"info-size:{intrinsics.width}x{intrinsics.height}:{depth.shape}",
                 f"no centroids: camera_info is {intrinsics.width}x{intrinsics.height} but depth is "
                 f"{depth.shape[1]}x{depth.shape[0]}")
-            return None
+            return None, "refused"
 
         def centroid(mask: Any) -> Any:
             return mask_centroid(mask, depth, intrinsics, erosion_px=params.centroid_erosion_px)
 
-        return centroid
+        return centroid, "bound"
 
     def _publish_overlay(self, frame: Frame, result: Any) -> None:
         params, pub = self._params, self._overlay_pub
@@ -607,17 +764,34 @@ class PerceptionNode(LifecycleNode):
         except Exception as exc:  # noqa: BLE001 - the overlay is a nicety, never fatal
             self._warn_once(f"overlay:{type(exc).__name__}", f"overlay failed: {exc}")
 
+    def _publish_markers(self, msg: SegmentationResult) -> None:
+        pub = self._markers_pub
+        if pub is None or pub.get_subscription_count() == 0:
+            return
+        try:
+            pub.publish(centroid_markers(msg))
+        except Exception as exc:  # noqa: BLE001 - markers are a nicety, never fatal
+            self._warn_once(f"markers:{type(exc).__name__}", f"markers failed: {exc}")
+
+    def lifecycle_state(self) -> str:
+        """unconfigured, configuring, inactive or active (what /diagnostics reports)."""
+        if self._configuring:
+            return "configuring"
+        if self._active:
+            return "active"
+        return "inactive" if self._segmenter is not None else "unconfigured"
+
     def _publish_diagnostics(self) -> None:
         params, worker, source = self._params, self._worker, self._source
         stats = self.stats.snapshot()
         depth = worker.depth if worker else 0
-        level, message = status_level(self._segmenter is not None, self._active,
-                                      bool(source and source.is_preset), depth,
-                                      worker.max_queue if worker else 0)
+        state = self.lifecycle_state()
+        level, message = status_level(state, bool(source and source.is_preset and self._segmenter is not None),
+                                      depth, worker.max_queue if worker else 0, self._configure_error)
         values: dict[str, Any] = {
             "model": source.source if source and self._segmenter is not None else "",
             "device": params.device if params else "",
-            "state": "active" if self._active else ("inactive" if self._segmenter is not None else "unconfigured"),
+            "state": state,
             "queue_depth": depth,
             "max_queue": worker.max_queue if worker else (params.max_queue if params else 0),
             "busy": bool(worker and worker.busy),
@@ -677,31 +851,70 @@ def _stamp_ns(header: Any) -> int:
     return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
 
 
+class ShutdownRequest:
+    """SIGINT / SIGTERM -> one orderly shutdown; repeated signals are only logged.
+
+    ``ros2 launch`` forwards SIGINT to the node while the terminal's Ctrl-C reaches the
+    same process group, so the node gets it twice. rclpy's own handler would shut the
+    context down on the first one, after which no pending command could be answered
+    and the second would kill the process (exit -2). Here the first signal only sets
+    an event; main() then answers pending commands and exits 0.
+    """
+
+    def __init__(self) -> None:
+        self.event = threading.Event()
+        self.signal_name = ""
+        self.repeats = 0
+
+    def install(self) -> None:
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(signum, self._handle)
+
+    def _handle(self, signum: int, _frame: Any) -> None:
+        if self.event.is_set():
+            self.repeats += 1
+            return
+        self.signal_name = signal.Signals(signum).name
+        self.event.set()
+
+
 def main(args: list[str] | None = None) -> int:
     """Console entry point ``m2sa-perception`` (and ``ros2 run m2sa_ros perception_node``).
 
     Takes the standard ROS arguments: ``--ros-args -p name:=value --params-file FILE
-    -r from:=to``.
+    -r from:=to``. Exits 0 on SIGINT or SIGTERM after answering every pending command.
     """
-    rclpy.init(args=args if args is not None else sys.argv)
+    shutdown = ShutdownRequest()
+    shutdown.install()  # before rclpy.init: a signal during start-up is handled too
+    rclpy.init(args=args if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
     node: PerceptionNode | None = None
     executor: MultiThreadedExecutor | None = None
+    spinner: threading.Thread | None = None
     try:
         node = PerceptionNode()
-        # Threads: sensors, commands, lifecycle/timers, plus one per service/action call
-        # that can usefully wait (the running command and a full queue).
+        # Threads: sensors, commands, lifecycle services, diagnostics, timers, plus one
+        # per service/action call that can usefully wait (the running command and a
+        # full queue).
         max_queue = node.get_parameter("max_queue").value
         waiting = max_queue + 1 if isinstance(max_queue, int) and 0 < max_queue <= 64 else 5
         node.blocking_call_limit = waiting
-        executor = MultiThreadedExecutor(num_threads=waiting + 3)
+        executor = MultiThreadedExecutor(num_threads=waiting + 5)
         executor.add_node(node)
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
+        spinner = threading.Thread(target=executor.spin, name="m2sa-executor", daemon=True)
+        spinner.start()
+        while not shutdown.event.wait(0.5):
+            if not spinner.is_alive():
+                break
+        if shutdown.signal_name:
+            node.get_logger().info(f"{shutdown.signal_name}: shutting down; answering pending commands")
+        # The executor keeps spinning while pending commands are answered, so service
+        # and action replies still go out; only then does it stop.
+        node.stop(f"node shutting down ({shutdown.signal_name or 'executor stopped'})")
     finally:
-        # Executor first: no callback may run while the node's entities are destroyed.
         if executor is not None:
             executor.shutdown()
+        if spinner is not None:
+            spinner.join(timeout=10)
         if node is not None:
             try:
                 node.close()

@@ -1,7 +1,11 @@
 """m2sa_core Result -> m2sa_ros/SegmentationResult, and the error result.
 
-Kept apart from the node so the mapping of every field (granularity constants, bbox,
-masks as mono8 0/255, centroid flags) is in one small place that tests read directly.
+Kept apart from the node so the mapping of every field (granularity and mask-type
+constants, bbox, masks as mono8 0/255, centroid flags, truncation) is in one small place
+that tests read directly. ``Target.mask`` is always the visible mask, so the bbox and
+the 3-D centroid come from pixels of the object itself, never from whatever occludes
+it; the complete shape travels in ``amodal_mask`` with ``mask_type`` saying which of
+the two the command asked for.
 """
 
 from __future__ import annotations
@@ -10,7 +14,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from m2sa_core.types import Result, Target
+from m2sa_core.types import Result, Target, mask_bbox
 from m2sa_ros.image_conversion import mask_to_msg
 
 # (mask) -> (x, y, z) | None; the node binds the depth frame and intrinsics.
@@ -37,18 +41,29 @@ def error_result(error: str, *, request_id: str, command: str, header: Any = Non
     return msg
 
 
-def target_to_msg(target: Target, header: Any, centroid: "tuple[float, float, float] | None",
-                  amodal: bool):
+def mask_type_constant(mask_type: str) -> int:
+    """m2sa_core's ``Target.mask_type`` ("modal" / "amodal") -> Target.MASK_VISIBLE / MASK_AMODAL."""
+    from m2sa_ros.msg import Target as TargetMsg
+
+    return TargetMsg.MASK_AMODAL if mask_type == "amodal" else TargetMsg.MASK_VISIBLE
+
+
+def target_to_msg(target: Target, header: Any, centroid: "tuple[float, float, float] | None"):
+    """One target; ``centroid`` must come from ``target.mask`` (the visible pixels)."""
     from m2sa_ros.msg import Target as TargetMsg
 
     msg = TargetMsg(label=target.label, object_name=target.object_name,
                     instance=int(target.instance), part_name=target.part_name,
-                    granularity=int(target.granularity),
-                    score=float(np.clip(target.score, 0.0, 1.0)))
-    x, y, w, h = (int(v) for v in target.bbox)
+                    granularity=int(target.granularity), mask_type=mask_type_constant(target.mask_type),
+                    score=float(np.clip(target.score, 0.0, 1.0)),
+                    amodal_score=float(np.clip(target.amodal_score, 0.0, 1.0))
+                    if target.amodal_mask is not None else 0.0)
+    x, y, w, h = mask_bbox(np.asarray(target.mask, dtype=bool))
     msg.bbox.x_offset, msg.bbox.y_offset, msg.bbox.width, msg.bbox.height = x, y, w, h
     msg.mask = mask_to_msg(target.mask, header)
-    if amodal and target.amodal_mask is not None:
+    # m2sa_core fills amodal_mask exactly when the command asked for the complete shape
+    # or the Segmenter's amodal output is on, so its presence is the rule.
+    if target.amodal_mask is not None:
         msg.amodal_mask = mask_to_msg(target.amodal_mask, header)
     if centroid is not None:
         msg.centroid.x, msg.centroid.y, msg.centroid.z = (float(c) for c in centroid)
@@ -57,18 +72,20 @@ def target_to_msg(target: Target, header: Any, centroid: "tuple[float, float, fl
 
 
 def result_to_msg(result: Result, *, request_id: str, command: str, header: Any,
-                  image_shape: Sequence[int], inference_ms: float, amodal: bool = False,
+                  image_shape: Sequence[int], inference_ms: float,
                   centroid_fn: CentroidFn | None = None):
     """A successful SegmentationResult; masks must have the source image's size."""
     height, width = int(image_shape[0]), int(image_shape[1])
     msg = _base(header, height, width, request_id, command)
     for i, target in enumerate(result.targets):
-        if target.mask.shape != (height, width):
-            raise ValueError(f"target {i} ('{target.label}') has a {target.mask.shape[1]}x"
-                             f"{target.mask.shape[0]} mask for a {width}x{height} image")
+        for name, mask in (("mask", target.mask), ("amodal_mask", target.amodal_mask)):
+            if mask is not None and mask.shape != (height, width):
+                raise ValueError(f"target {i} ('{target.label}') has a {mask.shape[1]}x{mask.shape[0]} "
+                                 f"{name} for a {width}x{height} image")
         centroid = centroid_fn(target.mask) if centroid_fn is not None else None
-        msg.targets.append(target_to_msg(target, header, centroid, amodal))
+        msg.targets.append(target_to_msg(target, header, centroid))
     msg.answer = result.answer
+    msg.truncated = bool(getattr(result, "truncated", False))
     msg.success = True
     msg.inference_ms = float(inference_ms)
     return msg

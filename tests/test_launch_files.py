@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 PARAMS_FILE = ROOT / "config" / "perception.yaml"
 LAUNCH_FILE = ROOT / "launch" / "perception.launch.py"
 REQUIRED_ARGUMENTS = {"model_path", "preset", "device", "image_topic", "command_topic", "namespace",
-                      "params_file"}
+                      "params_file", "use_sim_time", "command_stamped_topic"}
 
 
 def _node_parameters() -> dict:

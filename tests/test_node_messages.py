@@ -12,13 +12,14 @@ pytestmark = pytest.mark.ros
 
 
 def _result(h: int = 6, w: int = 8) -> Result:
+    """A part asked for as a complete shape (hidden behind something) and a visible object."""
     part = np.zeros((h, w), bool)
     part[1:3, 2:5] = True
     whole = np.zeros((h, w), bool)
     whole[0:4, 1:6] = True
-    return Result(answer="Press the television_set_1's button or the mug_2.", targets=[
+    return Result(answer="Press the television_set_1's button or the mug_2.", truncated=True, targets=[
         Target("television_set_1's button", "television_set", 1, "button", Granularity.PART, part, score=1.7,
-               amodal_mask=whole),
+               amodal_mask=whole, mask_type="amodal", amodal_score=0.6),
         Target("mug_2", "mug", 2, "", Granularity.OBJECT, whole, score=0.25),
     ])
 
@@ -33,28 +34,44 @@ def test_every_field_is_mapped():
     header = Header(frame_id="cam")
     header.stamp.sec = 9
     result = _result()
+    seen = []
+
+    def centroid(mask):
+        seen.append(mask)
+        return (0.1, 0.2, 1.5) if mask[0, 1] else None
+
     msg = result_to_msg(result, request_id="r1", command="turn on the TV", header=header, image_shape=(6, 8, 3),
-                        inference_ms=12.5, amodal=True, centroid_fn=lambda m: (0.1, 0.2, 1.5) if m[0, 1] else None)
+                        inference_ms=12.5, centroid_fn=centroid)
     assert (msg.success, msg.error, msg.height, msg.width, msg.request_id) == (True, "", 6, 8, "r1")
-    assert msg.answer == result.answer and msg.inference_ms == pytest.approx(12.5)
+    assert msg.answer == result.answer and msg.inference_ms == pytest.approx(12.5) and msg.truncated
     assert msg.header.frame_id == "cam" and msg.header.stamp.sec == 9
     button, mug = msg.targets
     assert (button.granularity, mug.granularity) == (TargetMsg.GRANULARITY_PART, TargetMsg.GRANULARITY_OBJECT)
     assert (button.part_name, mug.part_name, mug.instance) == ("button", "", 2)
+    assert (button.mask_type, mug.mask_type) == (TargetMsg.MASK_AMODAL, TargetMsg.MASK_VISIBLE)
+    assert (TargetMsg.MASK_VISIBLE, TargetMsg.MASK_AMODAL) == (0, 1)
     assert button.score == 1.0  # clipped to the documented 0..1
-    assert (button.bbox.x_offset, button.bbox.y_offset, button.bbox.width, button.bbox.height) == (2, 1, 3, 2)
+    assert button.amodal_score == pytest.approx(0.6) and mug.amodal_score == 0.0
+    # mask is the visible mask even though the command asked for the complete shape, and
+    # the box and the centroid come from it, not from the occluder's pixels.
     np.testing.assert_array_equal(msg_to_mask(button.mask), result.targets[0].mask)
     np.testing.assert_array_equal(msg_to_mask(button.amodal_mask), result.targets[0].amodal_mask)
-    assert mug.amodal_mask.height == 0  # the model gave none
+    assert (button.bbox.x_offset, button.bbox.y_offset, button.bbox.width, button.bbox.height) == (2, 1, 3, 2)
+    assert np.array_equal(seen[0], result.targets[0].mask)
+    assert mug.amodal_mask.height == 0  # the model gave none: neither asked for nor amodal output on
     assert not button.has_centroid  # the centroid function found no depth for it
     assert mug.has_centroid and (mug.centroid.x, mug.centroid.y, mug.centroid.z) == (0.1, 0.2, 1.5)
 
 
-def test_amodal_off_leaves_amodal_masks_empty():
+def test_visible_request_without_amodal_output_leaves_amodal_masks_empty():
     from m2sa_ros.result_conversion import result_to_msg
 
-    msg = result_to_msg(_result(), request_id="r", command="c", header=None, image_shape=(6, 8), inference_ms=1.0)
-    assert all(t.amodal_mask.height == 0 and not t.has_centroid for t in msg.targets)
+    result = _result()
+    result.targets[0].amodal_mask, result.targets[0].mask_type = None, "modal"
+    result.truncated = False
+    msg = result_to_msg(result, request_id="r", command="c", header=None, image_shape=(6, 8), inference_ms=1.0)
+    assert all(t.amodal_mask.height == 0 and not t.has_centroid and t.mask_type == 0 for t in msg.targets)
+    assert not msg.truncated
 
 
 def test_mask_of_the_wrong_size_is_refused():
@@ -62,6 +79,28 @@ def test_mask_of_the_wrong_size_is_refused():
 
     with pytest.raises(ValueError, match=r"target 0 \('television_set_1's button'\) has a 8x6 mask for a 16x12 image"):
         result_to_msg(_result(), request_id="r", command="c", header=None, image_shape=(12, 16), inference_ms=1.0)
+
+
+def test_centroid_markers_for_rviz():
+    from std_msgs.msg import Header
+    from visualization_msgs.msg import Marker
+
+    from m2sa_ros.markers import CENTROID_NS, LABEL_NS, centroid_markers
+    from m2sa_ros.result_conversion import result_to_msg
+
+    header = Header(frame_id="camera_color_optical_frame")
+    header.stamp.sec = 4
+    msg = result_to_msg(_result(), request_id="r", command="c", header=header, image_shape=(6, 8),
+                        inference_ms=1.0, centroid_fn=lambda m: (0.1, -0.2, 1.5) if m[0, 1] else None)
+    markers = centroid_markers(msg).markers
+    assert markers[0].action == Marker.DELETEALL  # the previous command's markers vanish
+    shown = markers[1:]
+    assert [(m.ns, m.id, m.type) for m in shown] == [(CENTROID_NS, 1, Marker.SPHERE),
+                                                     (LABEL_NS, 1, Marker.TEXT_VIEW_FACING)]
+    sphere, label = shown
+    assert (sphere.pose.position.x, sphere.pose.position.y, sphere.pose.position.z) == (0.1, -0.2, 1.5)
+    assert all(m.header.frame_id == "camera_color_optical_frame" and m.header.stamp.sec == 4 for m in markers)
+    assert label.text.startswith("mug_2") and sphere.color.a > 0
 
 
 def test_error_result():
@@ -81,10 +120,14 @@ def test_stats_and_levels():
     snap = stats.snapshot()
     assert snap["mean_latency_ms"] == pytest.approx(25.0)  # window of the last two
     assert (snap["results"], snap["errors"], snap["queue_full"], snap["last_latency_ms"]) == (4, 1, 1, 30.0)
-    assert status_level(False, False, False, 0, 0)[0] == ERROR
-    assert status_level(True, True, True, 0, 4) == (WARN, "running an UNTRAINED model (random weights)")
-    assert status_level(True, True, False, 4, 4)[0] == WARN
-    assert status_level(True, True, False, 1, 4) == (OK, "ready")
+    # Deliberately unconfigured or loading is not an error; a failed configure is.
+    assert status_level("unconfigured", False, 0, 0)[0] == OK
+    assert status_level("configuring", False, 0, 0) == (OK, "configuring: loading the model")
+    assert status_level("unconfigured", False, 0, 0, "could not load the model")[0] == ERROR
+    assert status_level("inactive", False, 0, 4)[0] == WARN
+    assert status_level("active", True, 0, 4) == (WARN, "running an UNTRAINED model (random weights)")
+    assert status_level("active", False, 4, 4)[0] == WARN
+    assert status_level("active", False, 1, 4) == (OK, "ready")
 
 
 def test_diagnostic_array():
