@@ -2,10 +2,12 @@
 
 What a robotics team runs on its own recordings (DESIGN section 9, "bag replay"):
 
-1. start the node as a subprocess under a private namespace (or use one already
-   running, ``--no-start --namespace /robot1``);
+1. start the node as a subprocess under a private namespace, on simulated time
+   (``use_sim_time``), or use one already running (``--no-start --namespace /robot1``);
 2. replay the bag's images and commands over DDS with the recorded timing (scaled by
-   ``--rate-factor``), recording every SegmentationResult into an output bag;
+   ``--rate-factor``), publishing ``/clock`` from the bag's time so that the node's
+   clock, its image-age check (``max_image_age``) and every stamp are bag time, and
+   recording every SegmentationResult into an output bag stamped in bag time;
 3. score the results against the bag's ground truth with the generative protocol
    (Hungarian matching, gIoU, cIoU, target-count accuracy, per split), with latency
    percentiles and the number of commands that got no result (must be 0);
@@ -20,6 +22,10 @@ about the previous one are still unanswered (the schedule shifts by the wait), a
 leaves ``--settle`` seconds between a frame and the next command so the frame is in
 the node before its command. Each result's header stamp is checked against the frame
 the command was about; a mismatch is reported, not scored silently.
+
+Commands go out on the node's typed ``command_stamped`` topic with a request id of
+their own (``bag-<index>``) and the bag time as their stamp; results are matched to
+commands by that id, never by text.
 
 Usage::
 
@@ -47,7 +53,8 @@ from typing import Any
 
 import numpy as np
 
-from m2sa_ros.bag_tools import (COMMAND_TOPIC, COMMAND_TYPE, IMAGE_TOPIC, RESULT_TOPIC, RESULT_TYPE, BagError,
+from m2sa_ros.bag_tools import (COMMAND_STAMPED_TOPIC, COMMAND_STAMPED_TYPE, COMMAND_TOPIC, IMAGE_TOPIC, RESULT_TOPIC,
+                                RESULT_TYPE, BagError,
                                 GroundTruth, GroundTruthCommand, bag_info, decode, iter_messages, load_ground_truth,
                                 message_typestore, read_frames, stamp_ns)
 
@@ -61,45 +68,51 @@ class Prediction:
     """What the node (or a direct Segmenter run) answered to one command."""
 
     answer: str
-    masks: np.ndarray  # bool [n, H, W]
+    masks: np.ndarray  # bool [n, H, W]: the visible masks
     labels: list[str]
     scores: list[float]
     success: bool = True
     error: str = ""
-    amodal_masks: np.ndarray | None = None  # bool [n, H, W] when every target has one
+    # Per target: the complete shape when the node sent one (else None), and which shape
+    # the command asked for ("modal" / "amodal", from Target.mask_type).
+    amodal_masks: list[np.ndarray | None] | None = None
+    mask_types: list[str] | None = None
 
-    def masks_for(self, mask_type: str | None) -> np.ndarray:
-        """The masks to score: amodal ones when the command asks for them and the node gave them."""
-        if mask_type == "amodal" and self.amodal_masks is not None:
-            return self.amodal_masks
-        return self.masks
+    def requested_masks(self) -> np.ndarray:
+        """Per target, the shape its command asked for: the complete one for "amodal"
+        targets that carry it, else the visible one (what a planner would use)."""
+        if not len(self.masks):
+            return self.masks
+        types = self.mask_types or ["modal"] * len(self.masks)
+        amodal = self.amodal_masks or [None] * len(self.masks)
+        return np.stack([a if t == "amodal" and a is not None else m
+                         for m, a, t in zip(self.masks, amodal, types)])
 
 
 def prediction_from_msg(msg: Any) -> Prediction:
     """A SegmentationResult message (rclpy) -> Prediction; a failed result has no masks."""
     from m2sa_ros.image_conversion import msg_to_mask
+    from m2sa_ros.msg import Target as TargetMsg
 
     height, width = int(msg.height), int(msg.width)
     masks = [msg_to_mask(t.mask, what=f"result {msg.request_id}: target {i} mask") for i, t in enumerate(msg.targets)]
     stack = np.stack(masks) if masks else np.zeros((0, height, width), dtype=bool)
-    amodal = None
-    if masks and all(t.amodal_mask.height > 0 for t in msg.targets):
-        amodal = np.stack([msg_to_mask(t.amodal_mask, what=f"result {msg.request_id}: target {i} amodal_mask")
-                           for i, t in enumerate(msg.targets)])
+    amodal = [msg_to_mask(t.amodal_mask, what=f"result {msg.request_id}: target {i} amodal_mask")
+              if t.amodal_mask.height > 0 else None for i, t in enumerate(msg.targets)]
+    types = ["amodal" if t.mask_type == TargetMsg.MASK_AMODAL else "modal" for t in msg.targets]
     return Prediction(answer=msg.answer, masks=stack, labels=[t.label for t in msg.targets],
                       scores=[float(t.score) for t in msg.targets], success=bool(msg.success), error=msg.error,
-                      amodal_masks=amodal)
+                      amodal_masks=amodal, mask_types=types)
 
 
 def prediction_from_result(result: Any, height: int, width: int) -> Prediction:
     """An ``m2sa_core.types.Result`` -> Prediction (the direct, ROS-free path)."""
     masks = [np.asarray(t.mask, dtype=bool) for t in result.targets]
     stack = np.stack(masks) if masks else np.zeros((0, height, width), dtype=bool)
-    amodal = None
-    if masks and all(t.amodal_mask is not None for t in result.targets):
-        amodal = np.stack([np.asarray(t.amodal_mask, dtype=bool) for t in result.targets])
+    amodal = [None if t.amodal_mask is None else np.asarray(t.amodal_mask, dtype=bool) for t in result.targets]
     return Prediction(answer=result.answer, masks=stack, labels=[t.label for t in result.targets],
-                      scores=[float(t.score) for t in result.targets], amodal_masks=amodal)
+                      scores=[float(t.score) for t in result.targets], amodal_masks=amodal,
+                      mask_types=[t.mask_type for t in result.targets])
 
 
 # --------------------------------------------------------------------------- scoring
@@ -126,9 +139,11 @@ def score_predictions(truth: GroundTruth, predictions: dict[int, Prediction | No
     """Generative protocol over the commands of ``truth``.
 
     A command without a prediction (no result) or with a failed result counts as an
-    answer with no masks: every ground truth is missed. A command whose text asks for
-    the complete outline (R2SM ``mask_type`` "amodal") is scored on the amodal masks
-    when the node sends them (parameter ``amodal``), else on the visible ones.
+    answer with no masks: every ground truth is missed. Each predicted target is scored
+    on the shape the node says its command asked for (``Target.mask_type``): the
+    complete shape for "amodal" targets that carry one, else the visible mask; the
+    ground truth holds the shape the command really asked for, so a node that mistakes
+    which one was meant loses IoU there.
     ``exclude`` leaves commands out (e.g. those whose image is not in the bag: a data
     problem, not the node's).
     """
@@ -143,7 +158,7 @@ def score_predictions(truth: GroundTruth, predictions: dict[int, Prediction | No
         gt = command.masks()
         pred = predictions.get(command.index)
         if pred is not None:
-            masks = pred.masks_for(command.mask_type)
+            masks = pred.requested_masks()
         else:
             masks = np.zeros((0, command.height, command.width), dtype=bool)
         if len(masks) and masks.shape[1:] != gt.shape[1:]:
@@ -180,7 +195,9 @@ class NodeProcess:
         self.command = [sys.executable, "-m", "m2sa_ros.perception_node", "--ros-args",
                         "-r", f"__ns:={namespace}",
                         # A replayed bag must not lose frames: a reliable subscription.
-                        "-p", "image_reliability:=reliable", *node_args]
+                        "-p", "image_reliability:=reliable",
+                        # Bag time: /clock comes from the replayer.
+                        "-p", "use_sim_time:=true", *node_args]
         self.log_path = log_path
         self._log: Any = None
         self.process: subprocess.Popen | None = None
@@ -232,6 +249,7 @@ class Outcome:
     bag_time_ns: int
     expected_stamp_ns: int | None  # the frame it is about; None when the bag has none
     image_in_bag: bool
+    request_id: str = ""
     sent_at: float = math.nan  # monotonic seconds
     received_at: float = math.nan
     result: Any = None  # rclpy SegmentationResult
@@ -265,16 +283,53 @@ def check_bag(bag: Path, truth: GroundTruth | None, image_topic: str, command_to
     return n_commands
 
 
+class BagClock:
+    """Bag time for /clock while a bag is replayed at ``factor`` times its speed.
+
+    Anchored at each message's bag time when it is published, it runs on between
+    messages but never past the next message's time (``hold_until``), so the node's
+    clock cannot overtake a message that is late because the replayer waited for the
+    node. Monotonic by construction: messages come in bag order.
+    """
+
+    def __init__(self, factor: float = 1.0) -> None:
+        self.factor = factor
+        self._lock = threading.Lock()
+        self._anchor: tuple[float, int] | None = None  # (monotonic s, bag ns)
+        self._limit: int | None = None
+
+    def advance_to(self, bag_ns: int) -> None:
+        with self._lock:
+            self._anchor = (time.monotonic(), int(bag_ns))
+            if self._limit is not None and self._limit < bag_ns:
+                self._limit = int(bag_ns)
+
+    def hold_until(self, bag_ns: int) -> None:
+        with self._lock:
+            self._limit = int(bag_ns)
+
+    def now_ns(self) -> int | None:
+        with self._lock:
+            if self._anchor is None:
+                return None
+            wall, bag = self._anchor
+            estimate = bag + int((time.monotonic() - wall) * self.factor * 1e9)
+            return estimate if self._limit is None else min(estimate, max(self._limit, bag))
+
+
+CLOCK_PERIOD_S = 0.01  # /clock at 100 Hz of wall time
+
+
 class Replayer:
-    """Publishes a bag's frames and commands to a node and collects its results."""
+    """Publishes a bag's frames, commands and /clock to a node and collects its results."""
 
     def __init__(self, options: ReplayOptions, context: Any, results_bag: Path | None) -> None:
         from rclpy.node import Node
         from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+        from rosgraph_msgs.msg import Clock
         from sensor_msgs.msg import Image
-        from std_msgs.msg import String
 
-        from m2sa_ros.msg import SegmentationResult
+        from m2sa_ros.msg import Command, SegmentationResult
 
         self.options = options
         self.context = context
@@ -283,7 +338,12 @@ class Replayer:
         reliable = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)
         self.image_pub = self.node.create_publisher(Image, f"{ns}/image", reliable)
         self.command_pub = self.node.create_publisher(
-            String, f"{ns}/command", QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
+            Command, f"{ns}/command_stamped", QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
+        self.clock = BagClock(options.rate_factor)
+        self._last_clock = -1
+        self._clock_type = Clock
+        self.clock_pub = self.node.create_publisher(Clock, "/clock", 10)
+        self._clock_timer = self.node.create_timer(CLOCK_PERIOD_S, self._publish_clock)
         self.result_sub = self.node.create_subscription(
             SegmentationResult, f"{ns}/result", self._on_result,
             QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE), raw=True)
@@ -300,7 +360,8 @@ class Replayer:
             self._writer = Writer(results_bag, version=9, storage_plugin=StoragePlugin.MCAP)
             self._writer.open()
             self._result_conn = self._writer.add_connection(RESULT_TOPIC, RESULT_TYPE, typestore=store)
-            self._command_conn = self._writer.add_connection(COMMAND_TOPIC, COMMAND_TYPE, typestore=store)
+            self._command_conn = self._writer.add_connection(COMMAND_STAMPED_TOPIC, COMMAND_STAMPED_TYPE,
+                                                             typestore=store)
         self._writer_lock = threading.Lock()
         self._executor: Any = None
         self._spinner: threading.Thread | None = None
@@ -333,10 +394,27 @@ class Replayer:
                 self._writer.close()
                 self._writer = None
 
-    def _record(self, connection: Any, raw: bytes) -> None:
+    def _publish_clock(self) -> None:
+        now = self.clock.now_ns()
+        if now is None or now < self._last_clock:
+            return
+        self._last_clock = now
+        msg = self._clock_type()
+        msg.clock.sec, msg.clock.nanosec = divmod(now, 1_000_000_000)
+        self.clock_pub.publish(msg)
+
+    def start_clock(self, bag_ns: int) -> None:
+        """/clock from ``bag_ns`` on: a node on sim time needs it before it can configure."""
+        self.clock.advance_to(bag_ns)
+        self.clock.hold_until(bag_ns)
+
+    def _record(self, connection: Any, raw: bytes, bag_ns: int | None = None) -> None:
+        """Write into the results bag, stamped in bag time (the replay clock's now)."""
+        if bag_ns is None:
+            bag_ns = self.clock.now_ns()
         with self._writer_lock:
             if self._writer is not None:
-                self._writer.write(connection, time.time_ns(), raw)
+                self._writer.write(connection, bag_ns if bag_ns is not None else time.time_ns(), raw)
 
     def wait_for_node(self, node: NodeProcess | None) -> None:
         """Until the node's image/command subscriptions and result publisher are matched."""
@@ -363,12 +441,8 @@ class Replayer:
         now = time.monotonic()
         msg = deserialize_message(raw, self._result_type)
         self._record(self._result_conn, raw)
-        got = stamp_ns(msg.header)
         with self._cond:
-            same_text = [o for o in self._pending if o.command == msg.command]
-            # Oldest command with this text, preferring one about the frame the result is on
-            # (a shared node may answer another client's identical command).
-            outcome = next((o for o in same_text if o.expected_stamp_ns == got), same_text[0] if same_text else None)
+            outcome = next((o for o in self._pending if o.request_id == msg.request_id), None)
             if outcome is None:
                 self.foreign_results += 1  # another client's command on a shared node
                 return
@@ -398,8 +472,10 @@ class Replayer:
     # -- the replay -------------------------------------------------------------------
     def replay(self, bag: Path, truth: GroundTruth | None, image_topic: str, command_topic: str,
                node: NodeProcess | None = None, progress: bool = True) -> list[Outcome]:
-        from rclpy.serialization import deserialize_message
+        from rclpy.serialization import deserialize_message, serialize_message
         from std_msgs.msg import String
+
+        from m2sa_ros.msg import Command
 
         n_commands = check_bag(bag, truth, image_topic, command_topic)
         bar = None
@@ -422,6 +498,7 @@ class Replayer:
                 self._wait_pending(0, node)
             else:
                 self._wait_pending(self.options.max_in_flight - 1, node)
+            self.clock.hold_until(message.time_ns)
             due = t0 + shift + (message.time_ns - t0_bag) / 1e9 / factor
             if message.topic == command_topic:
                 due = max(due, last_image_at + self.options.settle_s)
@@ -430,6 +507,8 @@ class Replayer:
                 shift += now - due  # waited on the node: keep the recorded spacing from here on
             else:
                 time.sleep(due - now)
+            self.clock.advance_to(message.time_ns)
+            self._publish_clock()
             if message.topic == image_topic:
                 header = decode(message).header
                 last_stamp = stamp_ns(header)
@@ -446,16 +525,19 @@ class Replayer:
                     raise BagError(f"{bag}: command message {index} is '{text}' but the ground truth "
                                    f"says '{gt.command}'")
                 expected = gt.image_stamp_ns
-            outcome = Outcome(index, text, message.time_ns, expected, expected is not None and expected in frames_sent)
+            outcome = Outcome(index, text, message.time_ns, expected, expected is not None and expected in frames_sent,
+                              request_id=f"bag-{index}")
             if not outcome.image_in_bag:
                 outcome.problems.append("no image in the bag for this command" if expected is None else
                                         f"its image (stamp {expected} ns) is not in the bag on {image_topic} "
                                         f"before it")
+            command = Command(request_id=outcome.request_id, text=text)
+            command.header.stamp.sec, command.header.stamp.nanosec = divmod(message.time_ns, 1_000_000_000)
             with self._cond:
                 outcome.sent_at = time.monotonic()
                 self._pending.append(outcome)
-            self.command_pub.publish(message.raw)
-            self._record(self._command_conn, message.raw)
+            self.command_pub.publish(command)
+            self._record(self._command_conn, serialize_message(command), message.time_ns)
             outcomes.append(outcome)
             if bar is not None:
                 bar.update(1)
@@ -624,7 +706,7 @@ def command_overlay(image: np.ndarray, command: GroundTruthCommand | None, text:
                                                   [t.label for t in command.targets], [0.0] * len(command.targets)))
     pred_panel = image.copy()
     if prediction is not None and len(prediction.masks):
-        shown = prediction.masks_for(command.mask_type if command is not None else None)  # what was scored
+        shown = prediction.requested_masks()  # what was scored
         labels = [f"{label} IoU {iou:.2f}" if ious else label
                   for label, iou in zip(prediction.labels, ious or [0.0] * len(prediction.labels))]
         pred_panel = overlay_targets(image, targets([enlarge(m) for m in shown], labels,
@@ -731,6 +813,7 @@ def evaluate_bag(bag: str | Path, out_dir: str | Path, *, node_args: Sequence[st
         if node is not None:
             node.start()
         replayer = Replayer(options, context, results_bag)
+        replayer.start_clock(_first_time_ns(bag))
         replayer.start()
         replayer.wait_for_node(node)
         outcomes = replayer.replay(bag, truth, image_topic, command_topic, node, progress)
@@ -761,6 +844,15 @@ def evaluate_bag(bag: str | Path, out_dir: str | Path, *, node_args: Sequence[st
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, default=_json_default), encoding="utf-8")
     (out_dir / "report.md").write_text(render_markdown(report, written), encoding="utf-8")
     return Evaluation(report, outcomes, predictions, scores)
+
+
+def _first_time_ns(bag: Path) -> int:
+    """Bag time of the first message (where /clock starts)."""
+    messages = iter_messages(bag)
+    try:
+        return next(messages).time_ns
+    finally:
+        messages.close()
 
 
 def _json_default(value: Any) -> Any:

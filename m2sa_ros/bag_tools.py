@@ -42,6 +42,8 @@ RESULT_TOPIC = "/m2sa/result"
 IMAGE_TYPE = "sensor_msgs/msg/Image"
 COMMAND_TYPE = "std_msgs/msg/String"
 RESULT_TYPE = "m2sa_ros/msg/SegmentationResult"
+COMMAND_STAMPED_TOPIC = "/m2sa/command_stamped"
+COMMAND_STAMPED_TYPE = "m2sa_ros/msg/Command"
 GROUND_TRUTH_FILE = "ground_truth.json"
 GROUND_TRUTH_FORMAT = "m2sa_ros/bag_ground_truth"
 GROUND_TRUTH_VERSION = 1
@@ -49,7 +51,7 @@ STORAGES = ("mcap", "sqlite3")
 DEFAULT_FRAME_ID = "camera_color_optical_frame"
 # A fixed, plausible epoch (2023-11-14) so that the same data always gives the same bag.
 DEFAULT_START_NS = 1_700_000_000 * 1_000_000_000
-_OUR_MESSAGES = ("Target", "SegmentationResult")  # dependency order
+_OUR_MESSAGES = ("Target", "SegmentationResult", "Command")  # dependency order
 
 
 class BagError(ValueError):
@@ -91,7 +93,7 @@ def message_typestore():
             store.register(types)
             return store
     raise BagError("cannot find the m2sa_ros message definitions (msg/Target.msg, "
-                   f"msg/SegmentationResult.msg) in any of: {', '.join(map(str, _msg_dirs()))}")
+                   f"msg/SegmentationResult.msg, msg/Command.msg) in any of: {', '.join(map(str, _msg_dirs()))}")
 
 
 def stamp_ns(header: Any) -> int:

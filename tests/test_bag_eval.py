@@ -127,14 +127,20 @@ def test_replay_through_node_scores_what_a_direct_segmenter_scores(truth_bag, se
     from m2sa_ros.bag_eval import evaluate_bag
 
     out = tmp_path / "eval"
+    # max_image_age 2 s: the bag's frames were stamped in 2023, so only a node on the
+    # bag's clock (/clock, use_sim_time) can find them young enough.
     evaluation = evaluate_bag(truth_bag, out, node_args=["-p", f"model_path:={seg_model}",
-                                                         "-p", f"max_new_tokens:={MAX_NEW_TOKENS}"],
+                                                         "-p", f"max_new_tokens:={MAX_NEW_TOKENS}",
+                                                         "-p", "max_image_age:=2.0"],
                               rate_factor=5.0, progress=False, result_timeout_s=120, startup_timeout_s=120)
     report = evaluation.report
     assert report["counts"]["commands"] == 3
     assert report["counts"]["commands_without_result"] == 0, (out / "node.log").read_text()
     assert report["counts"]["answered_on_another_frame"] == 0
-    assert all(c["success"] and len(c["targets"]) == MAX_NEW_TOKENS for c in report["commands"])
+    assert all(c["success"] and len(c["targets"]) == MAX_NEW_TOKENS for c in report["commands"]), \
+        [c["error"] for c in report["commands"]]
+    # Results matched by the request ids the replayer gave the commands, not by text.
+    assert [c["request_id"] for c in report["commands"]] == ["bag-0", "bag-1", "bag-2"]
 
     # The same model, run directly on the bag's own frames, must score exactly the same.
     truth = load_ground_truth(truth_bag)
@@ -156,6 +162,10 @@ def test_replay_through_node_scores_what_a_direct_segmenter_scores(truth_bag, se
     # What the run leaves behind: a results bag, the reports and the overlays.
     results = [m for m in iter_messages(out / "results_bag", [RESULT_TOPIC])]
     assert len(results) == 3
+    # Stamped in bag time: between the first frame and a few seconds after the last command.
+    bag_times = [m.time_ns for m in iter_messages(truth_bag)]
+    assert all(bag_times[0] <= m.time_ns <= bag_times[-1] + 5 * 10**9 for m in results), \
+        [m.time_ns for m in results]
     assert bag_info(out / "results_bag")["topics"][RESULT_TOPIC]["type"] == "m2sa_ros/msg/SegmentationResult"
     saved = json.loads((out / "report.json").read_text())
     assert saved["metrics"] == json.loads(json.dumps(report["metrics"]))
@@ -202,20 +212,30 @@ def test_command_without_image_in_bag_is_reported_not_lost(synth, tmp_path):
     assert isinstance(GroundTruth.load(bag / "ground_truth.json"), GroundTruth)
 
 
-def test_amodal_commands_are_scored_on_amodal_masks_when_the_node_sends_them(truth_bag):
+def test_each_target_is_scored_on_the_shape_its_mask_type_asks_for(truth_bag):
     truth = load_ground_truth(truth_bag)
     command = truth.commands[0]
-    command.mask_type = "amodal"
     gt = command.masks()
+    assert len(gt) >= 1
     wrong = ~gt
-    visible_only = Prediction(answer="", masks=wrong, labels=["a"] * len(gt), scores=[1.0] * len(gt))
-    with_amodal = Prediction(answer="", masks=wrong, labels=["a"] * len(gt), scores=[1.0] * len(gt),
-                             amodal_masks=gt.copy())
+    n = len(gt)
+
+    def prediction(types, amodal):
+        return Prediction(answer="", masks=wrong, labels=["a"] * n, scores=[1.0] * n,
+                          amodal_masks=amodal, mask_types=types)
+
     subset = GroundTruth(frames=truth.frames, commands=[command])
-    assert score_predictions(subset, {0: with_amodal}).commands[0].entry_ious == [1.0] * len(gt)
-    assert score_predictions(subset, {0: visible_only}).commands[0].entry_ious != [1.0] * len(gt)
-    command.mask_type = "modal"
-    assert score_predictions(subset, {0: with_amodal}).commands[0].entry_ious != [1.0] * len(gt)
+    score = lambda pred: score_predictions(subset, {0: pred}).commands[0].entry_ious  # noqa: E731
+    assert score(prediction(["amodal"] * n, list(gt.copy()))) == [1.0] * n
+    # Asked for the visible shape: the (here wrong) visible mask is scored, not the amodal one.
+    assert score(prediction(["modal"] * n, list(gt.copy()))) != [1.0] * n
+    # Asked for the complete shape but none sent: the visible mask stands in.
+    assert score(prediction(["amodal"] * n, [None] * n)) != [1.0] * n
+    # Per target, not all-or-nothing: only the first target is an amodal one.
+    mixed = prediction(["amodal"] + ["modal"] * (n - 1), [gt[0].copy()] + [None] * (n - 1))
+    np.testing.assert_array_equal(mixed.requested_masks()[0], gt[0])
+    if n > 1:
+        np.testing.assert_array_equal(mixed.requested_masks()[1:], wrong[1:])
 
 
 def test_cli_rejects_bad_input_before_starting_a_node(truth_bag, tmp_path, capsys):

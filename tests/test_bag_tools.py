@@ -136,7 +136,7 @@ def test_cli_make_and_info(synth, tmp_path, capsys):
     assert "missing.json" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", ["SegmentationResult", "Target"])
+@pytest.mark.parametrize("name", ["SegmentationResult", "Target", "Command"])
 def test_our_types_carry_the_hash_rosidl_gives_them(name):
     """ROS 2 tools match a bag's types by RIHS01 hash: ours must equal the generated one."""
     import sys
