@@ -3,12 +3,15 @@
 ``m2sa-data stats FILE.json [--out stats.png]`` prints and plots the statistics of the
 MMR paper's Figure 3 (targets per answer, object- vs part-level mentions, most frequent
 object and part categories); ``m2sa-data show FILE.json --index K --out x.png`` draws
-record K: the image, its masks in answer order and the question and answer.
+record K: the image, its masks in answer order and the question and answer;
+``m2sa-data tokens --tokenizer DIR --question Q --answer A`` prints the token ids and
+pieces of exactly that training conversation (JSON), so a researcher sees what the model sees.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from collections import Counter
 from dataclasses import dataclass
@@ -125,6 +128,35 @@ def render_record(record: SegRecord, out: Path, amodal: bool = False) -> None:
     plt.close(fig)
 
 
+def conversation_tokens(tokenizer, question: str, answer: str) -> dict[str, list]:
+    """``{"ids", "pieces"}`` of the LLaVA v1 training conversation for (question, answer), as given.
+
+    The system prompt and roles of the template, ``<im_start><image><im_end>`` when the
+    tokenizer has those tokens (the authors' checkpoints do), else ``<image>``; the image
+    placeholder is -200, as in LLaVA. Nothing is appended to the question or the answer.
+    """
+    from m2sa_core.data.conversation import (IM_END_TOKEN, IM_START_TOKEN, IMAGE_PLACEHOLDER_ID, IMAGE_TOKEN,
+                                             build_conversation, tokenize_conversation)
+
+    vocab = tokenizer.get_vocab()
+    use_im_start_end = IM_START_TOKEN in vocab and IM_END_TOKEN in vocab
+    ids, _ = tokenize_conversation(tokenizer, *build_conversation(question, answer, use_im_start_end))
+    pieces = [IMAGE_TOKEN if i == IMAGE_PLACEHOLDER_ID else tokenizer.convert_ids_to_tokens(i) for i in ids]
+    return {"ids": ids, "pieces": pieces}
+
+
+def _tokens_command(args: argparse.Namespace) -> int:
+    from m2sa_core.model.llama_tokenizer import TokenizerLoadError, load_tokenizer
+
+    try:
+        tokenizer = load_tokenizer(args.tokenizer)
+    except TokenizerLoadError as exc:
+        print(f"m2sa-data: error: {exc}", file=sys.stderr)
+        return 1
+    print(json.dumps(conversation_tokens(tokenizer, args.question, args.answer), ensure_ascii=False))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="m2sa-data", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
@@ -139,7 +171,13 @@ def main(argv: list[str] | None = None) -> int:
     p_show.add_argument("--index", type=int, required=True, help="record (question) index")
     p_show.add_argument("--out", required=True, help="PNG path")
     p_show.add_argument("--amodal", action="store_true", help="draw the amodal masks where present")
+    p_tokens = sub.add_parser("tokens", help="token ids and pieces of one training conversation (JSON)")
+    p_tokens.add_argument("--tokenizer", required=True, help="tokenizer directory (tokenizer.model alone is enough)")
+    p_tokens.add_argument("--question", required=True, help="the user's turn, as given")
+    p_tokens.add_argument("--answer", required=True, help="the assistant's answer with its [SEG] tokens, as given")
     args = parser.parse_args(argv)
+    if args.command == "tokens":
+        return _tokens_command(args)
     try:
         dataset = read_dataset(args.path, args.image_root, strict=args.strict)
         if args.command == "stats":
