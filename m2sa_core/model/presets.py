@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import copy
 
-from m2sa_core.model.config import AUTHORS_SEG_REQUEST, M2SAConfig, SamConfig
+from m2sa_core.model.config import AUTHORS_DICE_SMOOTH, AUTHORS_SEG_REQUEST, M2SAConfig, SamConfig
 
 # Base vocabularies before [SEG] (and <im_start>/<im_end>) are appended.
 LLAMA_BASE_VOCAB = 32000
@@ -130,7 +130,21 @@ def m2sa_13b_config() -> M2SAConfig:
     return _llava_sam_h(text, "13b")
 
 
-PRESETS = {"tiny": tiny_config, "7b": m2sa_7b_config, "13b": m2sa_13b_config}
+def tiny_authors_config(vocab_size: int = 1024) -> M2SAConfig:
+    """The tiny shapes with the authors' conventions of the real presets (image start/end
+    tokens, segmentation request, CLIP crop, PIL resizing): tests the import paths end to end on CPU."""
+    config = tiny_config(vocab_size)
+    config.use_im_start_end = True
+    config.seg_request = AUTHORS_SEG_REQUEST
+    config.question_templates = "authors"
+    config.pad_clip_to_square = False
+    config.resize_backend = "pil"
+    config.dice_smooth = AUTHORS_DICE_SMOOTH
+    config.name = "tiny-authors"
+    return config
+
+
+PRESETS = {"tiny": tiny_config, "tiny-authors": tiny_authors_config, "7b": m2sa_7b_config, "13b": m2sa_13b_config}
 
 
 def get_preset(name: str) -> M2SAConfig:
