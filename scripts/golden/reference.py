@@ -125,7 +125,8 @@ def conversation_text(turns: list[tuple[str, str | None]]) -> str:
 
 def with_image_tokens(text: str) -> str:
     u = AUTHORS["utils"]
-    return text.replace(u.DEFAULT_IMAGE_TOKEN, u.DEFAULT_IM_START_TOKEN + u.DEFAULT_IMAGE_TOKEN + u.DEFAULT_IM_END_TOKEN)
+    replace_token = u.DEFAULT_IM_START_TOKEN + u.DEFAULT_IMAGE_TOKEN + u.DEFAULT_IM_END_TOKEN
+    return text.replace(u.DEFAULT_IMAGE_TOKEN, replace_token)
 
 
 def collate_ids_labels(tokenizer, text: str) -> tuple[str, list[int], list[int]]:
