@@ -35,6 +35,7 @@ from m2sa_core.model.m2sa import FrameFeatures, M2SAModel
 from m2sa_core.model.preprocess import ImageProcessor, validate_image
 from m2sa_core.model.presets import PRESETS, get_preset
 from m2sa_core.model.tokenizer import build_tiny_tokenizer
+from m2sa_core.tracking import TrackPrompts, TrackState, seg_prompt_embeddings, track_frame
 from m2sa_core.types import Granularity, Result, Target
 
 STAGES = ("encoding", "generating", "decoding")
@@ -376,6 +377,7 @@ class Segmenter:
         on_text: Callable[[str], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
         amodal: bool | None = None,
+        keep_prompts: bool = False,
     ) -> Result:
         """Answer ``command`` about ``image`` (RGB uint8 H x W x 3) with one mask per [SEG].
 
@@ -383,6 +385,8 @@ class Segmenter:
         so far ([SEG] markers removed) after each token; ``should_stop`` is polled
         between stages and per token and raises :class:`Cancelled`. ``amodal``
         overrides the segmenter's setting for this call (fill ``Target.amodal_mask``).
+        ``keep_prompts`` puts the command's [SEG] prompts in ``Result.prompts``, for
+        :meth:`track` on later frames.
         """
         amodal = self.amodal if amodal is None else bool(amodal)
         validate_image(image)
@@ -406,7 +410,30 @@ class Segmenter:
         stage("decoding")
         decoded = self.decode(entry, generation.seg_states, timings, amodal)
         timings["total"] = (time.perf_counter() - start) * 1e3
-        return self.build_result(generation, decoded, timings, amodal)
+        result = self.build_result(generation, decoded, timings, amodal)
+        if keep_prompts:
+            embeddings = seg_prompt_embeddings(self, generation.seg_states)
+            result.prompts = TrackPrompts.from_result(result, embeddings, command)
+        return result
+
+    def track(
+        self,
+        image: np.ndarray,
+        prompts: TrackPrompts,
+        previous: TrackState | None = None,
+        *,
+        use_previous_mask: bool = False,
+        frame_key: Hashable | None = None,
+    ) -> tuple[Result, TrackState]:
+        """Re-segment a command's targets on a new frame from its prompts, without the language model.
+
+        One image encode (cached like any frame) and one mask-decoder pass. Pass the
+        returned state back as ``previous`` for the next frame; with
+        ``use_previous_mask`` its masks prompt SAM as well (see ``m2sa_core.tracking``).
+        """
+        validate_image(image)
+        return track_frame(self, image, prompts, previous, use_previous_mask=use_previous_mask,
+                           frame_key=frame_key)
 
     def segment_many(self, image: np.ndarray, commands: Sequence[str], frame_key: Hashable | None = None
                      ) -> list[Result]:

@@ -10,7 +10,9 @@ import torch
 
 from m2sa_core.data.synthetic.scene import render_scene
 from m2sa_core.inference import Segmenter
-from m2sa_core.tracking import LostRule, TrackPrompts, TrackState, seg_prompt_embeddings, track_frame
+from m2sa_core.data.synthetic.sequences import render_sequence
+from m2sa_core.tracking import LostRule, TrackPrompts, TrackState
+from training.tracking_eval import MODES, evaluate_tracking, tracking_markdown
 from m2sa_core.types import Granularity, Result, Target
 
 SHIPPED_MODEL = Path(__file__).resolve().parents[1] / "models" / "m2sa-tiny-synth"
@@ -29,18 +31,15 @@ def scene_image() -> np.ndarray:
 
 
 def answer_with_prompts(segmenter: Segmenter, image: np.ndarray, command: str) -> tuple[Result, TrackPrompts]:
-    timings: dict[str, float] = {}
-    entry = segmenter.encode_frame(image, None, timings)
-    (generation,) = segmenter.generate(entry.features, [segmenter.prompt_ids(command)], timings)
-    decoded = segmenter.decode(entry, generation.seg_states, timings)
-    result = segmenter.build_result(generation, decoded, timings)
-    return result, TrackPrompts.from_result(result, seg_prompt_embeddings(segmenter, generation.seg_states), command)
+    result = segmenter.segment(image, command, keep_prompts=True)
+    return result, result.prompts
 
 
 def test_tracking_the_answered_frame_reproduces_the_command_masks(segmenter, scene_image):
     result, prompts = answer_with_prompts(segmenter, scene_image, COMMAND)
     assert len(result.targets) >= 1, result.raw_answer
-    tracked, state = track_frame(segmenter, scene_image, prompts)
+    assert result.prompts.command == COMMAND and len(result.prompts) == len(result.targets)
+    tracked, state = segmenter.track(scene_image, prompts)
     assert [t.label for t in tracked.targets] == [t.label for t in result.targets]
     for mine, theirs in zip(tracked.targets, result.targets):
         np.testing.assert_array_equal(mine.mask, theirs.mask)
@@ -52,15 +51,15 @@ def test_tracking_the_answered_frame_reproduces_the_command_masks(segmenter, sce
 def test_tracking_never_calls_the_language_model(segmenter, scene_image):
     _, prompts = answer_with_prompts(segmenter, scene_image, COMMAND)
     shifted = np.roll(scene_image, 9, axis=1)
-    llm = segmenter.model.llm
+    llm = segmenter.model.llm.model  # the transformer body every decoder runs
 
     def forbidden(*args, **kwargs):
         raise AssertionError("the language model ran during tracking")
 
     handle = llm.register_forward_pre_hook(forbidden)
     try:
-        tracked, state = track_frame(segmenter, shifted, prompts)
-        tracked, state = track_frame(segmenter, shifted, prompts, state, use_previous_mask=True)
+        tracked, state = segmenter.track(shifted, prompts)
+        tracked, state = segmenter.track(shifted, prompts, state, use_previous_mask=True)
     finally:
         handle.remove()
     assert len(tracked.targets) == len(prompts) and state.frame_index == 1
@@ -71,7 +70,7 @@ def test_masks_follow_a_panned_camera(segmenter, scene_image):
     result, prompts = answer_with_prompts(segmenter, scene_image, COMMAND)
     shift = 16
     panned = np.roll(scene_image, shift, axis=1)
-    tracked, _ = track_frame(segmenter, panned, prompts)
+    tracked, _ = segmenter.track(panned, prompts)
     ious = []
     for before, after in zip(result.targets, tracked.targets):
         expected = np.roll(before.mask, shift, axis=1)
@@ -82,16 +81,16 @@ def test_masks_follow_a_panned_camera(segmenter, scene_image):
 
 def test_previous_mask_prompt_changes_the_decoder_input(segmenter, scene_image):
     _, prompts = answer_with_prompts(segmenter, scene_image, COMMAND)
-    first, state = track_frame(segmenter, scene_image, prompts)
-    plain, _ = track_frame(segmenter, scene_image, prompts, state)
-    with_mask, _ = track_frame(segmenter, scene_image, prompts, state, use_previous_mask=True)
+    first, state = segmenter.track(scene_image, prompts)
+    plain, _ = segmenter.track(scene_image, prompts, state)
+    with_mask, _ = segmenter.track(scene_image, prompts, state, use_previous_mask=True)
     np.testing.assert_array_equal(plain.targets[0].mask, first.targets[0].mask)  # ignored unless asked for
     assert any(a.score != b.score for a, b in zip(with_mask.targets, plain.targets))
 
 
 def test_prompts_without_targets_track_to_an_empty_result(segmenter, scene_image):
     empty = TrackPrompts(np.zeros((0, segmenter.model.config.sam.prompt_embed_dim), np.float32), [], "Nothing here.")
-    tracked, state = track_frame(segmenter, scene_image, empty)
+    tracked, state = segmenter.track(scene_image, empty)
     assert tracked.targets == [] and tracked.answer == "Nothing here." and state.frame_index == 0
 
 
@@ -118,3 +117,38 @@ def test_lost_rule_needs_every_target_low_for_n_frames_in_a_row():
     assert not rule.all_lost(state) and state.lost_frames.tolist() == [0, 3]
     with pytest.raises(ValueError):
         LostRule(frames=0)
+
+
+def test_segment_keeps_no_prompts_unless_asked(segmenter, scene_image):
+    assert segmenter.segment(scene_image, COMMAND).prompts is None
+
+
+def test_tracking_evaluation_scores_every_frame_of_every_mode(segmenter):
+    sequences = [render_sequence(np.random.default_rng(np.random.SeedSequence([99, k])), n_frames=3, motion="pan")
+                 for k in range(2)]
+    calls = {"n": 0}
+
+    def count(*args, **kwargs):
+        calls["n"] += 1
+
+    handle = segmenter.model.llm.model.register_forward_pre_hook(count)
+    try:
+        per_mode = {}
+        for mode in MODES:
+            calls["n"] = 0
+            per_mode[mode] = (evaluate_tracking(segmenter, sequences, modes=[mode], progress=False)[mode], calls["n"])
+    finally:
+        handle.remove()
+    questions = sum(len(s.questions) for s in sequences)
+    first = {mode: report.per_frame[0]["giou"] for mode, (report, _) in per_mode.items()}
+    assert len(set(first.values())) == 1, first  # frame 0 is the same answer in every mode
+    for mode, (report, lm_calls) in per_mode.items():
+        assert [f["samples"] for f in report.per_frame] == [questions] * 3
+        assert report.overall["samples"] == 2 * questions and 0.0 <= report.overall["giou"] <= 1.0
+        assert len(report.frame_ms) == 2 * questions
+    # The language model runs per frame only when re-running the command.
+    assert per_mode["rerun"][1] > per_mode["prompts"][1] == per_mode["previous_mask"][1]
+    table = tracking_markdown({mode: report for mode, (report, _) in per_mode.items()})
+    assert "| 2 |" in table and "rerun" in table
+    with pytest.raises(ValueError, match="unknown tracking mode"):
+        evaluate_tracking(segmenter, sequences, modes=["teleport"])
