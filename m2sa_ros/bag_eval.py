@@ -53,6 +53,7 @@ from typing import Any
 
 import numpy as np
 
+from m2sa_core.cli_errors import cli_entry
 from m2sa_ros.bag_tools import (COMMAND_STAMPED_TOPIC, COMMAND_STAMPED_TYPE, COMMAND_TOPIC, IMAGE_TOPIC, RESULT_TOPIC,
                                 RESULT_TYPE, BagError,
                                 GroundTruth, GroundTruthCommand, bag_info, decode, iter_messages, load_ground_truth,
@@ -901,6 +902,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@cli_entry("m2sa-bag-eval")
 def main(argv: list[str] | None = None) -> int:
     """``m2sa-bag-eval``; exit status 1 when any command got no result, 2 on bad input."""
     parser = _parser()

@@ -36,6 +36,8 @@ from typing import Any
 
 import numpy as np
 
+from m2sa_core.cli_errors import cli_entry
+
 IMAGE_TOPIC = "/camera/image_raw"
 COMMAND_TOPIC = "/m2sa/command"
 RESULT_TOPIC = "/m2sa/result"
@@ -478,6 +480,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+@cli_entry("m2sa-bag")
 def main(argv: list[str] | None = None) -> int:
     """``m2sa-bag make ...`` / ``m2sa-bag info BAG``."""
     from m2sa_core.data.records import DataError

@@ -16,7 +16,9 @@ says so when one is set). ``autostart`` is read-only: it only means something at
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 _DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?|xpu(:\d+)?)$")
@@ -191,3 +193,25 @@ def descriptor(spec: ParamSpec) -> Any:
         else:
             desc.integer_range = [IntegerRange(from_value=int(spec.minimum), to_value=int(spec.maximum), step=1)]
     return desc
+
+
+def check_params_files(argv: Sequence[str]) -> None:
+    """Fail early, naming the file, when a ``--params-file`` is missing or is not YAML.
+
+    rcl would refuse it too, but only after logging its own multi-line complaint; a user
+    who mistyped a path should read one line that names it.
+    """
+    import yaml
+
+    for flag, path in zip(argv, argv[1:]):
+        if flag != "--params-file":
+            continue
+        file = Path(path)
+        if not file.is_file():
+            raise ParameterError(f"--params-file {path}: no such file")
+        try:
+            yaml.safe_load(file.read_text(encoding="utf-8"))
+        except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
+            raise ParameterError(f"--params-file {path}: not a readable YAML file: {' '.join(str(err).split())}") \
+                from err
+

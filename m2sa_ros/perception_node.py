@@ -56,6 +56,7 @@ from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
+from m2sa_core.cli_errors import cli_entry
 from m2sa_core.data.conversation import sanitize_command
 from m2sa_core.visualize import overlay_targets
 from m2sa_ros.action import Segment as SegmentAction
@@ -68,7 +69,8 @@ from m2sa_ros.image_conversion import (ImageConversionError, compressed_to_rgb, 
 from m2sa_ros.markers import centroid_markers
 from m2sa_ros.model_source import ModelSource, resolve_model_source
 from m2sa_ros.msg import Command, SegmentationResult
-from m2sa_ros.node_params import PARAMETERS, SPECS, NodeParams, ParameterError, check_value, descriptor, validate
+from m2sa_ros.node_params import (PARAMETERS, SPECS, NodeParams, ParameterError, check_params_files, check_value,
+                                  descriptor, validate)
 from m2sa_ros.result_conversion import error_result, result_to_msg
 from m2sa_ros.srv import Segment as SegmentSrv
 from m2sa_ros.worker import CommandWorker, Job
@@ -878,15 +880,18 @@ class ShutdownRequest:
         self.event.set()
 
 
+@cli_entry("m2sa-perception")
 def main(args: list[str] | None = None) -> int:
     """Console entry point ``m2sa-perception`` (and ``ros2 run m2sa_ros perception_node``).
 
     Takes the standard ROS arguments: ``--ros-args -p name:=value --params-file FILE
     -r from:=to``. Exits 0 on SIGINT or SIGTERM after answering every pending command.
     """
+    argv = args if args is not None else sys.argv
+    check_params_files(argv)
     shutdown = ShutdownRequest()
     shutdown.install()  # before rclpy.init: a signal during start-up is handled too
-    rclpy.init(args=args if args is not None else sys.argv, signal_handler_options=SignalHandlerOptions.NO)
+    rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
     node: PerceptionNode | None = None
     executor: MultiThreadedExecutor | None = None
     spinner: threading.Thread | None = None

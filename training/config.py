@@ -129,8 +129,9 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConf
     """Read a YAML config and apply ``a.b=value`` overrides (values parsed as YAML scalars)."""
     tree: dict[str, Any] = {}
     if path:
-        text = Path(path).read_text()
-        tree = yaml.safe_load(text) or {}
+        # Parsed from the open file, so a syntax error's position names the file.
+        with Path(path).open(encoding="utf-8") as stream:
+            tree = yaml.safe_load(stream) or {}
         if not isinstance(tree, dict):
             raise ValueError(f"{path}: the top level must be a mapping")
         base = Path(path).resolve().parent

@@ -32,6 +32,7 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
+from m2sa_core.cli_errors import cli_entry
 from m2sa_core.data.builder import SampleBuilder
 from m2sa_core.data.conversation import sanitize_command
 from m2sa_core.inference import DEFAULT_MAX_NEW_TOKENS, Segmenter
@@ -240,6 +241,7 @@ def evaluate_sources(model, tokenizer, sources: Iterable[DataSourceConfig], prot
     return {k: v.as_dict() for k, v in reports.items()}
 
 
+@cli_entry("m2sa-eval")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="m2sa-eval", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -259,16 +261,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     protocol = CLI_PROTOCOLS[args.protocol]
     info, device = init_distributed(args.device)
-    try:
-        segmenter = Segmenter.from_pretrained(args.model, device=device, max_new_tokens=args.max_new_tokens)
-        records = []
-        for path in args.data:
-            dataset = open_source(DataSourceConfig(kind=args.kind, path=path, image_root=args.image_root)).items
-            items = select_queries([dataset[i] for i in range(len(dataset))], args.reasonseg_queries)
-            records += items[: args.max_items] if args.max_items else items
-    except (OSError, ValueError) as exc:
-        print(f"m2sa-eval: {exc}", file=sys.stderr)
-        return 2
+    segmenter = Segmenter.from_pretrained(args.model, device=device, max_new_tokens=args.max_new_tokens)
+    records = []
+    for path in args.data:
+        dataset = open_source(DataSourceConfig(kind=args.kind, path=path, image_root=args.image_root)).items
+        items = select_queries([dataset[i] for i in range(len(dataset))], args.reasonseg_queries)
+        records += items[: args.max_items] if args.max_items else items
     out = Path(args.out)
     amodal = AmodalEvaluator(protocol)
     reports = evaluate_records(segmenter, records, protocol, [r.split for r in records], info,

@@ -24,13 +24,15 @@ from pathlib import Path
 
 import torch
 
-from m2sa_core.model.checkpoint import (CheckpointError, from_pretrained, import_authors_checkpoint,
+from m2sa_core.cli_errors import cli_entry
+from m2sa_core.model.checkpoint import (from_pretrained, import_authors_checkpoint,
                                         import_llava_sam, save_pretrained)
 from m2sa_core.model.trainable import has_lora, merge_lora
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
+@cli_entry("m2sa-export")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="m2sa-export", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -49,23 +51,19 @@ def main(argv: list[str] | None = None) -> int:
     dtype = DTYPES[args.dtype]
     strict = not args.non_strict
     report = None
-    try:
-        if args.model:
-            model, tokenizer = from_pretrained(args.model, dtype=dtype, strict=strict)
-        elif args.authors:
-            if not args.clip:
-                parser.error("--authors needs --clip (their checkpoints do not contain the CLIP tower)")
-            model, tokenizer, report = import_authors_checkpoint(args.authors, args.clip, config=args.preset,
-                                                                 tokenizer_path=args.tokenizer, dtype=dtype,
-                                                                 strict=strict)
-        else:
-            if not args.sam:
-                parser.error("--llava needs --sam")
-            model, tokenizer, report = import_llava_sam(args.llava, args.sam, clip_path=args.clip,
-                                                        config=args.preset, dtype=dtype, strict=strict)
-    except (CheckpointError, OSError, ValueError) as exc:
-        print(f"m2sa-export: {exc}", file=sys.stderr)
-        return 2
+    if args.model:
+        model, tokenizer = from_pretrained(args.model, dtype=dtype, strict=strict)
+    elif args.authors:
+        if not args.clip:
+            parser.error("--authors needs --clip (their checkpoints do not contain the CLIP tower)")
+        model, tokenizer, report = import_authors_checkpoint(args.authors, args.clip, config=args.preset,
+                                                             tokenizer_path=args.tokenizer, dtype=dtype,
+                                                             strict=strict)
+    else:
+        if not args.sam:
+            parser.error("--llava needs --sam")
+        model, tokenizer, report = import_llava_sam(args.llava, args.sam, clip_path=args.clip,
+                                                    config=args.preset, dtype=dtype, strict=strict)
     merged = has_lora(model)
     if merged:
         merge_lora(model)

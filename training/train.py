@@ -24,6 +24,7 @@ import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 
+from m2sa_core.cli_errors import cli_entry
 from training import checkpoints as ckpt
 from training.collate import collate
 from training.config import TrainConfig, config_to_dict, load_config
@@ -336,6 +337,7 @@ def _periodic_eval(model, tokenizer, config: TrainConfig, step: int, info: DistI
                 writer.add_scalar(f"eval/{split}/ciou", r["ciou"], step)
 
 
+@cli_entry("m2sa-train")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="m2sa-train", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -345,11 +347,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("overrides", nargs="*", help="config overrides such as optim.lr=1e-4")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(levelname)s %(name)s: %(message)s")
-    try:
-        config = load_config(args.config, args.overrides)
-    except (OSError, ValueError) as exc:
-        print(f"m2sa-train: {exc}", file=sys.stderr)
-        return 2
+    config = load_config(args.config, args.overrides)
     train(config, resume=args.resume, stop_after=args.stop_after)
     return 0
 

@@ -19,6 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
+from m2sa_core.cli_errors import cli_entry
 from m2sa_core.data.readers import read_dataset
 from m2sa_core.data.records import DataError, SegDataset, SegRecord
 from m2sa_core.types import Granularity
@@ -157,6 +158,7 @@ def _tokens_command(args: argparse.Namespace) -> int:
     return 0
 
 
+@cli_entry("m2sa-data")
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="m2sa-data", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 from safetensors.torch import load_file, save_file
 from transformers import PreTrainedTokenizerBase
 
@@ -102,7 +103,10 @@ def load_tensor_file(path: str | Path) -> dict[str, torch.Tensor]:
     if not path.is_file():
         raise CheckpointError(f"checkpoint file not found: {path}")
     if path.suffix == ".safetensors":
-        return load_file(str(path))
+        try:
+            return load_file(str(path))
+        except SafetensorError as err:  # truncated or not a safetensors file at all
+            raise CheckpointError(f"{path} is not a readable safetensors file ({err})") from err
     try:
         obj = torch.load(str(path), map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as err:

@@ -11,6 +11,7 @@ import argparse
 import sys
 import time
 
+from m2sa_core.cli_errors import cli_entry
 from m2sa_core.data.conversation import ROLES, SEP2, SYSTEM
 from m2sa_core.data.labels import make_label
 from m2sa_core.data.synthetic.questions import (
@@ -65,6 +66,7 @@ def text_corpus(max_instances: int = 4) -> list[str]:
     return list(dict.fromkeys(texts))
 
 
+@cli_entry("m2sa-synth")
 def main(argv: list[str] | None = None) -> int:
     """``m2sa-synth --out DIR --images N --seed S [--size 256]``."""
     parser = argparse.ArgumentParser(prog="m2sa-synth", description=__doc__.splitlines()[0])
