@@ -152,3 +152,17 @@ def test_tracking_evaluation_scores_every_frame_of_every_mode(segmenter):
     assert "| 2 |" in table and "rerun" in table
     with pytest.raises(ValueError, match="unknown tracking mode"):
         evaluate_tracking(segmenter, sequences, modes=["teleport"])
+
+
+def test_m2sa_eval_tracking_protocol_writes_per_frame_reports(tmp_path):
+    import json
+
+    from training.evaluate import main
+
+    out = tmp_path / "tracking.json"
+    assert main(["--model", str(SHIPPED_MODEL), "--protocol", "tracking", "--sequences", "1", "--frames", "2",
+                 "--motion", "occluder", "--device", "cpu", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["protocol"] == "tracking" and set(report["modes"]) == set(MODES)
+    assert all(len(mode["per_frame"]) == 2 for mode in report["modes"].values())
+    assert "| 1 |" in out.with_suffix(".md").read_text()

@@ -42,6 +42,7 @@ from training.collate import collate
 from training.config import DataSourceConfig
 from training.distributed import DistInfo, init_distributed, shutdown
 from training.sources import open_source
+from training.tracking_eval import add_tracking_arguments, run_tracking_protocol
 
 log = logging.getLogger(__name__)
 REASONSEG_QUERIES = ("first", "all")
@@ -246,10 +247,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="m2sa-eval", description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="checkpoint directory (our format)")
-    parser.add_argument("--data", required=True, nargs="+", help="MMR-format JSON file(s)")
+    parser.add_argument("--data", nargs="+", help="MMR-format JSON file(s) (not with --protocol tracking)")
     parser.add_argument("--image-root", default="", help="directory the JSON's file_name entries are under")
     parser.add_argument("--kind", default="mmr", help="reader: mmr | synthetic | r2sm | amodal_reasonseg | reasonseg")
-    parser.add_argument("--protocol", choices=sorted(CLI_PROTOCOLS), default="generative")
+    parser.add_argument("--protocol", choices=sorted([*CLI_PROTOCOLS, "tracking"]), default="generative",
+                        help="tracking: follow each command over rendered camera sequences (see --sequences)")
     parser.add_argument("--out", required=True, help="JSON report; a .md table is written beside it")
     parser.add_argument("--device", default="auto")
     parser.add_argument("--max-items", type=int, default=0, help="per file; 0 = all")
@@ -258,7 +260,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reasonseg-queries", choices=REASONSEG_QUERIES, default="first",
                         help="ReasonSeg: the first query of each image, as the authors evaluate (default), or all")
     parser.add_argument("--show", type=int, default=0, help="write N qualitative PNGs beside --out")
+    add_tracking_arguments(parser)
     args = parser.parse_args(argv)
+    if args.protocol == "tracking":
+        return run_tracking_protocol(args)
+    if not args.data:
+        parser.error("--data is required (except with --protocol tracking)")
     protocol = CLI_PROTOCOLS[args.protocol]
     info, device = init_distributed(args.device)
     segmenter = Segmenter.from_pretrained(args.model, device=device, max_new_tokens=args.max_new_tokens)
