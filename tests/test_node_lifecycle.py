@@ -1,0 +1,238 @@
+"""Lifecycle hygiene: cleanup hands the model's memory back, a long model load blocks
+neither the lifecycle services nor /diagnostics, and SIGINT (once or twice) or SIGTERM
+end the node with exit status 0 after answering every pending command."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import threading
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fake_models import BoxSegmenter
+
+pytestmark = pytest.mark.ros
+
+ROOT = Path(__file__).resolve().parents[1]
+BIG_BYTES = 256 * 2**20
+
+
+# A node process whose model never finishes on its own: each command "thinks" until it
+# is cancelled, so commands are guaranteed to be pending when the signal arrives.
+NODE_SCRIPT = textwrap.dedent("""
+    import sys, time
+    sys.path.insert(0, {tests!r})
+    import m2sa_ros.perception_node as node_module
+    from fake_models import BoxSegmenter
+
+    class Stuck(BoxSegmenter):
+        def segment(self, image, command, **kwargs):
+            print("THINKING", flush=True)
+            while not kwargs["should_stop"]():
+                time.sleep(0.01)
+            raise node_module._cancelled_error()("stopped")
+
+    node_module.load_segmenter = lambda params, source: Stuck()
+    sys.exit(node_module.main(sys.argv))
+""")
+
+
+@pytest.mark.parametrize("signals", [[signal.SIGINT], [signal.SIGINT, signal.SIGINT], [signal.SIGTERM]],
+                         ids=["sigint", "sigint-twice", "sigterm"])
+def test_signals_end_the_node_with_exit_0_and_every_command_answered(tmp_path, signals, ros_context):
+    from diagnostic_msgs.msg import DiagnosticArray
+    from rclpy.executors import SingleThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import Image
+
+    from m2sa_ros.msg import Command, SegmentationResult
+
+    script = tmp_path / "node.py"
+    script.write_text(NODE_SCRIPT.format(tests=str(ROOT / "tests")))
+    ns = f"/sig_{os.getpid()}_{len(signals)}_{signal.Signals(signals[-1]).name.lower()}"
+    proc = subprocess.Popen([sys.executable, str(script), "--ros-args", "-r", f"__ns:={ns}",
+                             "-p", "wait_for_image:=0.0", "-p", "max_queue:=4", "-p", "diagnostics_period:=0.1"],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
+    probe = Node("signal_probe", context=ros_context)
+    reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+    results: list = []
+    queue_depths: list[str] = []
+    probe.create_subscription(SegmentationResult, f"{ns}/result", results.append, reliable)
+
+    def on_diagnostics(msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            if status.name.startswith(ns + "/"):
+                queue_depths.extend(kv.value for kv in status.values if kv.key == "queue_depth")
+
+    probe.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
+    images = probe.create_publisher(Image, f"{ns}/image", reliable)
+    commands = probe.create_publisher(Command, f"{ns}/command_stamped", reliable)
+    executor = SingleThreadedExecutor(context=ros_context)
+    executor.add_node(probe)
+    try:
+        for _ in range(600):  # discovery: at most a minute
+            if (images.get_subscription_count() and commands.get_subscription_count()
+                    and probe.count_publishers(f"{ns}/result")):
+                break
+            executor.spin_once(timeout_sec=0.1)
+            assert proc.poll() is None, proc.stdout.read()
+        else:
+            raise AssertionError("the node's topics never matched")
+        from node_harness import good_image
+
+        frame = good_image(1)
+        images.publish(frame)
+        for i in range(3):
+            commands.publish(Command(request_id=f"c{i}", text="what can I drink from?"))
+        line = proc.stdout.readline()
+        while line and "THINKING" not in line:
+            line = proc.stdout.readline()
+        assert "THINKING" in line
+        for _ in range(600):  # c1 and c2 wait in the queue behind the running c0
+            if "2" in queue_depths:
+                break
+            executor.spin_once(timeout_sec=0.1)
+            assert proc.poll() is None
+        else:
+            raise AssertionError(f"the node never queued both commands (queue depths {set(queue_depths)})")
+        for signum in signals:
+            proc.send_signal(signum)
+        code = proc.wait(timeout=60)
+        out = proc.stdout.read()
+        for _ in range(50):  # drain what is already on the wire
+            executor.spin_once(timeout_sec=0.05)
+            if len(results) >= 3:
+                break
+        assert code == 0, out
+        assert sorted(r.request_id for r in results) == ["c0", "c1", "c2"], out
+        assert all(not r.success and r.error.startswith("cancelled: node shutting down") for r in results), \
+            [r.error for r in results]
+        assert all(signal.Signals(signals[0]).name in r.error for r in results)
+        assert "Traceback" not in out, out
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        executor.shutdown()
+        probe.destroy_node()
+
+
+class HeavySegmenter(BoxSegmenter):
+    """A model that holds 256 MiB (touched, so resident) and sits in a reference cycle."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.weights = np.ones(BIG_BYTES, dtype=np.uint8)
+        self.me = self  # only a garbage collection frees it
+        if _cuda():
+            import torch
+
+            self.gpu = torch.ones(BIG_BYTES // 4, dtype=torch.float32, device="cuda")
+
+
+def _cuda() -> bool:
+    torch = sys.modules.get("torch")
+    return bool(torch is not None and torch.cuda.is_available())
+
+
+def _rss() -> int:
+    import psutil
+
+    return psutil.Process().memory_info().rss
+
+
+def test_cleanup_frees_the_model_memory(module_context):
+    import gc
+
+    from rclpy.lifecycle import TransitionCallbackReturn
+    from rclpy.parameter import Parameter
+
+    from m2sa_ros.perception_node import PerceptionNode
+
+    gc.disable()  # only the node's own collection may free the cycle
+    node = PerceptionNode(context=module_context, segmenter_factory=lambda _p, _s: HeavySegmenter(),
+                          parameter_overrides=[Parameter("autostart", value=False)])
+    try:
+        before = _rss()
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        loaded = _rss()
+        assert loaded - before > 0.9 * BIG_BYTES
+        if _cuda():
+            import torch
+
+            reserved = torch.cuda.memory_reserved()
+            assert reserved >= BIG_BYTES
+        assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+        after = _rss()
+        assert loaded - after > 0.9 * BIG_BYTES, (before, loaded, after)
+        if _cuda():
+            assert torch.cuda.memory_reserved() < reserved - BIG_BYTES // 2
+    finally:
+        gc.enable()
+        node.destroy_node()
+
+
+def test_model_loading_blocks_neither_lifecycle_services_nor_diagnostics(module_context):
+    from diagnostic_msgs.msg import DiagnosticArray
+    from lifecycle_msgs.srv import GetState
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+
+    from m2sa_ros.perception_node import PerceptionNode
+
+    loading, release = threading.Event(), threading.Event()
+
+    def slow_factory(_params, _source):
+        loading.set()
+        assert release.wait(60), "the test never released the load"
+        return BoxSegmenter()
+
+    node = PerceptionNode("slow_loader", context=module_context, segmenter_factory=slow_factory,
+                          parameter_overrides=[Parameter("diagnostics_period", value=0.1)])
+    client_node = Node("lifecycle_probe", context=module_context)
+    statuses: list = []
+    got = threading.Condition()
+
+    def on_diag(msg: DiagnosticArray) -> None:
+        with got:
+            statuses.extend(s for s in msg.status if "slow_loader" in s.name)
+            got.notify_all()
+
+    client_node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
+    get_state = client_node.create_client(GetState, "/slow_loader/get_state")
+    executor = MultiThreadedExecutor(num_threads=6, context=module_context)
+    executor.add_node(node)
+    executor.add_node(client_node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    try:
+        assert loading.wait(30), "autostart never began configuring"
+        assert get_state.wait_for_service(timeout_sec=30)
+        future = get_state.call_async(GetState.Request())
+        done = threading.Event()
+        future.add_done_callback(lambda _f: done.set())
+        assert done.wait(30), "get_state blocked behind the model load"
+        assert future.result().current_state.label == "configuring"
+        with got:
+            assert got.wait_for(lambda: any(s.message.startswith("configuring") for s in statuses), 30)
+            status = next(s for s in statuses if s.message.startswith("configuring"))
+        assert status.level == bytes([0])  # OK: loading is not an error
+        release.set()
+        future_ok = threading.Event()
+        with got:
+            assert got.wait_for(lambda: any(s.message == "ready" for s in statuses), 30)
+        future_ok.set()
+    finally:
+        release.set()
+        executor.shutdown()
+        spinner.join(10)
+        client_node.destroy_node()
+        node.close()
