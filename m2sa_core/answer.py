@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from m2sa_core.data.conversation import SEG_TOKEN
+from m2sa_core.prompt import SEG_TOKEN
 from m2sa_core.types import Granularity
 
 _NAME = r"[a-z][a-z0-9_()\-]*?"

@@ -26,17 +26,18 @@ import torch
 from transformers import PreTrainedTokenizerBase
 
 from m2sa_core.answer import ParsedTarget, clean_answer, parse_targets
-from m2sa_core.data.records import MASK_TYPES
-from m2sa_core.data.conversation import build_prompt, sanitize_command, tokenize_prompt
 from m2sa_core.model.checkpoint import from_pretrained as load_checkpoint
 from m2sa_core.model.decoding import DynamicDecoder, StaticDecoder, static_length
-from m2sa_core.model.greedy import Cancelled, Generation, SpecialIds, greedy_generate
+from m2sa_core.model.greedy import Generation, SpecialIds, greedy_generate
 from m2sa_core.model.m2sa import FrameFeatures, M2SAModel
 from m2sa_core.model.preprocess import ImageProcessor, validate_image
 from m2sa_core.model.presets import PRESETS, get_preset
 from m2sa_core.model.tokenizer import build_tiny_tokenizer
 from m2sa_core.tracking import TrackPrompts, TrackState, seg_prompt_embeddings, track_frame
-from m2sa_core.types import Granularity, Result, Target
+from m2sa_core.prompt import build_prompt, sanitize_command, tokenize_prompt
+from m2sa_core.types import Cancelled, Granularity, MaskType, Result, Target
+
+__all__ = ["Cancelled", "DecodedMasks", "FrameEntry", "Segmenter"]  # Cancelled: the node imports it from here
 
 STAGES = ("encoding", "generating", "decoding")
 # dynamic: transformers' DynamicCache; static: static KV cache; graph: static + the decode step
@@ -64,7 +65,7 @@ class DecodedMasks:
 
     masks: np.ndarray  # bool [n, H, W] visible masks
     scores: np.ndarray  # [n] IoU predictions of the visible masks, 0..1
-    mask_types: list[str]  # per target: "modal" | "amodal" (what the command asked for)
+    mask_types: list[MaskType]  # per target: what the command asked for
     amodal_masks: np.ndarray | None = None  # bool [n, H, W], when computed
     amodal_scores: np.ndarray | None = None  # [n]
 
@@ -315,11 +316,10 @@ class Segmenter:
         states = torch.stack(seg_states)
         low_res, iou = self.model.decode_mask_pair(entry.fused, states)
         type_logits = self.model.mask_type_logits(states).float()
-        # Strictly greater: an untrained (zero) head ties and keeps the visible mask.
-        mask_types = [MASK_TYPES[1] if a > m else MASK_TYPES[0] for m, a in type_logits.tolist()]
+        mask_types = [MaskType.from_logits(m, a) for m, a in type_logits.tolist()]
         _sync(self.device)
         t1 = time.perf_counter()
-        with_amodal = amodal or MASK_TYPES[1] in mask_types
+        with_amodal = amodal or MaskType.AMODAL in mask_types
         channels = low_res if with_amodal else low_res[:, :1]
         n, k = channels.shape[:2]
         logits = self.model.upscale_masks(channels.flatten(0, 1)[:, None], entry.resize_size, entry.original_size)
@@ -355,7 +355,7 @@ class Segmenter:
                             for i in range(len(parsed), n)])[:n]
         targets = []
         for i, p in enumerate(parsed):
-            complete = decoded.mask_types[i] == MASK_TYPES[1]
+            complete = decoded.mask_types[i] == MaskType.AMODAL
             with_amodal = (amodal or complete) and decoded.amodal_masks is not None
             targets.append(Target(
                 label=p.label, object_name=p.object_name, instance=p.instance, part_name=p.part_name,

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from m2sa_core.types import Granularity, Result, Target
+from m2sa_core.types import Granularity, MaskType, Result, Target
 
 if TYPE_CHECKING:  # the Segmenter imports this module
     from m2sa_core.inference import Segmenter
@@ -119,7 +119,7 @@ def track_frame(
     if use_previous_mask and previous is not None and previous.low_res.shape[0] == n:
         mask_input = previous.low_res
     low_res, iou = model.decode_prompt_pair(entry.fused, embeddings, mask_input)
-    wants_amodal = [t.mask_type == "amodal" for t in prompts.targets]
+    wants_amodal = [t.mask_type == MaskType.AMODAL for t in prompts.targets]
     channels = low_res if any(wants_amodal) else low_res[:, :1]
     k = channels.shape[1]
     logits = model.upscale_masks(channels.flatten(0, 1)[:, None], entry.resize_size, entry.original_size)

@@ -16,6 +16,50 @@ if TYPE_CHECKING:  # tracking imports this module
     from m2sa_core.tracking import TrackPrompts
 
 
+class MaskType(str, enum.Enum):
+    """Which shape a command asks for: the visible pixels or the complete (amodal) shape.
+
+    String-valued, so data files, checkpoints and messages keep the plain "modal" /
+    "amodal" they always had, and a member compares equal to its string. The order is
+    the mask-type head's: index 0 is modal, 1 amodal.
+    """
+
+    MODAL = "modal"
+    AMODAL = "amodal"
+
+    def __str__(self) -> str:
+        return self.value
+
+    def __format__(self, spec: str) -> str:
+        return format(self.value, spec)
+
+    @property
+    def index(self) -> int:
+        """Position of this type in the mask-type head's logits."""
+        return _MASK_TYPE_ORDER.index(self)
+
+    @classmethod
+    def from_logits(cls, modal: float, amodal: float) -> "MaskType":
+        """The one mask-type rule: amodal only when its logit is strictly greater.
+
+        An untrained (zero) head ties and keeps the visible mask, so checkpoints from
+        before the head existed behave as they did.
+        """
+        return cls.AMODAL if amodal > modal else cls.MODAL
+
+
+_MASK_TYPE_ORDER = (MaskType.MODAL, MaskType.AMODAL)
+MASK_TYPES = tuple(t.value for t in _MASK_TYPE_ORDER)  # ("modal", "amodal"): valid values in data files
+
+
+class Cancelled(RuntimeError):
+    """``should_stop`` asked the generation (or the whole command) to stop.
+
+    Here rather than in a torch module so that callers (the node) can catch it without
+    importing torch.
+    """
+
+
 class Granularity(enum.IntEnum):
     """Values match the GRANULARITY_* constants of m2sa_ros/msg/Target."""
 
@@ -42,7 +86,7 @@ class Target:
     # shape). ``mask`` stays visible either way, so a box or a centroid computed from it
     # never lands on whatever occludes the object; read :attr:`requested_mask` for the
     # shape that was asked for.
-    mask_type: str = "modal"
+    mask_type: str = MaskType.MODAL
     amodal_score: float = 0.0  # predicted quality of ``amodal_mask``
 
     def __post_init__(self) -> None:
@@ -52,7 +96,7 @@ class Target:
     @property
     def requested_mask(self) -> np.ndarray:
         """The shape the command asked for: the complete one for "amodal", else the visible one."""
-        if self.mask_type == "amodal" and self.amodal_mask is not None:
+        if self.mask_type == MaskType.AMODAL and self.amodal_mask is not None:
             return self.amodal_mask
         return self.mask
 

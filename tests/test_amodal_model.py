@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from m2sa_core.data.conversation import SEG_TOKEN
+from m2sa_core.prompt import SEG_TOKEN
 from m2sa_core.model import ImageProcessor, M2SAModel, get_preset
 from m2sa_core.model.batch import fit_batch, make_batch, toy_example
 from m2sa_core.model.checkpoint import from_pretrained, save_pretrained

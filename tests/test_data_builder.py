@@ -16,7 +16,7 @@ from transformers import PreTrainedTokenizerFast
 from m2sa_core.data import templates
 from m2sa_core.data.amodal_reasonseg import read_amodal_reasonseg
 from m2sa_core.data.builder import SampleBuilder
-from m2sa_core.data.conversation import IGNORE_INDEX, IMAGE_PLACEHOLDER_ID, SEG_TOKEN, SYSTEM, build_conversation
+from m2sa_core.prompt import IGNORE_INDEX, IMAGE_PLACEHOLDER_ID, SEG_TOKEN, SYSTEM, build_conversation
 from m2sa_core.data.mmr import read_mmr
 from m2sa_core.data.r2sm import read_r2sm
 from m2sa_core.data.reasonseg import read_reasonseg

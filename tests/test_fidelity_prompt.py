@@ -10,7 +10,7 @@ import torch
 import yaml
 
 from m2sa_core.data.builder import SampleBuilder
-from m2sa_core.data.conversation import build_prompt
+from m2sa_core.prompt import build_prompt
 from m2sa_core.inference import DEFAULT_MAX_NEW_TOKENS, Segmenter
 from m2sa_core.model import get_preset
 from m2sa_core.model.config import AUTHORS_SEG_REQUEST

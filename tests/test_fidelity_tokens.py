@@ -16,7 +16,7 @@ import pytest
 
 from m2sa_core.answer import parse_targets
 from m2sa_core.data.cli import main as data_main
-from m2sa_core.data.conversation import build_prompt, tokenize_dialogue, tokenize_prompt
+from m2sa_core.prompt import build_prompt, tokenize_dialogue, tokenize_prompt
 from m2sa_core.model.config import AUTHORS_SEG_REQUEST
 from m2sa_core.model.llama_tokenizer import load_tokenizer, save_tokenizer
 

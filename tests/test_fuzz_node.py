@@ -146,7 +146,7 @@ hostile_text = st.one_of(
 # ----------------------------------------------------------------------------- prompt checks
 def assert_prompt_is_clean(seg: Any, ids: list[int]) -> None:
     """One image, no [SEG], BOS only first, no EOS, one USER and one final ASSISTANT turn."""
-    from m2sa_core.data.conversation import IMAGE_PLACEHOLDER_ID
+    from m2sa_core.prompt import IMAGE_PLACEHOLDER_ID
 
     tok = seg.tokenizer
     config = seg.model.config
@@ -211,7 +211,7 @@ def test_compressed_garbage_gives_an_error_result_or_the_decoded_image(direct, m
 @FUZZ
 @given(text=hostile_text)
 def test_hostile_commands_cannot_inject_masks_images_or_roles(direct, tiny_segmenter, text):
-    from m2sa_core.data.conversation import sanitize_command
+    from m2sa_core.prompt import sanitize_command
 
     direct.node._on_image(good_image())
     before = len(direct.segmenter.prompts)
@@ -328,7 +328,7 @@ def _ask_over_dds(harness: DirectNode, pubs: dict, received: list, text: str) ->
 @settings(max_examples=8, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(msg=images(), text=hostile_text)
 def test_over_dds_bad_images_and_hostile_commands_leave_the_node_serving(dds, tiny_segmenter, msg, text):
-    from m2sa_core.data.conversation import sanitize_command
+    from m2sa_core.prompt import sanitize_command
 
     harness, pubs, received = dds
     before = harness.node._latest.get()

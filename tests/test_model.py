@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from m2sa_core.data.conversation import (
+from m2sa_core.prompt import (
     IMAGE_PLACEHOLDER_ID,
     SEG_TOKEN,
     build_conversation,

@@ -6,7 +6,7 @@ from typing import Sequence
 
 import torch
 
-from m2sa_core.data.conversation import IGNORE_INDEX
+from m2sa_core.prompt import IGNORE_INDEX
 from m2sa_core.model.preprocess import ImageProcessor, collate_images
 
 

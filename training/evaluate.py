@@ -34,9 +34,9 @@ from tqdm import tqdm
 
 from m2sa_core.cli_errors import cli_entry
 from m2sa_core.data.builder import SampleBuilder
-from m2sa_core.data.conversation import sanitize_command
+from m2sa_core.prompt import sanitize_command
 from m2sa_core.inference import DEFAULT_MAX_NEW_TOKENS, Segmenter
-from m2sa_core.data.records import MASK_TYPES
+from m2sa_core.types import MaskType
 from m2sa_core.metrics import AmodalEvaluator, SegmentationEvaluator, SplitReport, format_report, pair_masks
 from training.collate import collate
 from training.config import DataSourceConfig
@@ -103,15 +103,9 @@ def teacher_forced_predictions(segmenter: Segmenter, builder: SampleBuilder, rec
     out = model(batch)
     visible = list((out.pred_masks[0].float() > segmenter.mask_threshold).cpu().numpy())
     amodal = list((out.pred_amodal_masks[0].float() > segmenter.mask_threshold).cpu().numpy())
-    # Same rule as the Segmenter: amodal only when its logit is strictly larger.
-    types = [MASK_TYPES[1] if a > m else MASK_TYPES[0] for m, a in out.pred_mask_types[0].float().tolist()]
-    requested = [a if t == MASK_TYPES[1] else v for v, a, t in zip(visible, amodal, types)]
+    types = [MaskType.from_logits(m, a) for m, a in out.pred_mask_types[0].float().tolist()]
+    requested = [a if t == MaskType.AMODAL else v for v, a, t in zip(visible, amodal, types)]
     return Predictions(requested, visible, amodal, types)
-
-
-def teacher_forced_masks(segmenter: Segmenter, builder: SampleBuilder, record) -> list[np.ndarray]:
-    """The asked-for masks for the ground-truth answer fed in (one per [SEG], in answer order)."""
-    return teacher_forced_predictions(segmenter, builder, record).requested
 
 
 @torch.no_grad()
@@ -135,7 +129,7 @@ def score_amodal(evaluator: AmodalEvaluator, preds: Predictions, record, request
     """
     ignore = record.ignore_mask()
     h, w = record.height, record.width
-    visible_gts = None if record.mask_type == MASK_TYPES[1] else requested_gts
+    visible_gts = None if record.mask_type == MaskType.AMODAL else requested_gts
     if visible_gts is not None:
         evaluator.add_visible(preds.visible, visible_gts, ignore)
     if record.targets and all(t.amodal_rle is not None for t in record.targets):

@@ -11,7 +11,7 @@ import dataclasses
 
 import numpy as np
 
-from m2sa_core.data.conversation import SEG_TOKEN, build_conversation, tokenize_conversation
+from m2sa_core.prompt import SEG_TOKEN, build_conversation, tokenize_conversation
 
 SINGLE_SEG_ANSWER = f"Sure, it is {SEG_TOKEN}."
 

@@ -3,7 +3,7 @@
 The readers (MMR, ReasonSeg, R2SM, AmodalReasonSeg) all yield
 :class:`~m2sa_core.data.records.SegRecord` objects; :class:`~m2sa_core.data.builder.SampleBuilder`
 turns a record into a :class:`~m2sa_core.data.builder.TrainingSample`. Submodules are
-imported lazily by the names below so that ``import m2sa_core.data.conversation`` (used
+imported lazily by the names below so that ``import m2sa_core.prompt`` (used
 at inference) does not pull in OpenCV or pycocotools.
 """
 

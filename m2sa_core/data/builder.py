@@ -3,7 +3,7 @@
 Every source goes through the same path so the text the model sees in training is the
 text it sees at inference: the question (wrapped in a LISA-style template for
 datasets without text answers), an answer with one ``[SEG]`` per target, the LLaVA v1
-conversation of :mod:`m2sa_core.data.conversation`, and labels that supervise only the
+conversation of :mod:`m2sa_core.prompt`, and labels that supervise only the
 answer. Masks are stacked in answer order, which is the order of the ``[SEG]`` tokens
 and therefore the order of the predicted masks.
 """
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from m2sa_core.data.conversation import (
+from m2sa_core.prompt import (
     SEG_TOKEN,
     build_conversation,
     sanitize_command,

@@ -136,7 +136,7 @@ def conversation_tokens(tokenizer, question: str, answer: str) -> dict[str, list
     tokenizer has those tokens (the authors' checkpoints do), else ``<image>``; the image
     placeholder is -200, as in LLaVA. Nothing is appended to the question or the answer.
     """
-    from m2sa_core.data.conversation import (IM_END_TOKEN, IM_START_TOKEN, IMAGE_PLACEHOLDER_ID, IMAGE_TOKEN,
+    from m2sa_core.prompt import (IM_END_TOKEN, IM_START_TOKEN, IMAGE_PLACEHOLDER_ID, IMAGE_TOKEN,
                                              build_conversation, tokenize_conversation)
 
     vocab = tokenizer.get_vocab()

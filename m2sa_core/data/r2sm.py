@@ -25,6 +25,7 @@ from m2sa_core.data.labels import make_label, parse_label_before, split_category
 from m2sa_core.data.layout import LayoutImage, read_layout_records
 from m2sa_core.data.records import MASK_TYPES, SegDataset, SegRecord, TargetAnnotation, check_rle_field, require
 from m2sa_core.data.rle import rle_bbox
+from m2sa_core.types import MaskType
 from m2sa_core.types import Granularity
 
 
@@ -65,7 +66,7 @@ def _parse_query(query: Any, q_index: int, image: LayoutImage) -> SegRecord:
         part_name=part,
         granularity=Granularity.PART if part else Granularity.OBJECT,
         mask_rle=rle,
-        amodal_rle=rle if mask_type == "amodal" else None,
+        amodal_rle=rle if mask_type == MaskType.AMODAL else None,
         bbox=[float(v) for v in bbox],
     )
     return image.record("r2sm", q_index, question=text, answer_template="", targets=[target], mask_type=mask_type,

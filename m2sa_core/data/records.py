@@ -19,12 +19,11 @@ from typing import Any
 import numpy as np
 
 from m2sa_core.data.rle import RLEError, decode_rle
-from m2sa_core.types import Granularity
+from m2sa_core.types import MASK_TYPES, Granularity  # noqa: F401  (MASK_TYPES: re-exported for readers)
 
 logger = logging.getLogger(__name__)
 
 SOURCES = ("mmr", "reasonseg", "r2sm", "amodal_reasonseg", "synthetic")
-MASK_TYPES = ("modal", "amodal")
 
 
 class DataError(ValueError):

@@ -8,7 +8,7 @@ change every later sample (and differ between dataloader workers).
 
 from __future__ import annotations
 
-from m2sa_core.data.conversation import SEG_TOKEN
+from m2sa_core.prompt import SEG_TOKEN
 
 # For short queries (a class name or a phrase): "{class_name}" is filled in.
 SHORT_QUESTION_TEMPLATES: tuple[str, ...] = (

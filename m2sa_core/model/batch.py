@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from m2sa_core.data.conversation import build_conversation, tokenize_conversation
+from m2sa_core.prompt import build_conversation, tokenize_conversation
 from m2sa_core.model.config import M2SAConfig
 from m2sa_core.model.preprocess import ImageProcessor, collate_images
 

@@ -17,6 +17,8 @@ from typing import Protocol
 
 import torch
 
+from m2sa_core.types import Cancelled  # noqa: F401  (raised here; importable from here as before)
+
 
 class Stepper(Protocol):
     """What a decoder offers the loop after its prefill (see :mod:`m2sa_core.model.decoding`)."""
@@ -24,8 +26,6 @@ class Stepper(Protocol):
     def step(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
 
 
-class Cancelled(RuntimeError):
-    """``should_stop`` asked the generation (or the whole command) to stop."""
 
 
 @dataclass

@@ -26,8 +26,8 @@ import torch.nn.functional as F
 from torch import nn
 from transformers import CLIPVisionModel, LlamaForCausalLM
 
-from m2sa_core.data.conversation import IGNORE_INDEX, IMAGE_PLACEHOLDER_ID
-from m2sa_core.data.records import MASK_TYPES
+from m2sa_core.prompt import IGNORE_INDEX, IMAGE_PLACEHOLDER_ID
+from m2sa_core.types import MASK_TYPES, MaskType
 from m2sa_core.model.config import M2SAConfig
 from m2sa_core.model.losses import dice_per_mask, sigmoid_bce_per_mask
 from m2sa_core.model.sam import build_fusion, build_sam, encode_with_early_features
@@ -374,7 +374,7 @@ class M2SAModel(nn.Module):
             pred_types.append(type_logits)
             # gt_masks hold the mask the command asks for: for an amodal command that is
             # the complete shape, which supervises the amodal output, never the visible one.
-            asks_complete = mask_types[b] == MASK_TYPES[1]
+            asks_complete = mask_types[b] == MaskType.AMODAL
             if not asks_complete:
                 bce_terms.append(sigmoid_bce_per_mask(masks, gt))
                 dice_terms.append(dice_per_mask(masks, gt, cfg.dice_smooth))
@@ -389,7 +389,7 @@ class M2SAModel(nn.Module):
                 amodal_bce_terms.append(sigmoid_bce_per_mask(amodal, gt_a))
                 amodal_dice_terms.append(dice_per_mask(amodal, gt_a, cfg.dice_smooth))
             if mask_types[b] is not None:
-                kind = MASK_TYPES.index(mask_types[b])
+                kind = MaskType(mask_types[b]).index
                 wanted = torch.full((type_logits.shape[0],), kind, dtype=torch.long, device=type_logits.device)
                 type_terms.append(F.cross_entropy(type_logits.float(), wanted, reduction="none"))
         zero = ce_loss.new_zeros(())

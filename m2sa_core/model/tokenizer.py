@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AddedToken, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
-from m2sa_core.data.conversation import (
+from m2sa_core.prompt import (
     IM_END_TOKEN,
     IM_START_TOKEN,
     ROLES,

@@ -26,6 +26,7 @@ import numpy as np
 
 from m2sa_core.data.synthetic.questions import Question, sample_questions
 from m2sa_core.data.synthetic.scene import Layout, Scene, SceneObject, _compose, _number_instances, render_layout
+from m2sa_core.types import MaskType
 
 MOTIONS = ("pan", "zoom", "nudge", "occluder", "mixed")
 
@@ -42,7 +43,7 @@ class SceneSequence:
         """Ground truth of one question target on one frame: visible, or complete for "amodal"."""
         index, part = target
         obj = self.frames[frame].objects[index]
-        if mask_type == "amodal":
+        if mask_type == MaskType.AMODAL:
             return obj.parts_amodal[part] if part else obj.amodal
         return obj.parts_visible[part] if part else obj.visible
 

@@ -34,7 +34,7 @@ from m2sa_core.data.rle import encode_mask
 from m2sa_core.data.synthetic.questions import Question, sample_questions
 from m2sa_core.data.synthetic.scene import Scene, render_scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
-from m2sa_core.types import mask_bbox
+from m2sa_core.types import MaskType, mask_bbox
 
 MMR_FILES = ("train", "val", "test_obj_only", "test_part_only", "test_mixed")
 TEST_FAMILIES = ("object", "part", "multi", "mixed")
@@ -86,7 +86,7 @@ def _annotation(gen: GeneratedImage, obj_index: int, part: str, mask_type: str) 
     obj = gen.scene.objects[obj_index]
     visible = obj.parts_visible[part] if part else obj.visible
     amodal = obj.parts_amodal[part] if part else obj.amodal
-    seg = amodal if mask_type == "amodal" else visible
+    seg = amodal if mask_type == MaskType.AMODAL else visible
     name = category_of(obj.category, part)
     return {
         "bbox": [float(v) for v in mask_bbox(seg)],
