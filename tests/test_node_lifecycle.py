@@ -58,7 +58,9 @@ def test_signals_end_the_node_with_exit_0_and_every_command_answered(tmp_path, s
     script.write_text(NODE_SCRIPT.format(tests=str(ROOT / "tests")))
     ns = f"/sig_{os.getpid()}_{len(signals)}_{signal.Signals(signals[-1]).name.lower()}"
     proc = subprocess.Popen([sys.executable, str(script), "--ros-args", "-r", f"__ns:={ns}",
-                             "-p", "wait_for_image:=0.0", "-p", "max_queue:=4", "-p", "diagnostics_period:=0.1"],
+                             # the image and the commands travel on different topics: a command
+                             # may overtake the image, so it waits for one
+                             "-p", "wait_for_image:=30.0", "-p", "image_reliability:=reliable", "-p", "max_queue:=4", "-p", "diagnostics_period:=0.1"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     probe = Node("signal_probe", context=ros_context)
     reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -87,14 +89,25 @@ def test_signals_end_the_node_with_exit_0_and_every_command_answered(tmp_path, s
             raise AssertionError("the node's topics never matched")
         from node_harness import good_image
 
-        frame = good_image(1)
-        images.publish(frame)
-        for i in range(3):
+        for i in range(3):  # they wait (wait_for_image) for the image below
             commands.publish(Command(request_id=f"c{i}", text="what can I drink from?"))
-        line = proc.stdout.readline()
-        while line and "THINKING" not in line:
-            line = proc.stdout.readline()
-        assert "THINKING" in line
+        lines: list[str] = []
+        thinking = threading.Event()
+
+        def read_output() -> None:
+            for line in proc.stdout:
+                lines.append(line)
+                if "THINKING" in line:
+                    thinking.set()
+
+        reader = threading.Thread(target=read_output, daemon=True)
+        reader.start()
+        frame = good_image(1)
+        for _ in range(300):  # the keep-latest image, re-sent until the model starts on it
+            images.publish(frame)
+            if thinking.wait(0.2):
+                break
+        assert thinking.is_set(), "".join(lines)
         for _ in range(600):  # c1 and c2 wait in the queue behind the running c0
             if "2" in queue_depths:
                 break
@@ -105,7 +118,8 @@ def test_signals_end_the_node_with_exit_0_and_every_command_answered(tmp_path, s
         for signum in signals:
             proc.send_signal(signum)
         code = proc.wait(timeout=60)
-        out = proc.stdout.read()
+        reader.join(10)
+        out = "".join(lines)
         for _ in range(50):  # drain what is already on the wire
             executor.spin_once(timeout_sec=0.05)
             if len(results) >= 3:
