@@ -38,12 +38,14 @@ test: setup
 demo: setup
 	$(PY) -m m2sa_ros.demo
 
-# Re-pin: install requirements.in into a scratch venv and record every distribution.
+# Re-pin: install requirements.in into a scratch venv and record every distribution;
+# requirements-model.txt (a real ROS 2 install's venv) follows the lock.
 lock:
 	rm -rf build/lockenv && $(PYTHON) -m venv build/lockenv
 	build/lockenv/bin/pip install --quiet --upgrade pip
 	build/lockenv/bin/pip install -r requirements.in
 	build/lockenv/bin/python scripts/freeze_lock.py > requirements.lock
+	$(PYTHON) scripts/model_requirements.py > requirements-model.txt
 
 clean:
 	rm -rf build $(VENV)
