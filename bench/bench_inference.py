@@ -39,7 +39,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.common import COMMANDS, RESULTS  # noqa: E402
-from m2sa_core.inference import Segmenter  # noqa: E402
+from m2sa_core.inference import DecodedMasks, Segmenter  # noqa: E402
 from m2sa_core.model.batch import toy_example  # noqa: E402
 
 FILLER = " You can use the mug_1's handle and the cup_2 on the table, or the knife_1's blade next to it."
@@ -103,13 +103,18 @@ def forced_answer(seg: Segmenter, n_tokens: int, n_targets: int) -> list[int]:
 
 
 # -- the two paths -------------------------------------------------------------------------
+def _masks_and_scores(decoded: DecodedMasks) -> tuple[np.ndarray, np.ndarray]:
+    """Visible bool masks [n, H, W] and their scores [n]: what the agreement check compares."""
+    return decoded.masks, decoded.scores
+
+
 def ours(seg: Segmenter, image: np.ndarray, prompts: list[list[int]], forced: list[list[int]], frame_key) -> dict:
     """Our path for one or several commands on a frame (one batched generation)."""
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    entry = seg.encode_frame(image, frame_key, timings)
-    gens = seg.generate(entry.features, prompts, timings, forced=forced)
-    outputs = [seg.masks_for(entry, g.seg_states, timings) for g in gens]
+    entry = seg.stages.encode_frame(image, frame_key, timings)
+    gens = seg.stages.generate(entry.features, prompts, timings, forced=forced)
+    outputs = [_masks_and_scores(seg.stages.decode_masks(entry, g.seg_states, timings)) for g in gens]
     sync(seg.device)
     timings["total"] = (time.perf_counter() - start) * 1e3
     return {"timings": timings, "greedy": [g.greedy for g in gens], "masks": [o[0] for o in outputs],
@@ -153,7 +158,7 @@ def reference(seg: Segmenter, image: np.ndarray, prompt: list[int], forced: list
         from m2sa_core.inference import FrameEntry, FrameFeatures
 
         entry = FrameEntry(FrameFeatures(emb, early, clip), fused, inputs["resize_size"], inputs["original_size"])
-        masks, scores = seg.masks_for(entry, [last[p] for p in positions], timings_masks)
+        masks, scores = _masks_and_scores(seg.stages.decode_masks(entry, [last[p] for p in positions], timings_masks))
     else:
         masks, scores = np.zeros((0,)), np.zeros((0,))
     sync(device)
@@ -204,7 +209,7 @@ def gpu_floor(seg: Segmenter, image: np.ndarray, prompt: list[int], n_tokens: in
     seg.clear_cache()
     with torch.inference_mode(), FlopCounterMode(display=False) as counter:
         timings: dict[str, float] = {}
-        entry = seg.encode_frame(image, None, timings)
+        entry = seg.stages.encode_frame(image, None, timings)
         embeds = model.merge_image_embeddings(torch.tensor([prompt], device=device), entry.features.clip_embeds)[0]
         model.llm.model(inputs_embeds=embeds, use_cache=False)
         model.decode_masks(entry.fused, torch.zeros(n_targets, model.config.hidden_size, device=device,

@@ -32,15 +32,15 @@ def profile_generation(seg: Segmenter, image: np.ndarray, prompt: list[int], for
                        rows: int = 30) -> dict[str, Any]:
     """Profile one warm generation (frame cached, graph captured) and write the kernel table to ``out``."""
     timings: dict[str, float] = {}
-    entry = seg.encode_frame(image, "profiled-frame", timings)
-    seg.generate(entry.features, [prompt], timings, forced=[forced])  # warm-up: graph capture, allocator
+    entry = seg.stages.encode_frame(image, "profiled-frame", timings)
+    seg.stages.generate(entry.features, [prompt], timings, forced=[forced])  # warm-up: graph capture, allocator
     cuda = seg.device.type == "cuda"
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as prof:
         if cuda:
             torch.cuda.synchronize(seg.device)
         start = time.perf_counter()
-        seg.generate(entry.features, [prompt], timings, forced=[forced])
+        seg.stages.generate(entry.features, [prompt], timings, forced=[forced])
         if cuda:
             torch.cuda.synchronize(seg.device)
         wall_ms = (time.perf_counter() - start) * 1e3

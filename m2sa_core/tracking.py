@@ -105,7 +105,7 @@ def track_frame(
     """
     start = time.perf_counter()
     timings: dict[str, float] = {}
-    entry = segmenter.encode_frame(image, frame_key, timings)
+    entry = segmenter.stages.encode_frame(image, frame_key, timings)
     model = segmenter.model
     n = len(prompts)
     previous_index = -1 if previous is None else previous.frame_index

@@ -61,9 +61,9 @@ def _set_intent(seg: Segmenter, amodal: bool) -> None:
 def _decoded(seg: Segmenter, image: np.ndarray):
     """Both masks of the scripted answer, straight from the decoder."""
     timings: dict[str, float] = {}
-    entry = seg.encode_frame(image, None, timings)
-    (gen,) = seg.generate(entry.features, [seg.prompt_ids(COMMAND)], timings)
-    return seg.decode(entry, gen.seg_states, timings, amodal=True)
+    entry = seg.stages.encode_frame(image, None, timings)
+    (gen,) = seg.stages.generate(entry.features, [seg.prompt_ids(COMMAND)], timings)
+    return seg.stages.decode_masks(entry, gen.seg_states, timings, amodal=True)
 
 
 def test_amodal_off_leaves_amodal_mask_empty_and_visible_in_mask(segmenter, image):

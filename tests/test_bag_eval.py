@@ -110,7 +110,7 @@ def seg_model(tmp_path_factory, truth_bag):
     frame = read_frames(truth_bag)[truth.commands[0].image_stamp_ns]
     segmenter = Segmenter.from_pretrained("tiny")
     with torch.inference_mode():
-        entry = segmenter.encode_frame(frame, None, {})
+        entry = segmenter.stages.encode_frame(frame, None, {})
         ids = torch.tensor([segmenter.prompt_ids(truth.commands[0].command)])
         embeds = segmenter.model.merge_image_embeddings(ids, entry.features.clip_embeds)[0]
         hidden = segmenter.model.llm.model(inputs_embeds=embeds).last_hidden_state[0]

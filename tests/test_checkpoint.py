@@ -68,8 +68,9 @@ def test_save_then_load_gives_identical_text_and_masks(tmp_path, reference):
     ra, rb = a.segment(image, "Which objects can hold a drink?"), b.segment(image, "Which objects can hold a drink?")
     assert ra.raw_answer == rb.raw_answer
     states = [torch.randn(128) for _ in range(2)]
-    ma, sa = a.masks_for(a.encode_frame(image, None, {}), states, {})
-    mb, sb = b.masks_for(b.encode_frame(image, None, {}), states, {})
+    da = a.stages.decode_masks(a.stages.encode_frame(image, None, {}), states, {})
+    db = b.stages.decode_masks(b.stages.encode_frame(image, None, {}), states, {})
+    (ma, sa), (mb, sb) = (da.masks, da.scores), (db.masks, db.scores)
     np.testing.assert_array_equal(ma, mb)
     np.testing.assert_array_equal(sa, sb)
 
@@ -237,3 +238,15 @@ def test_clip_keys_of_every_known_layout_map_to_the_tower():
     )
     assert authors_key("model.visual_model.mask_decoder.compress_vit.1.weight") == "fusion.1.weight"
     assert authors_key("something.else") is None
+
+
+def test_segmenter_save_pretrained_round_trips(tmp_path):
+    from m2sa_core.inference import Segmenter
+
+    seg = Segmenter.from_pretrained("tiny", max_new_tokens=8)
+    assert seg.save_pretrained(tmp_path / "ckpt") == tmp_path / "ckpt"
+    again = Segmenter.from_pretrained(tmp_path / "ckpt", max_new_tokens=8)
+    image = np.random.default_rng(0).integers(0, 255, (40, 56, 3), dtype=np.uint8)
+    a, b = seg.segment(image, "Please segment the mug."), again.segment(image, "Please segment the mug.")
+    assert a.raw_answer == b.raw_answer and len(a.targets) == len(b.targets)
+    assert all((x.mask == y.mask).all() for x, y in zip(a.targets, b.targets))

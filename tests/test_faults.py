@@ -7,7 +7,7 @@ garbage collection off, so only the node's own clean-up can free them) and, on a
 device, ``torch.cuda.empty_cache()`` is called.
 
 The model is the real tiny Segmenter; faults are injected into its stages
-(``generate``, ``masks_for``) so everything around them is the production path.
+(generation, mask decoding) so everything around them is the production path.
 """
 
 from __future__ import annotations

@@ -80,9 +80,9 @@ def _check_segmenter(out: Path, reference: M2SAModel) -> Segmenter:
     seg.max_new_tokens = 32
     # The answer path that yields masks: a forced answer with two [SEG] gives two masks of the image size.
     forced = seg.tokenizer("the mug_1 [SEG] and its handle [SEG].", add_special_tokens=False)["input_ids"]
-    entry = seg.encode_frame(image, None, {})
-    (generation,) = seg.generate(entry.features, [seg.prompt_ids(COMMAND)], {}, forced=[forced])
-    masks = seg.decode(entry, generation.seg_states, {})
+    entry = seg.stages.encode_frame(image, None, {})
+    (generation,) = seg.stages.generate(entry.features, [seg.prompt_ids(COMMAND)], {}, forced=[forced])
+    masks = seg.stages.decode_masks(entry, generation.seg_states, {})
     assert masks.masks.shape == (2, 97, 143)
     return seg
 

@@ -55,8 +55,8 @@ def test_segment_returns_labelled_masks_at_the_original_size(segmenter, example)
 def test_seg_states_equal_the_teacher_forced_states(segmenter, example):
     """Generation collects the same hidden states that training supervises."""
     timings: dict[str, float] = {}
-    entry = segmenter.encode_frame(example.image, None, timings)
-    (gen,) = segmenter.generate(entry.features, [segmenter.prompt_ids(example.command)], timings)
+    entry = segmenter.stages.encode_frame(example.image, None, timings)
+    (gen,) = segmenter.stages.generate(entry.features, [segmenter.prompt_ids(example.command)], timings)
     model = segmenter.model
     batch = make_batch([example], segmenter.tokenizer, segmenter.processor, model.config)
     with torch.no_grad():
@@ -156,7 +156,7 @@ def test_static_kv_cache_decoder_matches_the_dynamic_one(segmenter, example):
     first = static.segment(example.image, example.command)
     _same(segmenter.segment(example.image, example.command), first)
     _same(first, static.segment(example.image, example.command))  # the reused static cache starts clean
-    assert len(static._decoders) == 2  # one per (batch, length bucket)
+    assert len(static.stages._decoders) == 2  # one per (batch, length bucket)
     with pytest.raises(ValueError, match="decoder must be one of"):
         Segmenter(segmenter.model, segmenter.tokenizer, decoder="fast")
 

@@ -112,10 +112,10 @@ def teacher_forced_predictions(segmenter: Segmenter, builder: SampleBuilder, rec
 def generative_predictions(segmenter: Segmenter, image: np.ndarray, command: str, frame_key: str):
     """(Result, Predictions) of a free answer; both masks of every target are decoded."""
     timings: dict[str, float] = {}
-    entry = segmenter.encode_frame(image, frame_key, timings)
-    (generation,) = segmenter.generate(entry.features, [segmenter.prompt_ids(command)], timings)
-    decoded = segmenter.decode(entry, generation.seg_states, timings, amodal=True)
-    result = segmenter.build_result(generation, decoded, timings, amodal=True)
+    entry = segmenter.stages.encode_frame(image, frame_key, timings)
+    (generation,) = segmenter.stages.generate(entry.features, [segmenter.prompt_ids(command)], timings)
+    decoded = segmenter.stages.decode_masks(entry, generation.seg_states, timings, amodal=True)
+    result = segmenter.stages.build_result(generation, decoded, timings, amodal=True)
     preds = Predictions([t.requested_mask for t in result.targets], list(decoded.masks), list(decoded.amodal_masks),
                         list(decoded.mask_types))
     return result, preds

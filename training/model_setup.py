@@ -12,8 +12,8 @@ from m2sa_core.data.builder import SampleBuilder
 from m2sa_core.data.templates import ANSWER_TEMPLATES, LONG_QUESTION_TEMPLATES, SHORT_QUESTION_TEMPLATES
 from m2sa_core.model.m2sa import M2SAModel
 from m2sa_core.model.preprocess import ImageProcessor
-from m2sa_core.model.presets import get_preset
-from m2sa_core.model.tokenizer import add_special_tokens, builtin_corpus, train_tokenizer
+from m2sa_core.model.presets import attach_tokenizer, get_preset
+from m2sa_core.model.tokenizer import builtin_corpus, train_tokenizer
 from training.config import TrainConfig
 from training.mixture import Source
 
@@ -53,11 +53,7 @@ def build_training_model(config: TrainConfig, sources: Sequence[Source], device:
                 "checkpoint directory (see README: importing LLaVA + SAM), or model.tokenizer_vocab_size > 0 "
                 "to train a tokenizer on the training texts (tiny preset)")
         tokenizer = train_tokenizer(training_corpus(sources), vocab_size=mc.tokenizer_vocab_size)
-        ids = add_special_tokens(tokenizer, model_config.use_im_start_end)
-        model_config.text_config["vocab_size"] = len(tokenizer)
-        model_config.seg_token_id = ids["seg_token_id"]
-        model_config.im_start_token_id = ids.get("im_start_token_id")
-        model_config.im_end_token_id = ids.get("im_end_token_id")
+        attach_tokenizer(model_config, tokenizer)
         model = M2SAModel.build(model_config, device=device)
     model.config.set_loss_weights(mc.loss_weights)
     apply_trainable_policy(model, mc.trainable_policy)

@@ -25,10 +25,9 @@ from transformers import PreTrainedTokenizerBase
 
 from m2sa_core.model.config import CONFIG_NAME, M2SAConfig
 from m2sa_core.model.m2sa import M2SAModel
-from m2sa_core.model.presets import get_preset
+from m2sa_core.model.presets import attach_tokenizer, get_preset
 from m2sa_core.model.llama_tokenizer import TokenizerLoadError, save_tokenizer
 from m2sa_core.model.llama_tokenizer import load_tokenizer as _load_tokenizer
-from m2sa_core.model.tokenizer import add_special_tokens
 from m2sa_core.model.trainable import add_lora
 
 WEIGHTS_NAME = "model.safetensors"
@@ -321,11 +320,7 @@ def _config_for(config: M2SAConfig | str) -> M2SAConfig:
 
 
 def _attach_tokenizer(config: M2SAConfig, tokenizer: PreTrainedTokenizerBase, vocab_rows: int | None) -> None:
-    ids = add_special_tokens(tokenizer, config.use_im_start_end)
-    config.seg_token_id = ids["seg_token_id"]
-    config.im_start_token_id = ids["im_start_token_id"]
-    config.im_end_token_id = ids["im_end_token_id"]
-    config.text_config["vocab_size"] = len(tokenizer)
+    attach_tokenizer(config, tokenizer)
     if vocab_rows is not None and vocab_rows != len(tokenizer):
         raise CheckpointError(
             f"the checkpoint's embeddings have {vocab_rows} rows but the tokenizer has {len(tokenizer)} tokens "

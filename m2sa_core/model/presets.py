@@ -10,7 +10,12 @@ from __future__ import annotations
 
 import copy
 
+import torch
+from transformers import PreTrainedTokenizerBase
+
 from m2sa_core.model.config import AUTHORS_DICE_SMOOTH, AUTHORS_SEG_REQUEST, M2SAConfig, SamConfig
+from m2sa_core.model.m2sa import M2SAModel
+from m2sa_core.model.tokenizer import add_special_tokens, build_tiny_tokenizer
 
 # Base vocabularies before [SEG] (and <im_start>/<im_end>) are appended.
 LLAMA_BASE_VOCAB = 32000
@@ -154,3 +159,39 @@ def get_preset(name: str) -> M2SAConfig:
     except KeyError:
         raise ValueError(f"unknown preset {name!r}; choose from {sorted(PRESETS)}") from None
     return factory()
+
+
+def attach_tokenizer(config: M2SAConfig, tokenizer: PreTrainedTokenizerBase, min_vocab_size: int = 0) -> None:
+    """Give ``tokenizer`` [SEG] (and the image start/end tokens) and record their ids in ``config``.
+
+    The one place a config learns its tokenizer's special ids: presets, checkpoint
+    imports and training all come through here. The text embedding gets a row per
+    token, at least ``min_vocab_size`` (a random-weight 7b/13b keeps its real size).
+    """
+    ids = add_special_tokens(tokenizer, config.use_im_start_end)
+    config.seg_token_id = ids["seg_token_id"]
+    config.im_start_token_id = ids["im_start_token_id"]
+    config.im_end_token_id = ids["im_end_token_id"]
+    config.text_config["vocab_size"] = max(len(tokenizer), min_vocab_size)
+
+
+def build_preset(name: str, device: str | torch.device = "cpu", dtype: torch.dtype | None = None, seed: int = 0,
+                 ) -> tuple[M2SAModel, PreTrainedTokenizerBase]:
+    """(model with random weights, tokenizer) of preset ``name``, for tests and benchmarks.
+
+    ``tiny`` gets a tokenizer trained on a small built-in corpus; the others a byte-level
+    placeholder whose ids fit the preset (their text is noise anyway: real checkpoints
+    bring their own tokenizer). Weights are drawn from ``seed`` without touching the
+    caller's random state.
+    """
+    device = torch.device(device)
+    config = get_preset(name)
+    tokenizer = build_tiny_tokenizer(use_im_start_end=config.use_im_start_end)
+    if name != "tiny" and len(tokenizer) > config.vocab_size:
+        raise ValueError(f"placeholder tokenizer ({len(tokenizer)}) larger than the preset vocabulary "
+                         f"({config.vocab_size})")
+    attach_tokenizer(config, tokenizer, min_vocab_size=config.vocab_size)
+    with torch.random.fork_rng(devices=[device] if device.type == "cuda" else []):
+        torch.manual_seed(seed)
+        model = M2SAModel.build(config, device=device, dtype=dtype)
+    return model, tokenizer

@@ -1,0 +1,249 @@
+"""The stages of one :class:`~m2sa_core.inference.Segmenter` call, for callers that need them apart.
+
+``Segmenter.segment`` runs encode -> generate -> decode masks -> build result; the
+evaluator (teacher-forced and generative protocols), the benchmarks and tracking need
+the stages one by one (forced answers, timings per stage, both masks of every target).
+They reach them through ``segmenter.stages`` (a :class:`SegmenterStages`), so the
+Segmenter's own surface stays ``segment`` / ``segment_many`` / ``track`` / cache control.
+
+Tensor shapes: ``FrameEntry.fused`` [1, P, h, w]; a [SEG] state [D] (hidden size);
+``DecodedMasks.masks`` bool [n, H, W] at the original image size.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import torch
+
+from m2sa_core.answer import ParsedTarget, clean_answer, parse_targets
+from m2sa_core.model.decoding import DynamicDecoder, StaticDecoder, static_length
+from m2sa_core.model.greedy import Generation, greedy_generate
+from m2sa_core.model.m2sa import FrameFeatures
+from m2sa_core.types import Granularity, MaskType, Result, Target
+
+if TYPE_CHECKING:  # the Segmenter builds its stages
+    from m2sa_core.inference import Segmenter
+
+
+@dataclass
+class FrameEntry:
+    """Cached, command-independent features of one frame."""
+
+    features: FrameFeatures
+    fused: torch.Tensor  # [1, P, h, w] image embedding + early fusion
+    resize_size: tuple[int, int]
+    original_size: tuple[int, int]
+
+
+@dataclass
+class DecodedMasks:
+    """Masks of one answer at the original image size, one row per [SEG]."""
+
+    masks: np.ndarray  # bool [n, H, W] visible masks
+    scores: np.ndarray  # [n] IoU predictions of the visible masks, 0..1
+    mask_types: list[MaskType]  # per target: what the command asked for
+    amodal_masks: np.ndarray | None = None  # bool [n, H, W], when computed
+    amodal_scores: np.ndarray | None = None  # [n]
+
+
+class FrameCache:
+    """LRU of :class:`FrameEntry` with hit/miss counters; capacity 0 disables it."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 0:
+            raise ValueError(f"frame_cache_size must be >= 0, got {capacity}")
+        self.capacity = capacity
+        self._entries: OrderedDict[Hashable, FrameEntry] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+
+    def get(self, key: Hashable) -> FrameEntry | None:
+        entry = self._entries.get(key)
+        if entry is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._entries.move_to_end(key)
+        return entry
+
+    def put(self, key: Hashable, entry: FrameEntry) -> None:
+        if self.capacity == 0:
+            return
+        self._entries[key] = entry
+        self._entries.move_to_end(key)
+        while len(self._entries) > self.capacity:
+            self._entries.popitem(last=False)
+
+    def clear(self) -> None:
+        self._entries.clear()
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+
+def image_key(image: np.ndarray) -> str:
+    """Content hash of a frame (used when the caller gives no frame key)."""
+    digest = hashlib.blake2b(image.tobytes(), digest_size=16)
+    digest.update(repr(image.shape).encode())
+    return digest.hexdigest()
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+class SegmenterStages:
+    """Encode a frame, generate answers, decode masks, build a result: one Segmenter call in parts.
+
+    Holds no state of its own but the static decoders; model, tokenizer, cache and
+    settings are the segmenter's, so a stage run here is exactly the one ``segment`` runs.
+    """
+
+    def __init__(self, segmenter: "Segmenter") -> None:
+        self.segmenter = segmenter
+        self._decoders: OrderedDict[tuple[int, int], StaticDecoder] = OrderedDict()
+
+    @torch.inference_mode()
+    def encode_frame(self, image: np.ndarray, frame_key: Hashable | None, timings: dict[str, float]) -> FrameEntry:
+        """Features of ``image`` from the cache or freshly computed (and cached)."""
+        seg = self.segmenter
+        key = frame_key if frame_key is not None else image_key(image)
+        entry = seg.cache.get(key)
+        if entry is not None:
+            timings.update(sam_encode=0.0, clip_encode=0.0)
+            return entry
+        inputs = seg.processor(image)
+        t0 = time.perf_counter()
+        emb, early = seg.model.encode_sam(inputs["sam_image"][None].to(seg.device))
+        fused = seg.model.fuse(emb, early)
+        _sync(seg.device)
+        t1 = time.perf_counter()
+        clip = seg.model.encode_clip(inputs["clip_image"][None].to(seg.device))
+        _sync(seg.device)
+        t2 = time.perf_counter()
+        timings.update(sam_encode=(t1 - t0) * 1e3, clip_encode=(t2 - t1) * 1e3)
+        entry = FrameEntry(FrameFeatures(emb, early, clip), fused, inputs["resize_size"], inputs["original_size"])
+        seg.cache.put(key, entry)
+        return entry
+
+    def static_decoder(self, batch: int, prompt_length: int) -> StaticDecoder:
+        """A reusable static-cache decoder for this shape (LRU of a few; graphs captured once each)."""
+        seg = self.segmenter
+        key = (batch, static_length(prompt_length, seg.max_new_tokens))
+        decoder = self._decoders.pop(key, None)
+        if decoder is None:
+            use_graph = seg.decoder == "graph" and seg.device.type == "cuda"
+            decoder = StaticDecoder(seg.model.llm, batch, key[1], cuda_graph=use_graph)
+        self._decoders[key] = decoder
+        while len(self._decoders) > 4:
+            self._decoders.popitem(last=False)
+        return decoder
+
+    @torch.inference_mode()
+    def generate(
+        self,
+        features: FrameFeatures,
+        prompts: Sequence[list[int]],
+        timings: dict[str, float],
+        on_tokens: Callable[[list[int]], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        forced: Sequence[Sequence[int]] | None = None,
+    ) -> list[Generation]:
+        """Greedy decoding of all ``prompts`` on one frame in one left-padded batch (see ``greedy_generate``)."""
+        seg = self.segmenter
+        if forced is not None and len(forced) != len(prompts):
+            raise ValueError(f"forced answers ({len(forced)}) must match prompts ({len(prompts)})")
+        model = seg.model
+        rows = [model.merge_image_embeddings(torch.tensor([p], device=seg.device), features.clip_embeds)[0][0]
+                for p in prompts]
+        batch, length = len(rows), max(r.shape[0] for r in rows)
+        embeds = rows[0].new_zeros((batch, length, rows[0].shape[-1]))
+        attention = torch.zeros((batch, length), dtype=torch.long, device=seg.device)
+        for b, row in enumerate(rows):
+            embeds[b, length - row.shape[0]:] = row
+            attention[b, length - row.shape[0]:] = 1
+        stepper = DynamicDecoder(model.llm) if seg.decoder == "dynamic" else self.static_decoder(batch, length)
+        t0 = time.perf_counter()
+        prefilled = stepper.prefill(embeds, attention)
+        _sync(seg.device)
+        t1 = time.perf_counter()
+        outputs, steps = greedy_generate(stepper, prefilled, seg.max_new_tokens, seg.special_ids,
+                                         lagged=seg.lagged_stop, on_tokens=on_tokens, should_stop=should_stop,
+                                         forced=forced)
+        _sync(seg.device)
+        t2 = time.perf_counter()
+        timings.update(prefill=(t1 - t0) * 1e3, decode=(t2 - t1) * 1e3,
+                       decode_per_token=(t2 - t1) * 1e3 / max(steps, 1))
+        return outputs
+
+    @torch.inference_mode()
+    def decode_masks(
+        self, entry: FrameEntry, seg_states: list[torch.Tensor], timings: dict[str, float], amodal: bool = False
+    ) -> DecodedMasks:
+        """Visible masks, mask types and (when ``amodal`` or a target asks for it) amodal masks.
+
+        Amodal masks are upscaled only when needed: the low-res pair comes from one decoder
+        pass either way, the full-size upscale is the part worth skipping.
+        """
+        seg = self.segmenter
+        height, width = entry.original_size
+        if not seg_states:
+            empty = np.zeros((0, height, width), dtype=bool)
+            none = np.zeros((0,), dtype=np.float32)
+            return DecodedMasks(empty, none, [], empty if amodal else None, none if amodal else None)
+        t0 = time.perf_counter()
+        states = torch.stack(seg_states)
+        low_res, iou = seg.model.decode_mask_pair(entry.fused, states)
+        type_logits = seg.model.mask_type_logits(states).float()
+        mask_types = [MaskType.from_logits(m, a) for m, a in type_logits.tolist()]
+        _sync(seg.device)
+        t1 = time.perf_counter()
+        with_amodal = amodal or MaskType.AMODAL in mask_types
+        channels = low_res if with_amodal else low_res[:, :1]
+        n, k = channels.shape[:2]
+        logits = seg.model.upscale_masks(channels.flatten(0, 1)[:, None], entry.resize_size, entry.original_size)
+        masks = (logits > seg.mask_threshold).unflatten(0, (n, k)).cpu().numpy()
+        scores = iou.float().clamp(0.0, 1.0).cpu().numpy()
+        t2 = time.perf_counter()
+        timings["mask_decode"] = timings.get("mask_decode", 0.0) + (t1 - t0) * 1e3
+        timings["postprocess"] = timings.get("postprocess", 0.0) + (t2 - t1) * 1e3
+        return DecodedMasks(
+            masks=masks[:, 0], scores=scores[:, 0], mask_types=mask_types,
+            amodal_masks=masks[:, 1] if with_amodal else None, amodal_scores=scores[:, 1] if with_amodal else None,
+        )
+
+    def decode_text(self, tokens: list[int]) -> str:
+        """Generated text with [SEG] kept (other special tokens dropped)."""
+        seg = self.segmenter
+        return seg.tokenizer.decode(tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False).strip()
+
+    def build_result(self, generation: Generation, decoded: DecodedMasks, timings: dict[str, float],
+                     amodal: bool = False) -> Result:
+        """Targets labelled from the answer text: ``mask`` visible, ``amodal_mask`` when asked for or ``amodal``."""
+        raw = self.decode_text(generation.tokens)
+        parsed = parse_targets(raw)
+        n = len(generation.seg_states)
+        # The tokens are the truth; text round trips should agree, but never drop a mask.
+        parsed = (parsed + [ParsedTarget(f"target_{i + 1}", f"target_{i + 1}", 0, "", Granularity.OBJECT)
+                            for i in range(len(parsed), n)])[:n]
+        targets = []
+        for i, p in enumerate(parsed):
+            complete = decoded.mask_types[i] == MaskType.AMODAL
+            with_amodal = (amodal or complete) and decoded.amodal_masks is not None
+            targets.append(Target(
+                label=p.label, object_name=p.object_name, instance=p.instance, part_name=p.part_name,
+                granularity=p.granularity, mask=decoded.masks[i], score=float(decoded.scores[i]),
+                amodal_mask=decoded.amodal_masks[i] if with_amodal else None,
+                amodal_score=float(decoded.amodal_scores[i]) if with_amodal else 0.0,
+                mask_type=decoded.mask_types[i]))
+        return Result(answer=clean_answer(raw), targets=targets, raw_answer=raw, timings_ms=timings,
+                      truncated=not generation.finished)
