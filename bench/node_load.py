@@ -326,10 +326,6 @@ class Robot:
             time.sleep(0.2)
         raise TimeoutError(f"the node answered no probe command within {timeout:.0f} s:\n{node.log_tail()}")
 
-    def outstanding(self) -> int:
-        with self.lock:
-            return sum(1 for o in self.outcomes.values() if not o.results)
-
     def wait_outstanding(self, at_most: int, timeout: float) -> bool:
         deadline = time.monotonic() + timeout
         with self.lock:

@@ -49,13 +49,6 @@ def init_distributed(device_name: str = "auto") -> tuple[DistInfo, torch.device]
     return info, device
 
 
-def all_reduce_sum(tensor: torch.Tensor, info: DistInfo) -> torch.Tensor:
-    """Sum a tensor over ranks (float64 on CPU keeps IoU sums exact enough to match)."""
-    if info.enabled:
-        dist.all_reduce(tensor, op=dist.ReduceOp.SUM)
-    return tensor
-
-
 def all_gather_objects(obj, info: DistInfo) -> list:
     if not info.enabled:
         return [obj]

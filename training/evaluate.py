@@ -38,7 +38,7 @@ from m2sa_core.prompt import sanitize_command
 from m2sa_core.inference import DEFAULT_MAX_NEW_TOKENS, Segmenter
 from m2sa_core.types import MaskType
 from m2sa_core.metrics import AmodalEvaluator, SegmentationEvaluator, SplitReport, format_report, pair_masks
-from training.collate import collate
+from m2sa_core.model.batch import collate
 from training.config import DataSourceConfig
 from training.distributed import DistInfo, init_distributed, shutdown
 from training.sources import open_source

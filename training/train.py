@@ -26,7 +26,7 @@ from tqdm import tqdm
 
 from m2sa_core.cli_errors import cli_entry
 from training import checkpoints as ckpt
-from training.collate import collate
+from m2sa_core.model.batch import collate
 from training.config import TrainConfig, config_to_dict, load_config
 from training.distributed import DistInfo, all_gather_objects, barrier, init_distributed, shutdown
 from training.mixture import Mixture

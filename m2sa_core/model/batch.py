@@ -1,8 +1,10 @@
-"""Reference implementation of the model's training batch contract.
+"""The model's training batch contract: the one collate, and a small reference batch builder.
 
-The training collate builds exactly these fields; this small version (images,
-commands, answers, masks -> batch) is what the model's own tests, the benchmarks and
-quick experiments use without the data layer.
+:func:`collate` turns built training samples (``m2sa_core.data.builder.TrainingSample``)
+into the batch dict of ``M2SAModel.forward``; training and evaluation use it.
+:func:`make_batch` does the same from (image, command, answer, masks) examples, for the
+model's own tests, the benchmarks and quick experiments without the data layer. Both
+pad token ids through :func:`pad_tokens`.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from m2sa_core.prompt import build_conversation, tokenize_conversation
+from m2sa_core.prompt import IGNORE_INDEX, build_conversation, tokenize_conversation
 from m2sa_core.model.config import M2SAConfig
 from m2sa_core.model.preprocess import ImageProcessor, collate_images
 
@@ -29,6 +31,46 @@ class Example:
     masks: np.ndarray  # [n, H, W] bool, one per [SEG] in order
 
 
+def pad_tokens(ids: Sequence[Sequence[int]], labels: Sequence[Sequence[int]], pad_token_id: int
+               ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Right-pad token rows: (input_ids, labels, attention_mask), each long [B, L].
+
+    Padding is ``pad_token_id`` in the ids, IGNORE_INDEX in the labels and 0 in the mask.
+    """
+    length = max(len(i) for i in ids)
+    input_ids = torch.full((len(ids), length), pad_token_id, dtype=torch.long)
+    padded = torch.full((len(ids), length), IGNORE_INDEX, dtype=torch.long)
+    attention = torch.zeros((len(ids), length), dtype=torch.long)
+    for b, (i, lab) in enumerate(zip(ids, labels)):
+        input_ids[b, : len(i)] = torch.tensor(i, dtype=torch.long)
+        padded[b, : len(lab)] = torch.tensor(lab, dtype=torch.long)
+        attention[b, : len(i)] = 1
+    return input_ids, padded, attention
+
+
+def collate(samples: Sequence, processor: ImageProcessor, pad_token_id: int) -> dict:
+    """Training samples -> the batch dict: right-padded ids, stacked images, masks at original size."""
+    if not samples:
+        raise ValueError("collate: empty batch")
+    images = collate_images([processor(s.image) for s in samples])
+    input_ids, labels, attention = pad_tokens([s.input_ids for s in samples], [s.labels for s in samples],
+                                              pad_token_id)
+    batch = {
+        **images,
+        "input_ids": input_ids,
+        "attention_mask": attention,
+        "labels": labels,
+        "gt_masks": [torch.from_numpy(s.masks) for s in samples],
+        "sample_ids": [s.sample_id for s in samples],
+        # "modal" | "amodal" where the command decides which mask it wants (R2SM), else None.
+        "mask_types": [getattr(s, "mask_type", None) for s in samples],
+    }
+    if any(getattr(s, "amodal_masks", None) is not None for s in samples):
+        batch["gt_amodal_masks"] = [None if s.amodal_masks is None else torch.from_numpy(s.amodal_masks)
+                                    for s in samples]
+    return batch
+
+
 def make_batch(
     examples: Sequence[Example], tokenizer, processor: ImageProcessor, config: M2SAConfig
 ) -> dict:
@@ -40,15 +82,7 @@ def make_batch(
         i, lab = tokenize_conversation(tokenizer, prompt, answer)
         ids.append(i)
         labs.append(lab)
-    length = max(len(i) for i in ids)
-    pad = tokenizer.pad_token_id
-    input_ids = torch.full((len(ids), length), pad, dtype=torch.long)
-    labels = torch.full((len(ids), length), -100, dtype=torch.long)
-    attention = torch.zeros((len(ids), length), dtype=torch.long)
-    for b, (i, lab) in enumerate(zip(ids, labs)):
-        input_ids[b, : len(i)] = torch.tensor(i)
-        labels[b, : len(lab)] = torch.tensor(lab)
-        attention[b, : len(i)] = 1
+    input_ids, labels, attention = pad_tokens(ids, labs, tokenizer.pad_token_id)
     batch = collate_images(images)
     batch.update(
         input_ids=input_ids,

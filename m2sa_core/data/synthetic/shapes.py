@@ -34,9 +34,6 @@ class Sprite:
     image: np.ndarray  # uint8 [h, w, 3]
     labels: np.ndarray  # int16 [h, w]
 
-    def part_mask(self, k: int) -> np.ndarray:
-        return self.labels == 2 + k
-
     @property
     def mask(self) -> np.ndarray:
         return self.labels > 0
