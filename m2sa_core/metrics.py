@@ -1,4 +1,4 @@
-"""gIoU and cIoU under the teacher-forced and the generative protocol (DESIGN section 9).
+"""gIoU and cIoU under the teacher-forced and the generative protocol (the M2SA paper's metrics).
 
 * gIoU: mean over all ground-truth masks of the per-mask IoU; a pair whose prediction
   and ground truth are both empty counts 1.0.

@@ -1,4 +1,4 @@
-"""gIoU / cIoU, Hungarian matching and per-split reports (DESIGN section 9)."""
+"""gIoU / cIoU, Hungarian matching and per-split reports (see m2sa_core.metrics)."""
 
 from __future__ import annotations
 

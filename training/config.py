@@ -30,7 +30,7 @@ class DataSourceConfig:
 class ModelConfig:
     preset: str = "tiny"  # tiny | 7b | 13b, or a directory with a checkpoint to start from
     init_from: str = ""  # optional checkpoint directory (our format) to initialise weights
-    trainable_policy: str = "paper"  # paper (LoRA + DESIGN split) | from_scratch (everything)
+    trainable_policy: str = "paper"  # paper (LoRA + the paper's trainable split, see m2sa_core.model.trainable) | from_scratch (everything)
     loss_weights: str = "authors"  # authors (code) (ce 1, bce 2, dice 0.5) | paper (1, 0.5, 2)
     tokenizer_vocab_size: int = 0  # >0: train a tokenizer on the training texts (tiny preset)
     gradient_checkpointing: bool = False

@@ -91,7 +91,7 @@ class SamConfig:
 
 @dataclass
 class LoraSettings:
-    """LoRA on the LLM (DESIGN section 1: r 8, alpha 16, dropout 0.05 on q_proj/v_proj)."""
+    """LoRA on the LLM; the paper's setting is r 8, alpha 16, dropout 0.05 on q_proj/v_proj."""
 
     r: int = 8
     alpha: int = 16

@@ -99,7 +99,7 @@ def add_special_tokens(tokenizer: PreTrainedTokenizerBase, use_im_start_end: boo
 
 
 # -- the built-in corpus of the tiny preset ------------------------------------------------
-# PACO-style categories and parts of the synthetic world (DESIGN section 8), used only to
+# PACO-style categories and parts of the synthetic world (m2sa_core.data.synthetic), used only to
 # give `Segmenter.from_pretrained("tiny")` a sensible tokenizer for tests and benchmarks.
 _OBJECTS = {
     "television_set": ["screen", "button"],

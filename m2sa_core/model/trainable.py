@@ -1,6 +1,6 @@
 """Which parameters train: the paper's split (LoRA + heads) or everything (from scratch).
 
-``paper`` (DESIGN section 1): LoRA r 8 / alpha 16 / dropout 0.05 on the LLM's q_proj and
+``paper`` (the M2SA paper's training setup): LoRA r 8 / alpha 16 / dropout 0.05 on the LLM's q_proj and
 v_proj, full ``embed_tokens`` and ``lm_head`` (the new tokens need rows), SAM's mask
 decoder, the fusion convolutions, phi and the mask-type head; CLIP, the mm projector, SAM's image and
 prompt encoders and the base LLM frozen. ``from_scratch`` trains every weight with no
