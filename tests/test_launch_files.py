@@ -72,8 +72,8 @@ def test_launch_file_imports_and_describes_the_node_when_launch_is_installed():
     assert REQUIRED_ARGUMENTS <= names
 
 
-def test_readme_lists_every_parameter_and_launch_argument():
-    text = (ROOT / "README.md").read_text()
+def test_interface_doc_lists_every_parameter_and_launch_argument():
+    text = (ROOT / "docs" / "ROS_INTERFACE.md").read_text()
     rows = {line.split("|")[1].strip().strip("`") for line in text.splitlines() if line.startswith("| `")}
     assert {spec.name for spec in PARAMETERS} <= rows
     for argument in REQUIRED_ARGUMENTS:
