@@ -1,6 +1,6 @@
 """Score the live perception node on a rosbag: ``m2sa-bag-eval``.
 
-What a robotics team runs on its own recordings (DESIGN section 9, "bag replay"):
+What a robotics team runs on its own recordings (docs/BAG_REPLAY.md):
 
 1. start the node as a subprocess under a private namespace, on simulated time
    (``use_sim_time``), or use one already running (``--no-start --namespace /robot1``);

@@ -92,7 +92,7 @@ def run_demo(out: Path = DEFAULT_OUT, model_path: Path | None = None, images: in
         node_args += ["-p", "preset:=tiny"]
         model_note = "preset 'tiny' with RANDOM weights"
         print(f"WARNING: the shipped model {DEFAULT_MODEL} is not there yet; the demo runs the untrained tiny "
-              f"preset, so answers are noise and scores near 0. Train it (see README) or pass --model-path.",
+              f"preset, so answers are noise and scores near 0. Train it (see docs/TRAINING.md) or pass --model-path.",
               file=sys.stderr)
 
     # Only our own outputs are removed: a re-run starts clean, nothing else in runs/ is touched.

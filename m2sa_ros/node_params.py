@@ -2,7 +2,7 @@
 
 Declaring (the node, with ranges and read-only marks in the descriptors), validating
 (at configure and on every ``ros2 param set``), the shipped config/perception.yaml and
-the README's parameter table all come from :data:`PARAMETERS`, so they cannot drift
+the parameter table of docs/ROS_INTERFACE.md all come from :data:`PARAMETERS`, so they cannot drift
 apart. Validation is plain Python, testable without ROS, and reports every bad value
 with its name and the accepted range, because a lifecycle transition that fails with
 only "configure failed" sends a user to the source code.

@@ -1,7 +1,7 @@
 """perception_node: camera images + language commands in, labelled masks out.
 
-A thin rclpy lifecycle node over ``m2sa_core.inference.Segmenter`` (DESIGN sections 3,
-5, 6). What it adds is robotics plumbing only:
+A thin rclpy lifecycle node over ``m2sa_core.inference.Segmenter`` (docs/ARCHITECTURE.md,
+docs/ROS_INTERFACE.md). What it adds is robotics plumbing only:
 
 * lifecycle: configure validates the parameters and loads the model, activate opens
   the topics / service / action and starts the worker, deactivate closes them,

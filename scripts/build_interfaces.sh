@@ -2,7 +2,7 @@
 # Build the m2sa_ros interfaces (msg/srv/action) with plain cmake against the ROS 2
 # wheels in .venv and install them into .venv itself, so .venv/bin/python imports
 # rclpy and m2sa_ros.msg with no environment variables. On a real ROS 2 install use
-# colcon instead; this script exists for machines without one (DESIGN section 7).
+# colcon instead; this script exists for machines without one.
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)

@@ -50,7 +50,7 @@ def build_training_model(config: TrainConfig, sources: Sequence[Source], device:
         if mc.tokenizer_vocab_size <= 0:
             raise ValueError(
                 f"preset {mc.preset!r} has no weights or tokenizer to start from: set model.init_from to a "
-                "checkpoint directory (see README: importing LLaVA + SAM), or model.tokenizer_vocab_size > 0 "
+                "checkpoint directory (see docs/TRAINING.md: importing LLaVA + SAM), or model.tokenizer_vocab_size > 0 "
                 "to train a tokenizer on the training texts (tiny preset)")
         tokenizer = train_tokenizer(training_corpus(sources), vocab_size=mc.tokenizer_vocab_size)
         attach_tokenizer(model_config, tokenizer)
