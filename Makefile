@@ -9,7 +9,7 @@ PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
 INTERFACES := $(wildcard msg/*.msg srv/*.srv action/*.action)
-NODE_SOURCES := $(wildcard m2sa_ros/*.py)
+NODE_SOURCES := $(wildcard m2sa_ros/*.py m2sa_ros/*/*.py)
 
 .PHONY: setup test demo lock clean
 
@@ -36,7 +36,7 @@ test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 demo: setup
-	$(PY) -m m2sa_ros.demo
+	$(PY) -m m2sa_ros.bag.demo
 
 # Re-pin: install requirements.in into a scratch venv and record every distribution;
 # requirements-model.txt (a real ROS 2 install's venv) follows the lock.

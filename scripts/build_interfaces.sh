@@ -49,6 +49,12 @@ for f in "$repo"/m2sa_ros/*.py; do
   [ "$name" = "__init__.py" ] && continue
   ln -sfn "$f" "$site/m2sa_ros/$name"
 done
+# Subpackages (m2sa_ros/bag/) are linked whole.
+for d in "$repo"/m2sa_ros/*/; do
+  name=$(basename "$d")
+  [ "$name" = "__pycache__" ] && continue
+  ln -sfn "${d%/}" "$site/m2sa_ros/$name"
+done
 # Drop links whose source was deleted.
 find "$site/m2sa_ros" -maxdepth 1 -xtype l -delete
 echo "[setup] interfaces installed into .venv"

@@ -17,14 +17,14 @@ pytest.importorskip("rosbags")
 
 from m2sa_core.data.readers import read_dataset  # noqa: E402
 from m2sa_core.data.synthetic import generate_dataset  # noqa: E402
-from m2sa_ros.bag_eval import (  # noqa: E402
+from m2sa_ros.bag.report import contact_sheet  # noqa: E402
+from m2sa_ros.bag.scoring import (  # noqa: E402
     Prediction,
-    contact_sheet,
     percentiles,
     prediction_from_result,
     score_predictions,
 )
-from m2sa_ros.bag_tools import (  # noqa: E402
+from m2sa_ros.bag.record import (  # noqa: E402
     RESULT_TOPIC,
     GroundTruth,
     bag_info,
@@ -124,7 +124,7 @@ def seg_model(tmp_path_factory, truth_bag):
 @pytest.mark.ros
 def test_replay_through_node_scores_what_a_direct_segmenter_scores(truth_bag, seg_model, tmp_path):
     from m2sa_core.inference import Segmenter
-    from m2sa_ros.bag_eval import evaluate_bag
+    from m2sa_ros.bag.evaluate import evaluate_bag
 
     out = tmp_path / "eval"
     # max_image_age 2 s: the bag's frames were stamped in 2023, so only a node on the
@@ -179,7 +179,7 @@ def test_replay_through_node_scores_what_a_direct_segmenter_scores(truth_bag, se
 
 @pytest.mark.ros
 def test_command_without_image_in_bag_is_reported_not_lost(synth, tmp_path):
-    from m2sa_ros.bag_eval import evaluate_bag
+    from m2sa_ros.bag.evaluate import evaluate_bag
 
     records = []
     for name in TEST_FILES:
@@ -241,7 +241,7 @@ def test_each_target_is_scored_on_the_shape_its_mask_type_asks_for(truth_bag):
 def test_cli_rejects_bad_input_before_starting_a_node(truth_bag, tmp_path, capsys):
     import shutil
 
-    from m2sa_ros.bag_eval import main
+    from m2sa_ros.bag.evaluate import main
 
     assert main(["--bag", str(tmp_path / "nope"), "--out", str(tmp_path / "a")]) == 2
     assert "not a rosbag2 directory" in capsys.readouterr().err

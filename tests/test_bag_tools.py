@@ -15,7 +15,7 @@ pytest.importorskip("rosbags")
 
 from m2sa_core.data.readers import read_dataset  # noqa: E402
 from m2sa_core.data.synthetic import generate_dataset  # noqa: E402
-from m2sa_ros.bag_tools import (  # noqa: E402
+from m2sa_ros.bag.record import (  # noqa: E402
     COMMAND_TOPIC,
     IMAGE_TOPIC,
     BagError,
@@ -142,7 +142,7 @@ def test_our_types_carry_the_hash_rosidl_gives_them(name):
     import sys
     from pathlib import Path
 
-    from m2sa_ros.bag_tools import message_typestore
+    from m2sa_ros.bag.record import message_typestore
 
     generated = Path(sys.prefix) / "share" / "m2sa_ros" / "msg" / f"{name}.json"
     if not generated.is_file():

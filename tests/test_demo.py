@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from m2sa_ros.demo import main, results_table
+from m2sa_ros.bag.demo import main, results_table
 
 
 def _command(index, **kw):

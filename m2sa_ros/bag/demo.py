@@ -75,9 +75,9 @@ def run_demo(out: Path = DEFAULT_OUT, model_path: Path | None = None, images: in
     """Generate, record, replay, score; returns the process exit status."""
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
     from m2sa_core.data.synthetic import main as synth_main
-    from m2sa_ros.bag_eval import evaluate_bag, summary_text
+    from m2sa_ros.bag.evaluate import evaluate_bag, summary_text
     from m2sa_core.data.readers import read_dataset
-    from m2sa_ros.bag_tools import plan_from_records, write_bag
+    from m2sa_ros.bag.record import plan_from_records, write_bag
 
     started = time.monotonic()
     model = model_path if model_path is not None else DEFAULT_MODEL
@@ -130,7 +130,7 @@ def run_demo(out: Path = DEFAULT_OUT, model_path: Path | None = None, images: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m m2sa_ros.demo", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m m2sa_ros.bag.demo", description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory (default runs/demo)")
     parser.add_argument("--model-path", type=Path, default=None,
                         help=f"checkpoint directory (default {DEFAULT_MODEL.relative_to(REPO)})")

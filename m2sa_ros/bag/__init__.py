@@ -1,0 +1,7 @@
+"""Offline tools around the node: record bags with ground truth, replay them, score them.
+
+None of this runs on the robot. ``record`` writes and reads rosbag2 files (``m2sa-bag``),
+``replay`` drives a live node with a bag on the bag's own time, ``scoring`` and
+``report`` turn the results into figures and pictures, ``evaluate`` is
+``m2sa-bag-eval``, and ``demo`` is ``make demo`` (see docs/BAG_REPLAY.md).
+"""

@@ -1,0 +1,190 @@
+"""Score the live perception node on a rosbag: ``m2sa-bag-eval``.
+
+What a robotics team runs on its own recordings (docs/BAG_REPLAY.md):
+
+1. start the node as a subprocess under a private namespace, on simulated time
+   (``use_sim_time``), or use one already running (``--no-start --namespace /robot1``);
+2. replay the bag's images and commands over DDS with the recorded timing (scaled by
+   ``--rate-factor``), publishing ``/clock`` from the bag's time so that the node's
+   clock, its image-age check (``max_image_age``) and every stamp are bag time, and
+   recording every SegmentationResult into an output bag stamped in bag time;
+3. score the results against the bag's ground truth with the generative protocol
+   (Hungarian matching, gIoU, cIoU, target-count accuracy, per split), with latency
+   percentiles and the number of commands that got no result (must be 0);
+4. write DIR/report.md, DIR/report.json and DIR/overlays/ (one PNG per command and a
+   contact sheet).
+
+Replay and the node's keep-latest image: the node answers a topic command on the
+newest frame it holds *when the worker starts the command*. Replaying open loop on a
+slow model would therefore answer queued commands on later frames. So the replayer
+keeps the recorded spacing of messages but never publishes a new frame while commands
+about the previous one are still unanswered (the schedule shifts by the wait), and
+leaves ``--settle`` seconds between a frame and the next command so the frame is in
+the node before its command. Each result's header stamp is checked against the frame
+the command was about; a mismatch is reported, not scored silently.
+
+Commands go out on the node's typed ``command_stamped`` topic with a request id of
+their own (``bag-<index>``) and the bag time as their stamp; results are matched to
+commands by that id, never by text.
+
+Usage::
+
+    m2sa-bag-eval --bag demo_bag --out runs/eval
+    m2sa-bag-eval --bag demo_bag --out runs/eval --node-args "-p model_path:=models/m2sa-tiny-synth"
+    m2sa-bag-eval --bag robot.mcap_dir --out runs/eval --no-start --namespace /robot1
+"""
+
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from m2sa_core.cli_errors import cli_entry
+from m2sa_ros.bag.scoring import Prediction, prediction_from_msg, score_predictions, Scores
+from m2sa_ros.bag.replay import bag_start_ns, check_bag, NodeProcess, Outcome, Replayer, ReplayOptions
+from m2sa_ros.bag.report import json_default, build_report, render_markdown, summary_text, write_overlays
+from m2sa_ros.bag.record import COMMAND_TOPIC, IMAGE_TOPIC, BagError, load_ground_truth
+
+
+# --------------------------------------------------------------------------- evaluation
+@dataclass
+class Evaluation:
+    report: dict[str, Any]
+    outcomes: list[Outcome]
+    predictions: dict[int, Prediction | None]
+    scores: Scores | None
+
+def evaluate_bag(bag: str | Path, out_dir: str | Path, *, node_args: Sequence[str] = (), start_node: bool = True,
+                 namespace: str | None = None, rate_factor: float = 1.0, settle_s: float = 0.1,
+                 max_in_flight: int = 4, result_timeout_s: float = 300.0, startup_timeout_s: float = 300.0,
+                 ground_truth: str | Path | None = None, progress: bool = True, overlays: bool = True) -> Evaluation:
+    """Replay ``bag`` through a perception node, record, score and write the reports into ``out_dir``."""
+    import rclpy
+
+    bag, out_dir = Path(bag), Path(out_dir)
+    if not (bag / "metadata.yaml").is_file():
+        raise BagError(f"{bag} is not a rosbag2 directory (no metadata.yaml)")
+    if not rate_factor > 0:
+        raise BagError(f"--rate-factor must be > 0, got {rate_factor}")
+    if max_in_flight < 1:
+        raise BagError(f"--max-in-flight must be >= 1, got {max_in_flight}")
+    truth = load_ground_truth(bag, ground_truth)
+    image_topic = truth.image_topic if truth else IMAGE_TOPIC
+    command_topic = truth.command_topic if truth else COMMAND_TOPIC
+    check_bag(bag, truth, image_topic, command_topic)  # before paying for a node start-up
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results_bag = out_dir / "results_bag"
+    if results_bag.exists():
+        raise BagError(f"{results_bag} already exists: pick a new --out directory or remove it")
+    namespace = namespace or f"/m2sa_bag_eval_{os.getpid()}"
+    if not namespace.startswith("/"):
+        namespace = "/" + namespace
+    options = ReplayOptions(namespace, rate_factor, settle_s, max_in_flight, result_timeout_s, startup_timeout_s)
+    node = NodeProcess(namespace, list(node_args), out_dir / "node.log") if start_node else None
+    context = rclpy.Context()
+    rclpy.init(context=context, args=[])
+    replayer = None
+    try:
+        if node is not None:
+            node.start()
+        replayer = Replayer(options, context, results_bag)
+        replayer.start_clock(bag_start_ns(bag))
+        replayer.start()
+        replayer.wait_for_node(node)
+        outcomes = replayer.replay(bag, truth, image_topic, command_topic, node, progress)
+        foreign = replayer.foreign_results
+    finally:
+        if replayer is not None:
+            replayer.close()
+        if node is not None:
+            node.stop()
+        rclpy.try_shutdown(context=context)
+    predictions: dict[int, Prediction | None] = {}
+    for o in outcomes:
+        predictions[o.index] = None
+        if o.result is not None:
+            try:
+                predictions[o.index] = prediction_from_msg(o.result)
+            except ValueError as exc:  # e.g. a mask that is not mono8: scored as no masks, and said
+                o.problems.append(f"unreadable result: {exc}")
+    scores = None
+    if truth is not None:
+        scores = score_predictions(truth, predictions, exclude=[o.index for o in outcomes if not o.image_in_bag])
+    settings = {"rate_factor": rate_factor, "namespace": namespace, "node_started": start_node,
+                "node_command": node.command if node is not None else None, "settle_s": settle_s,
+                "max_in_flight": max_in_flight, "result_timeout_s": result_timeout_s,
+                "results_bag": str(results_bag)}
+    report = build_report(bag, truth, outcomes, scores, settings, foreign)
+    written = write_overlays(out_dir, bag, truth, outcomes, predictions, scores, image_topic) if overlays else []
+    (out_dir / "report.json").write_text(json.dumps(report, indent=1, default=json_default), encoding="utf-8")
+    (out_dir / "report.md").write_text(render_markdown(report, written), encoding="utf-8")
+    return Evaluation(report, outcomes, predictions, scores)
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="m2sa-bag-eval", description="Replay a bag through the perception node "
+                                     "over DDS, record and score its results.")
+    parser.add_argument("--bag", required=True, help="rosbag2 directory (e.g. written by m2sa-bag make)")
+    parser.add_argument("--out", required=True, help="output directory: report.md, report.json, overlays/, "
+                                                     "results_bag/, node.log")
+    parser.add_argument("--node-args", default="", help="extra ROS arguments for the node, one string, e.g. "
+                        "\"-p model_path:=models/m2sa-tiny-synth -p device:=cuda\" (after --ros-args)")
+    parser.add_argument("--model-path", default=None, help="shorthand for --node-args \"-p model_path:=PATH\"")
+    parser.add_argument("--params-file", default=None, help="node parameters file (--params-file)")
+    parser.add_argument("--no-start", action="store_true", help="use a node that is already running under "
+                        "--namespace instead of starting one")
+    parser.add_argument("--namespace", default=None, help="the node's namespace (default: a private one)")
+    parser.add_argument("--rate-factor", type=float, default=1.0, help="replay speed: 2 = twice as fast as recorded")
+    parser.add_argument("--settle", type=float, default=0.1, help="seconds between a frame and the next command")
+    parser.add_argument("--max-in-flight", type=int, default=4, help="unanswered commands allowed at once "
+                        "(keep <= the node's max_queue + 1)")
+    parser.add_argument("--result-timeout", type=float, default=300.0, help="seconds a command waits for its result")
+    parser.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for an active node")
+    parser.add_argument("--ground-truth", default=None, help="ground-truth JSON (default: BAG/ground_truth.json)")
+    parser.add_argument("--no-overlays", action="store_true", help="skip overlays/")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+@cli_entry("m2sa-bag-eval")
+def main(argv: list[str] | None = None) -> int:
+    """``m2sa-bag-eval``; exit status 1 when any command got no result, 2 on bad input."""
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if args.no_start and not args.namespace:
+        parser.error("--no-start needs --namespace (where the running node listens)")
+    node_args = shlex.split(args.node_args)
+    if args.model_path:
+        node_args += ["-p", f"model_path:={args.model_path}"]
+    if args.params_file:
+        node_args = ["--params-file", args.params_file, *node_args]
+    if args.no_start and node_args:
+        parser.error("--node-args/--model-path/--params-file only apply to a node this tool starts")
+    try:
+        evaluation = evaluate_bag(args.bag, args.out, node_args=node_args, start_node=not args.no_start,
+                                  namespace=args.namespace, rate_factor=args.rate_factor, settle_s=args.settle,
+                                  max_in_flight=args.max_in_flight, result_timeout_s=args.result_timeout,
+                                  startup_timeout_s=args.startup_timeout, ground_truth=args.ground_truth,
+                                  progress=not args.quiet, overlays=not args.no_overlays)
+    except (BagError, ValueError) as exc:
+        print(f"m2sa-bag-eval: error: {exc}", file=sys.stderr)
+        return 2
+    except (RuntimeError, TimeoutError) as exc:
+        print(f"m2sa-bag-eval: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("m2sa-bag-eval: interrupted; the node was stopped, no report written", file=sys.stderr)
+        return 130
+    print(summary_text(evaluation.report))
+    print(f"report: {Path(args.out) / 'report.md'}")
+    return 1 if evaluation.report["counts"]["commands_without_result"] else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,392 @@
+"""Replaying a bag through a live node over DDS, on the bag's own time.
+
+The node runs as a subprocess under a private namespace (or one already running is
+used); images and commands go out with their recorded spacing, ``/clock`` carries the
+bag time, and every result is recorded (see the package docstring of ``evaluate``).
+"""
+
+from __future__ import annotations
+
+import math
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from m2sa_ros.bag.record import (COMMAND_STAMPED_TOPIC, COMMAND_STAMPED_TYPE, RESULT_TOPIC, RESULT_TYPE, BagError,
+                                 GroundTruth, bag_info, decode, iter_messages, message_typestore, stamp_ns)
+
+
+# --------------------------------------------------------------------------- the node
+class NodeProcess:
+    """The perception node as a subprocess, its output in a log file; stopped with SIGINT."""
+
+    def __init__(self, namespace: str, node_args: Sequence[str], log_path: Path) -> None:
+        self.namespace = namespace
+        self.command = [sys.executable, "-m", "m2sa_ros.perception_node", "--ros-args",
+                        "-r", f"__ns:={namespace}",
+                        # A replayed bag must not lose frames: a reliable subscription.
+                        "-p", "image_reliability:=reliable",
+                        # Bag time: /clock comes from the replayer.
+                        "-p", "use_sim_time:=true", *node_args]
+        self.log_path = log_path
+        self._log: Any = None
+        self.process: subprocess.Popen | None = None
+
+    def start(self) -> "NodeProcess":
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        self._log = open(self.log_path, "wb")
+        self.process = subprocess.Popen(self.command, stdout=self._log, stderr=subprocess.STDOUT,
+                                        start_new_session=True)
+        return self
+
+    def alive(self) -> bool:
+        return self.process is not None and self.process.poll() is None
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+    def stop(self, timeout: float = 20.0) -> None:
+        process = self.process
+        if process is not None and process.poll() is None:
+            process.send_signal(signal.SIGINT)
+            try:
+                process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(10)
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+
+    def __enter__(self) -> "NodeProcess":
+        return self.start()
+
+    def __exit__(self, *exc: Any) -> None:
+        self.stop()
+
+# --------------------------------------------------------------------------- replay
+@dataclass
+class Outcome:
+    """One command of the bag: when it went out and what came back."""
+
+    index: int
+    command: str
+    bag_time_ns: int
+    expected_stamp_ns: int | None  # the frame it is about; None when the bag has none
+    image_in_bag: bool
+    request_id: str = ""
+    sent_at: float = math.nan  # monotonic seconds
+    received_at: float = math.nan
+    result: Any = None  # rclpy SegmentationResult
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def latency_ms(self) -> float:
+        return (self.received_at - self.sent_at) * 1e3 if self.result is not None else math.nan
+
+@dataclass
+class ReplayOptions:
+    namespace: str
+    rate_factor: float = 1.0
+    settle_s: float = 0.1
+    max_in_flight: int = 4
+    result_timeout_s: float = 300.0
+    startup_timeout_s: float = 300.0
+
+def check_bag(bag: Path, truth: GroundTruth | None, image_topic: str, command_topic: str) -> int:
+    """Number of commands in ``bag``; BagError when it has none or disagrees with its ground truth."""
+    topics = bag_info(bag)["topics"]
+    n_commands = topics.get(command_topic, {}).get("count", 0)
+    if not n_commands:
+        raise BagError(f"{bag} has no messages on {command_topic} (topics: {', '.join(sorted(topics)) or 'none'})")
+    if not topics.get(image_topic, {}).get("count", 0):
+        print(f"m2sa-bag-eval: warning: {bag} has no images on {image_topic}", file=sys.stderr)
+    if truth is not None and len(truth.commands) != n_commands:
+        raise BagError(f"{bag}: {n_commands} command messages but the ground truth lists {len(truth.commands)}")
+    return n_commands
+
+class BagClock:
+    """Bag time for /clock while a bag is replayed at ``factor`` times its speed.
+
+    Anchored at each message's bag time when it is published, it runs on between
+    messages but never past the next message's time (``hold_until``), so the node's
+    clock cannot overtake a message that is late because the replayer waited for the
+    node. Monotonic by construction: messages come in bag order.
+    """
+
+    def __init__(self, factor: float = 1.0) -> None:
+        self.factor = factor
+        self._lock = threading.Lock()
+        self._anchor: tuple[float, int] | None = None  # (monotonic s, bag ns)
+        self._limit: int | None = None
+
+    def advance_to(self, bag_ns: int) -> None:
+        with self._lock:
+            self._anchor = (time.monotonic(), int(bag_ns))
+            if self._limit is not None and self._limit < bag_ns:
+                self._limit = int(bag_ns)
+
+    def hold_until(self, bag_ns: int) -> None:
+        with self._lock:
+            self._limit = int(bag_ns)
+
+    def now_ns(self) -> int | None:
+        with self._lock:
+            if self._anchor is None:
+                return None
+            wall, bag = self._anchor
+            estimate = bag + int((time.monotonic() - wall) * self.factor * 1e9)
+            return estimate if self._limit is None else min(estimate, max(self._limit, bag))
+
+CLOCK_PERIOD_S = 0.01  # /clock at 100 Hz of wall time
+
+class Replayer:
+    """Publishes a bag's frames, commands and /clock to a node and collects its results."""
+
+    def __init__(self, options: ReplayOptions, context: Any, results_bag: Path | None) -> None:
+        from rclpy.node import Node
+        from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
+        from rosgraph_msgs.msg import Clock
+        from sensor_msgs.msg import Image
+
+        from m2sa_ros.msg import Command, SegmentationResult
+
+        self.options = options
+        self.context = context
+        ns = options.namespace.rstrip("/")
+        self.node = Node("m2sa_bag_eval", context=context)
+        reliable = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)
+        self.image_pub = self.node.create_publisher(Image, f"{ns}/image", reliable)
+        self.command_pub = self.node.create_publisher(
+            Command, f"{ns}/command_stamped", QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
+        self.clock = BagClock(options.rate_factor)
+        self._last_clock = -1
+        self._clock_type = Clock
+        self.clock_pub = self.node.create_publisher(Clock, "/clock", 10)
+        self._clock_timer = self.node.create_timer(CLOCK_PERIOD_S, self._publish_clock)
+        self.result_sub = self.node.create_subscription(
+            SegmentationResult, f"{ns}/result", self._on_result,
+            QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE), raw=True)
+        self._result_type = SegmentationResult
+        self._cond = threading.Condition()
+        self._pending: list[Outcome] = []
+        self.foreign_results = 0
+        self._writer: Any = None
+        self._result_conn = self._command_conn = None
+        if results_bag is not None:
+            from rosbags.rosbag2 import StoragePlugin, Writer
+
+            store = message_typestore()
+            self._writer = Writer(results_bag, version=9, storage_plugin=StoragePlugin.MCAP)
+            self._writer.open()
+            self._result_conn = self._writer.add_connection(RESULT_TOPIC, RESULT_TYPE, typestore=store)
+            self._command_conn = self._writer.add_connection(COMMAND_STAMPED_TOPIC, COMMAND_STAMPED_TYPE,
+                                                             typestore=store)
+        self._writer_lock = threading.Lock()
+        self._executor: Any = None
+        self._spinner: threading.Thread | None = None
+
+    # -- plumbing ---------------------------------------------------------------------
+    def start(self) -> None:
+        from rclpy.executors import SingleThreadedExecutor
+
+        self._executor = SingleThreadedExecutor(context=self.context)
+        self._executor.add_node(self.node)
+        self._spinner = threading.Thread(target=self._spin, name="m2sa-bag-eval-spin", daemon=True)
+        self._spinner.start()
+
+    def _spin(self) -> None:
+        while self.context.ok() and self._executor is not None:
+            try:
+                self._executor.spin_once(timeout_sec=0.05)
+            except Exception:  # noqa: BLE001 - context shut down while spinning
+                return
+
+    def close(self) -> None:
+        executor, self._executor = self._executor, None
+        if self._spinner is not None:
+            self._spinner.join(timeout=5)
+        if executor is not None:
+            executor.shutdown()
+        self.node.destroy_node()
+        with self._writer_lock:
+            if self._writer is not None:
+                self._writer.close()
+                self._writer = None
+
+    def _publish_clock(self) -> None:
+        now = self.clock.now_ns()
+        if now is None or now < self._last_clock:
+            return
+        self._last_clock = now
+        msg = self._clock_type()
+        msg.clock.sec, msg.clock.nanosec = divmod(now, 1_000_000_000)
+        self.clock_pub.publish(msg)
+
+    def start_clock(self, bag_ns: int) -> None:
+        """/clock from ``bag_ns`` on: a node on sim time needs it before it can configure."""
+        self.clock.advance_to(bag_ns)
+        self.clock.hold_until(bag_ns)
+
+    def _record(self, connection: Any, raw: bytes, bag_ns: int | None = None) -> None:
+        """Write into the results bag, stamped in bag time (the replay clock's now)."""
+        if bag_ns is None:
+            bag_ns = self.clock.now_ns()
+        with self._writer_lock:
+            if self._writer is not None:
+                self._writer.write(connection, bag_ns if bag_ns is not None else time.time_ns(), raw)
+
+    def wait_for_node(self, node: NodeProcess | None) -> None:
+        """Until the node's image/command subscriptions and result publisher are matched."""
+        deadline = time.monotonic() + self.options.startup_timeout_s
+        while time.monotonic() < deadline:
+            if (self.image_pub.get_subscription_count() > 0 and self.command_pub.get_subscription_count() > 0
+                    and self.result_sub.get_publisher_count() > 0):
+                time.sleep(0.2)  # let the reliable endpoints finish matching both ways
+                return
+            if node is not None and not node.alive():
+                raise RuntimeError(f"the perception node exited (code {node.process.returncode}) before "
+                                   f"becoming active; its log ({node.log_path}) ends with:\n{node.log_tail()}")
+            time.sleep(0.1)
+        where = f"under namespace {self.options.namespace}"
+        tail = f"; its log ({node.log_path}) ends with:\n{node.log_tail()}" if node is not None else ""
+        raise TimeoutError(f"no active perception node {where} after {self.options.startup_timeout_s:.0f} s "
+                           f"(topics {self.image_pub.topic_name}, {self.command_pub.topic_name}, "
+                           f"{self.result_sub.topic_name}){tail}")
+
+    # -- results ----------------------------------------------------------------------
+    def _on_result(self, raw: bytes) -> None:
+        from rclpy.serialization import deserialize_message
+
+        now = time.monotonic()
+        msg = deserialize_message(raw, self._result_type)
+        self._record(self._result_conn, raw)
+        with self._cond:
+            outcome = next((o for o in self._pending if o.request_id == msg.request_id), None)
+            if outcome is None:
+                self.foreign_results += 1  # another client's command on a shared node
+                return
+            self._pending.remove(outcome)
+            outcome.result, outcome.received_at = msg, now
+            self._cond.notify_all()
+
+    def _wait_pending(self, at_most: int, node: NodeProcess | None) -> None:
+        """Block until at most ``at_most`` commands are unanswered (timed-out ones are given up)."""
+        with self._cond:
+            while len(self._pending) > at_most:
+                now = time.monotonic()
+                oldest = min(o.sent_at for o in self._pending)
+                if now - oldest > self.options.result_timeout_s:
+                    expired = [o for o in self._pending if now - o.sent_at > self.options.result_timeout_s]
+                    for outcome in expired:
+                        outcome.problems.append(f"no result within {self.options.result_timeout_s:.0f} s")
+                        self._pending.remove(outcome)
+                    continue
+                if node is not None and not node.alive():
+                    for outcome in self._pending:
+                        outcome.problems.append("no result: the perception node exited")
+                    self._pending.clear()
+                    return
+                self._cond.wait(timeout=0.2)
+
+    # -- the replay -------------------------------------------------------------------
+    def replay(self, bag: Path, truth: GroundTruth | None, image_topic: str, command_topic: str,
+               node: NodeProcess | None = None, progress: bool = True) -> list[Outcome]:
+        from rclpy.serialization import deserialize_message, serialize_message
+        from std_msgs.msg import String
+
+        from m2sa_ros.msg import Command
+
+        n_commands = check_bag(bag, truth, image_topic, command_topic)
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=n_commands, desc="replay", unit="cmd")
+        outcomes: list[Outcome] = []
+        frames_sent: set[int] = set()
+        last_stamp: int | None = None
+        last_image_at = -math.inf
+        t0_bag: int | None = None
+        t0 = time.monotonic()
+        shift = 0.0
+        factor = self.options.rate_factor
+        for message in iter_messages(bag, [image_topic, command_topic]):  # streamed: bags can be large
+            if t0_bag is None:
+                t0_bag, t0 = message.time_ns, time.monotonic()
+            if message.topic == image_topic:
+                self._wait_pending(0, node)
+            else:
+                self._wait_pending(self.options.max_in_flight - 1, node)
+            self.clock.hold_until(message.time_ns)
+            due = t0 + shift + (message.time_ns - t0_bag) / 1e9 / factor
+            if message.topic == command_topic:
+                due = max(due, last_image_at + self.options.settle_s)
+            now = time.monotonic()
+            if now > due:
+                shift += now - due  # waited on the node: keep the recorded spacing from here on
+            else:
+                time.sleep(due - now)
+            self.clock.advance_to(message.time_ns)
+            self._publish_clock()
+            if message.topic == image_topic:
+                header = decode(message).header
+                last_stamp = stamp_ns(header)
+                frames_sent.add(last_stamp)
+                self.image_pub.publish(message.raw)
+                last_image_at = time.monotonic()
+                continue
+            text = deserialize_message(message.raw, String).data
+            index = len(outcomes)
+            expected = last_stamp
+            if truth is not None:
+                gt = truth.commands[index]
+                if gt.command != text:
+                    raise BagError(f"{bag}: command message {index} is '{text}' but the ground truth "
+                                   f"says '{gt.command}'")
+                expected = gt.image_stamp_ns
+            outcome = Outcome(index, text, message.time_ns, expected, expected is not None and expected in frames_sent,
+                              request_id=f"bag-{index}")
+            if not outcome.image_in_bag:
+                outcome.problems.append("no image in the bag for this command" if expected is None else
+                                        f"its image (stamp {expected} ns) is not in the bag on {image_topic} "
+                                        f"before it")
+            command = Command(request_id=outcome.request_id, text=text)
+            command.header.stamp.sec, command.header.stamp.nanosec = divmod(message.time_ns, 1_000_000_000)
+            with self._cond:
+                outcome.sent_at = time.monotonic()
+                self._pending.append(outcome)
+            self.command_pub.publish(command)
+            self._record(self._command_conn, serialize_message(command), message.time_ns)
+            outcomes.append(outcome)
+            if bar is not None:
+                bar.update(1)
+        self._wait_pending(0, node)
+        if bar is not None:
+            bar.close()
+        for outcome in outcomes:
+            result = outcome.result
+            if result is not None and outcome.expected_stamp_ns is not None and outcome.image_in_bag:
+                got = stamp_ns(result.header)
+                if result.height > 0 and got != outcome.expected_stamp_ns:
+                    outcome.problems.append(f"answered on the frame stamped {got} ns, not on its own "
+                                            f"({outcome.expected_stamp_ns} ns)")
+        return outcomes
+
+def bag_start_ns(bag: Path) -> int:
+    """Bag time of the first message (where /clock starts)."""
+    messages = iter_messages(bag)
+    try:
+        return next(messages).time_ns
+    finally:
+        messages.close()

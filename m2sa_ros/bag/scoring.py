@@ -1,0 +1,137 @@
+"""Scoring the node's answers against a bag's ground truth (generative protocol).
+
+Predictions come from result messages (the node) or from ``Result`` objects (a direct
+Segmenter run); both are scored the same way: Hungarian matching on IoU, gIoU, cIoU and
+target-count accuracy per split, each target on the shape its ``mask_type`` asks for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from m2sa_ros.bag.record import BagError, GroundTruth
+
+
+LATENCY_PERCENTILES = (50, 90, 95, 99)
+
+# --------------------------------------------------------------------------- predictions
+@dataclass
+class Prediction:
+    """What the node (or a direct Segmenter run) answered to one command."""
+
+    answer: str
+    masks: np.ndarray  # bool [n, H, W]: the visible masks
+    labels: list[str]
+    scores: list[float]
+    success: bool = True
+    error: str = ""
+    # Per target: the complete shape when the node sent one (else None), and which shape
+    # the command asked for ("modal" / "amodal", from Target.mask_type).
+    amodal_masks: list[np.ndarray | None] | None = None
+    mask_types: list[str] | None = None
+
+    def requested_masks(self) -> np.ndarray:
+        """Per target, the shape its command asked for: the complete one for "amodal"
+        targets that carry it, else the visible one (what a planner would use)."""
+        if not len(self.masks):
+            return self.masks
+        types = self.mask_types or ["modal"] * len(self.masks)
+        amodal = self.amodal_masks or [None] * len(self.masks)
+        return np.stack([a if t == "amodal" and a is not None else m
+                         for m, a, t in zip(self.masks, amodal, types)])
+
+def prediction_from_msg(msg: Any) -> Prediction:
+    """A SegmentationResult message (rclpy) -> Prediction; a failed result has no masks."""
+    from m2sa_ros.image_conversion import msg_to_mask
+    from m2sa_ros.msg import Target as TargetMsg
+
+    height, width = int(msg.height), int(msg.width)
+    masks = [msg_to_mask(t.mask, what=f"result {msg.request_id}: target {i} mask") for i, t in enumerate(msg.targets)]
+    stack = np.stack(masks) if masks else np.zeros((0, height, width), dtype=bool)
+    amodal = [msg_to_mask(t.amodal_mask, what=f"result {msg.request_id}: target {i} amodal_mask")
+              if t.amodal_mask.height > 0 else None for i, t in enumerate(msg.targets)]
+    types = ["amodal" if t.mask_type == TargetMsg.MASK_AMODAL else "modal" for t in msg.targets]
+    return Prediction(answer=msg.answer, masks=stack, labels=[t.label for t in msg.targets],
+                      scores=[float(t.score) for t in msg.targets], success=bool(msg.success), error=msg.error,
+                      amodal_masks=amodal, mask_types=types)
+
+def prediction_from_result(result: Any, height: int, width: int) -> Prediction:
+    """An ``m2sa_core.types.Result`` -> Prediction (the direct, ROS-free path)."""
+    masks = [np.asarray(t.mask, dtype=bool) for t in result.targets]
+    stack = np.stack(masks) if masks else np.zeros((0, height, width), dtype=bool)
+    amodal = [None if t.amodal_mask is None else np.asarray(t.amodal_mask, dtype=bool) for t in result.targets]
+    return Prediction(answer=result.answer, masks=stack, labels=[t.label for t in result.targets],
+                      scores=[float(t.score) for t in result.targets], amodal_masks=amodal,
+                      mask_types=[t.mask_type for t in result.targets])
+
+# --------------------------------------------------------------------------- scoring
+@dataclass
+class CommandScore:
+    """Per-command outcome of the generative protocol."""
+
+    index: int
+    split: str
+    target_ious: list[float]  # per predicted target: IoU with its matched ground truth, 0 if unmatched
+    matched_gt: list[int | None]  # per predicted target: index of its ground truth
+    missed_gt: list[int]  # ground truths no prediction matched
+    entry_ious: list[float]  # what entered gIoU (matched pairs, then unmatched entries)
+
+@dataclass
+class Scores:
+    reports: dict[str, Any]  # split -> m2sa_core.metrics.SplitReport
+    commands: dict[int, CommandScore]
+
+def score_predictions(truth: GroundTruth, predictions: dict[int, Prediction | None],
+                      exclude: Sequence[int] = ()) -> Scores:
+    """Generative protocol over the commands of ``truth``.
+
+    A command without a prediction (no result) or with a failed result counts as an
+    answer with no masks: every ground truth is missed. Each predicted target is scored
+    on the shape the node says its command asked for (``Target.mask_type``): the
+    complete shape for "amodal" targets that carry one, else the visible mask; the
+    ground truth holds the shape the command really asked for, so a node that mistakes
+    which one was meant loses IoU there.
+    ``exclude`` leaves commands out (e.g. those whose image is not in the bag: a data
+    problem, not the node's).
+    """
+    from m2sa_core.metrics import SegmentationEvaluator, match_masks
+
+    evaluator = SegmentationEvaluator("generative")
+    scored: dict[int, CommandScore] = {}
+    skip = set(exclude)
+    for command in truth.commands:
+        if command.index in skip:
+            continue
+        gt = command.masks()
+        pred = predictions.get(command.index)
+        if pred is not None:
+            masks = pred.requested_masks()
+        else:
+            masks = np.zeros((0, command.height, command.width), dtype=bool)
+        if len(masks) and masks.shape[1:] != gt.shape[1:]:
+            raise BagError(f"command {command.index} ('{command.command}'): predicted masks are "
+                           f"{masks.shape[2]}x{masks.shape[1]}, the ground truth is {command.width}x{command.height}")
+        matching = match_masks(masks, gt)
+        target_ious = [0.0] * len(masks)
+        matched: list[int | None] = [None] * len(masks)
+        for p, g in matching.pairs:
+            target_ious[p] = float(matching.iou[p, g])
+            matched[p] = g
+        entries = evaluator.add(masks, gt, split=command.split or "all")
+        scored[command.index] = CommandScore(command.index, command.split, target_ious, matched,
+                                             list(matching.unmatched_gt), [float(v) for v in entries])
+    return Scores(evaluator.report(), scored)
+
+def percentiles(values: Sequence[float]) -> dict[str, float]:
+    """p50/p90/p95/p99, mean and max of ``values`` (NaN when empty)."""
+    if not values:
+        return {**{f"p{p}": math.nan for p in LATENCY_PERCENTILES}, "mean": math.nan, "max": math.nan}
+    array = np.asarray(values, dtype=np.float64)
+    out = {f"p{p}": float(np.percentile(array, p)) for p in LATENCY_PERCENTILES}
+    out.update(mean=float(array.mean()), max=float(array.max()))
+    return out
