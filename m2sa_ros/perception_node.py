@@ -12,6 +12,11 @@ docs/ROS_INTERFACE.md). What it adds is robotics plumbing only:
   ones say they need a reconfigure (node_params.py);
 * keep-latest image (converted once, in its own callback group, never waiting on the
   model); one worker thread with a bounded queue runs commands in order;
+* the ``track`` action answers a command once with the full model, then re-segments
+  its targets on every new camera frame with SAM alone (``Segmenter.track``) until
+  cancel, timeout, every target lost or the node stopping; the per-track decisions
+  live in tracks.py, and tracked frames share the one worker queue with commands (at
+  most one waiting per track, so commands still get through);
 * every accepted command - topic (plain or with a request id), service or action -
   yields exactly one SegmentationResult carrying the command's request id, a success
   or ``success=false`` with a clear ``error``; the result's header is the source
@@ -60,6 +65,7 @@ from m2sa_core.cli_errors import cli_entry
 from m2sa_core.data.conversation import sanitize_command
 from m2sa_core.visualize import overlay_targets
 from m2sa_ros.action import Segment as SegmentAction
+from m2sa_ros.action import Track as TrackAction
 from m2sa_ros.centroids import Intrinsics, StampedBuffer, mask_centroid
 from m2sa_ros.diagnostics import NodeStats, build_diagnostics, status_level
 from m2sa_ros.frames import Frame, LatestFrame
@@ -73,6 +79,7 @@ from m2sa_ros.node_params import (PARAMETERS, SPECS, NodeParams, ParameterError,
                                   descriptor, validate)
 from m2sa_ros.result_conversion import error_result, result_to_msg
 from m2sa_ros.srv import Segment as SegmentSrv
+from m2sa_ros.tracks import CANCELLED, ERROR_PREFIX, LOST, TIMEOUT, Track, TrackSet, TrackSettings
 from m2sa_ros.worker import CommandWorker, Job
 
 NODE_NAME = "perception_node"
@@ -105,6 +112,13 @@ def _cancelled_error() -> type[BaseException]:
     return Cancelled
 
 
+@dataclass(frozen=True)
+class TrackFrame:
+    """A worker job: the next new camera frame of one track (the newest when it runs)."""
+
+    track: Track
+
+
 @dataclass
 class Request:
     """One command and where its single result goes."""
@@ -117,6 +131,8 @@ class Request:
     frame: Frame | None = None  # a request's own image; None = the latest camera frame
     on_feedback: Callable[[str, str], None] | None = None  # (stage, partial answer)
     on_done: Callable[[SegmentationResult], None] | None = None
+    keep_prompts: bool = False  # a track's command: the model returns its [SEG] prompts
+    on_model_result: Callable[[Any, Frame], None] | None = None  # (m2sa_core Result, its frame)
     _finished: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -187,6 +203,8 @@ class PerceptionNode(LifecycleNode):
         self._markers_pub = None
         self._interfaces: list[Any] = []
         self._action_server: ActionServer | None = None
+        self._track_server: ActionServer | None = None
+        self._tracks = TrackSet()
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._diag_timer = self.create_timer(1.0, self._publish_diagnostics, callback_group=self._diag_group)
 
@@ -284,6 +302,11 @@ class PerceptionNode(LifecycleNode):
             goal_callback=lambda _goal: GoalResponse.ACCEPT if self._active else GoalResponse.REJECT,
             cancel_callback=lambda _goal: CancelResponse.ACCEPT,
             callback_group=self._request_group)
+        self._track_server = ActionServer(
+            self, TrackAction, "track", execute_callback=self._on_track_goal,
+            goal_callback=lambda _goal: GoalResponse.ACCEPT if self._active else GoalResponse.REJECT,
+            cancel_callback=lambda _goal: CancelResponse.ACCEPT,
+            callback_group=self._request_group)
         self._active = True
         self.get_logger().info(f"active: listening on {self._image_topic()}, "
                                f"{self.resolve_topic_name('command')} and "
@@ -312,6 +335,7 @@ class PerceptionNode(LifecycleNode):
     def _close_interfaces(self, reason: str) -> None:
         """Stop taking commands, answer every pending one, then drop the interfaces."""
         self._active = False
+        self._tracks.end_all(reason)  # before the worker stops: the tracks end with this reason
         if self._worker is not None:
             if not self._worker.stop(f"cancelled: {reason}"):
                 self.get_logger().error("the worker did not stop within 30 s (model ignored cancel)")
@@ -324,15 +348,17 @@ class PerceptionNode(LifecycleNode):
             else:
                 self.destroy_service(entity)
         self._interfaces = []
-        if self._action_server is not None:
+        for server in (self._action_server, self._track_server):
+            if server is None:
+                continue
             # A goal's result goes out after its execute callback returned (from rclpy's
             # result future); destroying the server before that would drop it.
-            futures = list(getattr(self._action_server, "_result_futures", {}).values())
+            futures = list(getattr(server, "_result_futures", {}).values())
             deadline = time.monotonic() + 2.0
             while time.monotonic() < deadline and not all(f.done() for f in futures):
                 time.sleep(0.01)
-            self._action_server.destroy()
-            self._action_server = None
+            server.destroy()
+        self._action_server = self._track_server = None
 
     def _release(self) -> None:
         """Drop the model and everything it holds, and hand the memory back.
@@ -437,6 +463,7 @@ class PerceptionNode(LifecycleNode):
             error = _conversion_error(exc, self._image_topic())
             self._latest.put(None, msg.header, error=error, height=msg.height, width=msg.width)
             self._warn_once(f"image:{error}", f"bad image: {error}")
+        self._schedule_tracks()
 
     def _on_compressed(self, msg: CompressedImage) -> None:
         try:
@@ -445,6 +472,7 @@ class PerceptionNode(LifecycleNode):
             error = _conversion_error(exc, self._image_topic())
             self._latest.put(None, msg.header, error=error)
             self._warn_once(f"image:{error}", f"bad image: {error}")
+        self._schedule_tracks()
 
     def _on_depth(self, msg: Image) -> None:
         self._depth.push(_stamp_ns(msg.header), msg)
@@ -538,6 +566,125 @@ class PerceptionNode(LifecycleNode):
         finally:
             self._leave_inflight()
 
+    # ------------------------------------------------------------------ tracks
+    def _on_track_goal(self, goal_handle: Any) -> Any:
+        """The ``track`` action: the command once with the full model, then every new frame.
+
+        Blocks its executor thread until the track ends (like the ``segment`` action, it
+        counts against ``blocking_call_limit``); the worker delivers the answer and the
+        tracked frames as feedback meanwhile. Exactly one final result, with the reason.
+        """
+        goal = goal_handle.request
+        request_id = goal.request_id or uuid.UUID(bytes=bytes(goal_handle.goal_id.uuid)).hex
+        req = Request(request_id=request_id, command=goal.command, source="track",
+                      received_ns=self.get_clock().now().nanoseconds, keep_prompts=True)
+        if not self._enter_inflight():
+            return self._end_goal(goal_handle, self._too_many_calls(req), 0, ERROR_PREFIX + "queue full")
+        try:
+            return self._run_track(goal_handle, req)
+        finally:
+            self._leave_inflight()
+
+    def _run_track(self, goal_handle: Any, req: Request) -> Any:
+        try:
+            settings = TrackSettings.from_goal(goal_handle.request)
+        except ValueError as exc:
+            msg = self._error(req, f"bad track goal: {exc}")
+            self._finish(req, msg)
+            return self._end_goal(goal_handle, msg, 0, ERROR_PREFIX + msg.error)
+        track = Track(req.request_id, req.command, settings, time.monotonic(), handle=goal_handle)
+        answered = threading.Event()
+        answer: list[SegmentationResult] = []
+        prompts: list[tuple[Any, str]] = []
+
+        def on_done(msg: SegmentationResult) -> None:
+            answer.append(msg)
+            answered.set()
+            if msg.success and prompts and prompts[0][0] is not None:
+                feedback = TrackAction.Feedback(result=msg, frame_seq=0)
+                track.answered(prompts[0][0], prompts[0][1], msg, lambda: goal_handle.publish_feedback(feedback))
+            elif goal_handle.is_cancel_requested:
+                track.end(CANCELLED, last=msg)
+            else:
+                track.end(ERROR_PREFIX + (msg.error or "the model returned no prompts to track"), last=msg)
+
+        req.on_model_result = lambda result, frame: prompts.append((getattr(result, "prompts", None), frame.key))
+        req.on_done = on_done
+        self._tracks.add(track)
+        try:
+            self._accept(req, stop_when=lambda: goal_handle.is_cancel_requested or not track.active)
+            while not track.ended.wait(0.05):
+                track.check(time.monotonic(), goal_handle.is_cancel_requested)
+                if not self.context.ok():
+                    track.end("node shutting down")
+            self._wait(answered)  # a command still running stops at its next check
+        finally:
+            self._tracks.remove(track)
+        final = track.last if track.last is not None else (
+            answer[0] if answer else self._error(req, track.reason))
+        return self._end_goal(goal_handle, final, track.frames, track.reason)
+
+    def _end_goal(self, goal_handle: Any, msg: SegmentationResult, frames: int, reason: str) -> Any:
+        """Set the goal's status from the reason: cancelled, succeeded (timeout, lost) or aborted."""
+        if reason == CANCELLED and goal_handle.is_cancel_requested:
+            goal_handle.canceled()
+        elif reason in (TIMEOUT, LOST):
+            goal_handle.succeed()
+        else:
+            goal_handle.abort()
+        self.get_logger().info(f"track {msg.request_id} ended after {frames} frame(s): {reason}")
+        return TrackAction.Result(result=msg, frames=frames, reason=reason)
+
+    def _schedule_tracks(self) -> None:
+        """Queue the newest frame for each track that wants it (image callback, after each tracked frame)."""
+        worker, frame = self._worker, self._latest.get()
+        if worker is None or frame is None or not self._active or frame.error:
+            return
+        for track in self._tracks.due(frame.key, time.monotonic()):
+            if not worker.submit(Job(payload=TrackFrame(track), bounded=False)):
+                track.dropped()
+
+    def _process_track_frame(self, track: Track) -> None:
+        """Worker thread: one tracked frame of ``track`` on the newest camera frame."""
+        segmenter, params, frame = self._segmenter, self._params, self._latest.get()
+        if segmenter is None or params is None or frame is None or frame.rgb is None:
+            track.dropped()
+            return
+        if not track.take(frame.key, time.monotonic()):
+            return
+        centroid_fn, _ = self._centroid_fn(frame)
+        started = time.monotonic()
+        try:
+            result, state = segmenter.track(frame.rgb, track.prompts, track.state,
+                                            use_previous_mask=track.settings.use_previous_mask,
+                                            frame_key=frame.key or None)
+            elapsed = (time.monotonic() - started) * 1000.0
+            msg = result_to_msg(result, request_id=track.request_id, command=track.command, header=frame.header,
+                                image_shape=frame.rgb.shape, inference_ms=elapsed, centroid_fn=centroid_fn)
+        except Exception as exc:  # noqa: BLE001 - a model failure ends the track, not the node
+            self.get_logger().error(f"model failure on track {track.request_id}: {traceback.format_exc()}")
+            error = f"model failure: {type(exc).__name__}: {exc}"
+            out_of_memory = _is_out_of_memory(exc)
+            del exc
+            last = error_result(error, request_id=track.request_id, command=track.command, header=frame.header,
+                                height=frame.height, width=frame.width)
+            track.end(ERROR_PREFIX + error, last=last)
+            if out_of_memory:
+                _release_memory(params.device)
+            return
+
+        def deliver(seq: int) -> None:
+            self.stats.record(True, msg.inference_ms, "")
+            pub = self._result_pub
+            if pub is not None:
+                pub.publish(msg)
+            track.handle.publish_feedback(TrackAction.Feedback(result=msg, frame_seq=seq))
+
+        if track.record(result, state, msg, deliver):
+            self._publish_overlay(frame, result)
+            self._publish_markers(msg)
+        self._schedule_tracks()  # a newer frame may have come while this one ran
+
     def _too_many_calls(self, req: Request) -> SegmentationResult:
         msg = self._error(req, f"queue full: {self.blocking_call_limit} service/action calls already "
                                "waiting")
@@ -609,7 +756,10 @@ class PerceptionNode(LifecycleNode):
         return frame, ""
 
     def _process(self, job: Job) -> None:
-        """Worker thread: one command from frame to published result."""
+        """Worker thread: one command from frame to published result (or one tracked frame)."""
+        if isinstance(job.payload, TrackFrame):
+            self._process_track_frame(job.payload.track)
+            return
         req: Request = job.payload
         params, segmenter = self._params, self._segmenter
         if params is None or segmenter is None:
@@ -643,8 +793,9 @@ class PerceptionNode(LifecycleNode):
         started = time.monotonic()
         failed = out_of_memory = False
         try:
+            extra = {"keep_prompts": True} if req.keep_prompts else {}
             result = segmenter.segment(frame.rgb, req.command, frame_key=frame.key or None,
-                                       on_stage=on_stage, on_text=on_text, should_stop=job.should_stop)
+                                       on_stage=on_stage, on_text=on_text, should_stop=job.should_stop, **extra)
         except _cancelled_error():
             elapsed = (time.monotonic() - started) * 1000.0
             self._finish(req, self._error(req, job.cancel_reason or "cancelled", frame, elapsed))
@@ -671,6 +822,8 @@ class PerceptionNode(LifecycleNode):
             self.get_logger().error(f"could not convert the result of {req.request_id}: {traceback.format_exc()}")
             self._finish(req, self._error(req, f"model failure: {exc}", frame, elapsed))
             return
+        if req.on_model_result is not None:
+            req.on_model_result(result, frame)
         self._finish(req, msg)
         self._publish_overlay(frame, result)
         self._publish_markers(msg)
@@ -681,10 +834,20 @@ class PerceptionNode(LifecycleNode):
 
     def _reject(self, job: Job, reason: str) -> None:
         """A queued job the worker will never run (node deactivating)."""
+        if isinstance(job.payload, TrackFrame):
+            job.payload.track.dropped()  # the track itself ends with the node's reason
+            return
         req: Request = job.payload
         self._finish(req, self._error(req, reason))
 
     def _handler_crashed(self, job: Job, exc: BaseException) -> None:
+        if isinstance(job.payload, TrackFrame):
+            track = job.payload.track
+            self.get_logger().error(f"internal error on track {track.request_id}: "
+                                    f"{''.join(traceback.format_exception(exc))}")
+            track.dropped()
+            track.end(f"{ERROR_PREFIX}internal error: {type(exc).__name__}: {exc}")
+            return
         req: Request = job.payload
         self.get_logger().error(f"internal error on request {req.request_id}: "
                                 f"{''.join(traceback.format_exception(exc))}")

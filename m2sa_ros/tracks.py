@@ -72,8 +72,10 @@ class Track:
     result goes out after the track ended.
     """
 
-    def __init__(self, request_id: str, command: str, settings: TrackSettings, started_at: float) -> None:
+    def __init__(self, request_id: str, command: str, settings: TrackSettings, started_at: float,
+                 handle: Any = None) -> None:
         self.request_id = request_id
+        self.handle = handle  # the node's way to deliver feedback (its goal handle)
         self.command = command
         self.settings = settings
         self.started_at = started_at

@@ -4,7 +4,8 @@ Inference takes from tens of milliseconds (tiny, CPU) to seconds (7B); if it ran
 ROS callback, image callbacks and the lifecycle services would stall behind it. So
 commands become :class:`Job` objects, queued here (bounded: a robot flooding the node
 gets an explicit "queue full" instead of an ever-growing latency), and one thread runs
-them in order. The worker guarantees the node's contract that every accepted job is
+them in order (tracked frames of the ``track`` action go through the same queue, so
+they share the model fairly with commands). The worker guarantees the node's contract that every accepted job is
 finished exactly once: run by the handler, or rejected when the worker stops.
 """
 
@@ -36,6 +37,10 @@ class Job:
     cancel_reason: str = ""
     # An outside source of cancellation (an action goal's cancel state), polled too.
     stop_when: Callable[[], bool] | None = None
+    # Counts against max_queue. Tracked frames do not: each running track has at most
+    # one waiting (m2sa_ros.tracks), so they cannot flood the queue, and they must not
+    # make ordinary commands fail with "queue full".
+    bounded: bool = True
 
     def request_cancel(self, reason: str) -> None:
         """Ask the handler to stop at its next check; the first reason given wins."""
@@ -63,8 +68,10 @@ class CommandWorker:
         self._handler = handler
         self._reject = reject
         self._on_handler_error = on_handler_error
-        self._queue: queue.Queue[Any] = queue.Queue(maxsize=max_queue)
+        # Unbounded: max_queue is enforced on bounded jobs in submit().
+        self._queue: queue.Queue[Any] = queue.Queue()
         self._max_queue = max_queue
+        self._waiting = 0  # bounded jobs queued
         self._seq = itertools.count(1)
         self._current: Job | None = None
         self._lock = threading.Lock()
@@ -79,8 +86,9 @@ class CommandWorker:
 
     @property
     def depth(self) -> int:
-        """Jobs waiting (not counting the one running)."""
-        return self._queue.qsize()
+        """Commands waiting (not counting the one running nor tracked frames)."""
+        with self._lock:
+            return self._waiting
 
     @property
     def busy(self) -> bool:
@@ -90,13 +98,12 @@ class CommandWorker:
     def submit(self, job: Job) -> bool:
         """Queue a job; False (and nothing queued) when the queue is full or stopping."""
         with self._lock:
-            if self._stopping:
+            if self._stopping or (job.bounded and self._waiting >= self._max_queue):
                 return False
             job.seq = next(self._seq)
-            try:
-                self._queue.put_nowait(job)
-            except queue.Full:
-                return False
+            if job.bounded:
+                self._waiting += 1
+            self._queue.put_nowait(job)
             return True
 
     def stop(self, reason: str, timeout: float = 30.0) -> bool:
@@ -119,6 +126,9 @@ class CommandWorker:
             except queue.Empty:
                 break
             if item is not _STOP:
+                if item.bounded:
+                    with self._lock:
+                        self._waiting -= 1
                 item.request_cancel(reason)
                 self._reject(item, reason)
         self._queue.put(_STOP)
@@ -132,6 +142,8 @@ class CommandWorker:
                 return
             with self._lock:
                 self._current = item
+                if item.bounded:
+                    self._waiting -= 1
                 if self._stopping:  # taken just as stop() began: it must not run unnoticed
                     item.request_cancel(self._stop_reason)
             try:
