@@ -579,7 +579,8 @@ class PerceptionNode(LifecycleNode):
         req = Request(request_id=request_id, command=goal.command, source="track",
                       received_ns=self.get_clock().now().nanoseconds, keep_prompts=True)
         if not self._enter_inflight():
-            return self._end_goal(goal_handle, self._too_many_calls(req), 0, ERROR_PREFIX + "queue full")
+            msg = self._too_many_calls(req)
+            return self._end_goal(goal_handle, msg, 0, ERROR_PREFIX + msg.error)
         try:
             return self._run_track(goal_handle, req)
         finally:

@@ -113,3 +113,31 @@ def test_track_set_hands_frames_to_each_track_and_ends_all():
     tracks.remove(a)
     tracks.end_all("node deactivated")
     assert b.reason == "node deactivated" and a.active and len(tracks) == 1
+
+
+def test_tracked_frames_wait_in_the_worker_queue_outside_max_queue():
+    """A full command queue still takes a tracked frame, and tracked frames never fill it."""
+    import threading
+
+    from m2sa_ros.worker import CommandWorker, Job
+
+    release, ran, rejected = threading.Event(), [], []
+    worker = CommandWorker(lambda job: (release.wait(10), ran.append(job.payload)),
+                           lambda job, reason: rejected.append(job.payload), max_queue=1)
+    try:
+        assert worker.submit(Job(payload="running"))
+        while not worker.busy:
+            release.wait(0.01)
+        assert worker.submit(Job(payload="frame-a", bounded=False))
+        assert worker.submit(Job(payload="command"))
+        assert not worker.submit(Job(payload="command-2"))  # max_queue 1: commands only
+        assert worker.submit(Job(payload="frame-b", bounded=False))
+        assert worker.depth == 1
+        release.set()
+        while len(ran) < 4:
+            release.wait(0.01)
+        assert ran == ["running", "frame-a", "command", "frame-b"] and worker.depth == 0
+    finally:
+        release.set()
+        worker.stop("test over")
+    assert rejected == []
