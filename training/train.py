@@ -18,6 +18,7 @@ import math
 import random
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -123,12 +124,103 @@ def _tensorboard(out_dir: Path, info: DistInfo):
     return SummaryWriter(str(out_dir / "tensorboard"))
 
 
+@dataclass
+class Run:
+    """What one training run holds once set up: the model, its data and its optimiser."""
+
+    config: TrainConfig
+    info: DistInfo
+    device: torch.device
+    out_dir: Path
+    model: torch.nn.Module
+    tokenizer: object
+    builder: object
+    processor: object
+    fsdp: bool
+    params: list
+    optimizer: torch.optim.Optimizer
+    scheduler: torch.optim.lr_scheduler.LambdaLR
+    mixture: Mixture
+
+    @property
+    def ckpt_root(self) -> Path:
+        return self.out_dir / "checkpoints"
+
+
+class TrainLogs:
+    """Where each step is reported: the progress bar, the CSV log and TensorBoard."""
+
+    # Amodal columns come last so readers of the original columns are unaffected; they
+    # average over the micro-batches, counting 0 where a micro-batch had no such targets.
+    FIELDS = ["step", "lr", "loss", "ce", "bce", "dice", "samples_per_s", "time",
+              "amodal_bce", "amodal_dice", "mask_type"]
+
+    def __init__(self, run: Run, start_step: int) -> None:
+        info = run.info
+        self.csv = CsvLog(run.out_dir / "train_log.csv", self.FIELDS) if info.is_main else None
+        self.writer = _tensorboard(run.out_dir, info)
+        self.progress = tqdm(total=run.config.optim.max_steps, initial=start_step, disable=not info.is_main,
+                             desc="train", unit="step", dynamic_ncols=True)
+
+    def step(self, run: Run, step: int, parts: list[float], throughput: float) -> None:
+        loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type = parts
+        self.progress.update(1)
+        self.progress.set_postfix(loss=f"{loss:.3f}", ce=f"{ce:.3f}", bce=f"{bce:.3f}", dice=f"{dice:.3f}",
+                                  a_bce=f"{amodal_bce:.3f}", a_dice=f"{amodal_dice:.3f}",
+                                  mtype=f"{mask_type:.3f}", sps=f"{throughput:.1f}")
+        config = run.config
+        if not (run.info.is_main and (step % config.log_every == 0 or step == config.optim.max_steps)):
+            return
+        lr = run.scheduler.get_last_lr()[0]
+        self.csv.write({"step": step, "lr": lr, "loss": loss, "ce": ce, "bce": bce, "dice": dice,
+                        "samples_per_s": throughput, "time": time.time(), "amodal_bce": amodal_bce,
+                        "amodal_dice": amodal_dice, "mask_type": mask_type})
+        if self.writer is not None:
+            for name, value in (("loss", loss), ("ce", ce), ("bce", bce), ("dice", dice), ("lr", lr),
+                                ("amodal_bce", amodal_bce), ("amodal_dice", amodal_dice),
+                                ("mask_type", mask_type)):
+                self.writer.add_scalar(f"train/{name}", value, step)
+
+    def close(self) -> None:
+        self.progress.close()
+
+
 def train(config: TrainConfig, resume: bool = False, stop_after: int | None = None) -> Path:
     """Run (or resume) training; returns the directory of the final model.
 
     ``stop_after`` ends the process loop early (after that many optimizer steps in this
     invocation) without writing the final model: used to test interruption and resume.
     """
+    run = setup(config)
+    start_step = resume_from_checkpoint(run) if resume else 0
+    wrapped = _wrap_for_ddp(run)
+    logs = TrainLogs(run, start_step)
+    batches = _micro_batches(run, start_step)
+    step = start_step
+    steps_this_run = 0
+    wrapped.train()
+    while step < config.optim.max_steps:
+        t0 = time.perf_counter()
+        parts = optimisation_step(run, wrapped, batches)
+        step += 1
+        steps_this_run += 1
+        elapsed = time.perf_counter() - t0
+        if not math.isfinite(parts[0]):
+            raise FloatingPointError(f"step {step}: loss is {parts[0]}; lower the lr or check the data")
+        throughput = config.optim.grad_accum * config.optim.batch_size * run.info.world_size / max(elapsed, 1e-9)
+        logs.step(run, step, parts, throughput)
+        _checkpoint_and_eval(run, step, wrapped, logs.writer)
+        if stop_after is not None and steps_this_run >= stop_after:
+            logs.close()
+            shutdown(run.info)
+            return run.out_dir
+    logs.close()
+    return finish(run, step, logs.writer)
+
+
+def setup(config: TrainConfig) -> Run:
+    """Check the config, start the process group, write the run's config, and build the
+    model, its data sources, the optimiser and the schedule."""
     if config.strategy not in ("ddp", "fsdp"):
         raise ValueError(f"strategy must be ddp or fsdp, got {config.strategy!r}")
     if config.seg_mode not in ("multi", "single"):
@@ -136,7 +228,6 @@ def train(config: TrainConfig, resume: bool = False, stop_after: int | None = No
     info, device = init_distributed(config.device)
     torch.manual_seed(config.seed)
     out_dir = Path(config.out_dir)
-    ckpt_root = out_dir / "checkpoints"
     if info.is_main:
         out_dir.mkdir(parents=True, exist_ok=True)
         (out_dir / "config.json").write_text(json.dumps(config_to_dict(config), indent=2))
@@ -155,105 +246,103 @@ def train(config: TrainConfig, resume: bool = False, stop_after: int | None = No
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, linear_warmup_decay(config.optim.warmup_steps, config.optim.max_steps))
     mixture = Mixture(sources, seed=config.seed)
+    return Run(config=config, info=info, device=device, out_dir=out_dir, model=model,
+               tokenizer=tokenizer, builder=builder, processor=processor, fsdp=fsdp, params=params,
+               optimizer=optimizer, scheduler=scheduler, mixture=mixture)
 
-    start_step = 0
-    if resume:
-        latest = ckpt.latest_intact_checkpoint(ckpt_root)
-        if latest is not None:
-            state = ckpt.load_checkpoint(latest)
-            if fsdp:
-                fsdp_lib.load_full_state(model, optimizer, state.trainables, state.optimizer)
-            else:
-                load_trainable_state(model, state.trainables)
-                optimizer.load_state_dict(state.optimizer)
-            scheduler.load_state_dict(state.scheduler)
-            ckpt.set_rng_state(state.rng)
-            start_step = state.step
-            if info.is_main:
-                print(f"[train] resumed from {latest} (step {start_step})", flush=True)
-        elif info.is_main:
+
+def resume_from_checkpoint(run: Run) -> int:
+    """Load the newest intact checkpoint (weights, optimiser, schedule, RNG); returns the
+    step to continue from (0 when there is none)."""
+    info, ckpt_root = run.info, run.ckpt_root
+    latest = ckpt.latest_intact_checkpoint(ckpt_root)
+    if latest is None:
+        if info.is_main:
             print(f"[train] --resume: no intact checkpoint under {ckpt_root}; starting fresh", flush=True)
+        return 0
+    state = ckpt.load_checkpoint(latest)
+    if run.fsdp:
+        from training import fsdp as fsdp_lib
 
-    wrapped = LossParts(model)
-    if info.enabled and not fsdp:
+        fsdp_lib.load_full_state(run.model, run.optimizer, state.trainables, state.optimizer)
+    else:
+        load_trainable_state(run.model, state.trainables)
+        run.optimizer.load_state_dict(state.optimizer)
+    run.scheduler.load_state_dict(state.scheduler)
+    ckpt.set_rng_state(state.rng)
+    if info.is_main:
+        print(f"[train] resumed from {latest} (step {state.step})", flush=True)
+    return state.step
+
+
+def _wrap_for_ddp(run: Run) -> torch.nn.Module:
+    wrapped = LossParts(run.model)
+    if run.info.enabled and not run.fsdp:
+        device = run.device
         wrapped = DistributedDataParallel(wrapped, device_ids=[device.index] if device.type == "cuda" else None,
                                           find_unused_parameters=True)
-    autocast_dtype = resolve_precision(config, device)
-    accum, batch = config.optim.grad_accum, config.optim.batch_size
-    # Amodal columns come last so readers of the original columns are unaffected; they
-    # average over the micro-batches, counting 0 where a micro-batch had no such targets.
-    csv_log = CsvLog(out_dir / "train_log.csv", ["step", "lr", "loss", "ce", "bce", "dice",
-                                                 "samples_per_s", "time", "amodal_bce", "amodal_dice",
-                                                 "mask_type"]) if info.is_main else None
-    writer = _tensorboard(out_dir, info)
+    return wrapped
 
-    batches = iter(torch.utils.data.DataLoader(
-        MicroBatches(mixture, builder, processor, tokenizer.pad_token_id, info, batch, accum,
-                     single_seg=config.seg_mode == "single"),
+
+def _micro_batches(run: Run, start_step: int):
+    """An iterator over this rank's micro-batches from ``start_step`` to the end of the run."""
+    config = run.config
+    accum = config.optim.grad_accum
+    return iter(torch.utils.data.DataLoader(
+        MicroBatches(run.mixture, run.builder, run.processor, run.tokenizer.pad_token_id, run.info,
+                     config.optim.batch_size, accum, single_seg=config.seg_mode == "single"),
         batch_size=None, sampler=range(start_step * accum, config.optim.max_steps * accum),
         num_workers=config.num_workers, persistent_workers=False,
         prefetch_factor=4 if config.num_workers else None))
 
-    progress = tqdm(total=config.optim.max_steps, initial=start_step, disable=not info.is_main,
-                    desc="train", unit="step", dynamic_ncols=True)
-    step = start_step
-    steps_this_run = 0
-    wrapped.train()
-    while step < config.optim.max_steps:
-        t0 = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
-        parts = torch.zeros(7, dtype=torch.float64)
-        for micro in range(accum):
-            inputs = _to_device(next(batches), device)
-            last = micro == accum - 1
-            sync = contextlib.nullcontext() if (last or not info.enabled or fsdp) else wrapped.no_sync()
-            if fsdp:
-                model.set_requires_gradient_sync(last)
-            amp = torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
-            with sync, amp:
-                losses = wrapped(inputs)
-                (losses[0] / accum).backward()
-            parts += torch.tensor([v.item() for v in losses], dtype=torch.float64) / accum
-        if info.enabled:
-            torch.distributed.all_reduce(parts)
-            parts /= info.world_size
-        if config.optim.grad_clip > 0:
-            torch.nn.utils.clip_grad_norm_(params, config.optim.grad_clip)
-        optimizer.step()
-        scheduler.step()
-        step += 1
-        steps_this_run += 1
-        elapsed = time.perf_counter() - t0
-        loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type = parts.tolist()
-        if not math.isfinite(loss):
-            raise FloatingPointError(f"step {step}: loss is {loss}; lower the lr or check the data")
-        throughput = accum * batch * info.world_size / max(elapsed, 1e-9)
-        progress.update(1)
-        progress.set_postfix(loss=f"{loss:.3f}", ce=f"{ce:.3f}", bce=f"{bce:.3f}", dice=f"{dice:.3f}",
-                             a_bce=f"{amodal_bce:.3f}", a_dice=f"{amodal_dice:.3f}", mtype=f"{mask_type:.3f}",
-                             sps=f"{throughput:.1f}")
-        if info.is_main and (step % config.log_every == 0 or step == config.optim.max_steps):
-            lr = scheduler.get_last_lr()[0]
-            csv_log.write({"step": step, "lr": lr, "loss": loss, "ce": ce, "bce": bce, "dice": dice,
-                           "samples_per_s": throughput, "time": time.time(), "amodal_bce": amodal_bce,
-                           "amodal_dice": amodal_dice, "mask_type": mask_type})
-            if writer is not None:
-                for name, value in (("loss", loss), ("ce", ce), ("bce", bce), ("dice", dice), ("lr", lr),
-                                    ("amodal_bce", amodal_bce), ("amodal_dice", amodal_dice),
-                                    ("mask_type", mask_type)):
-                    writer.add_scalar(f"train/{name}", value, step)
-        if config.checkpoint_every and step % config.checkpoint_every == 0:
-            _save(ckpt_root, step, model, optimizer, scheduler, config, info, fsdp)
-        if config.eval_every and step % config.eval_every == 0 and step < config.optim.max_steps and not fsdp:
-            _periodic_eval(model, tokenizer, config, step, info, writer)
-            wrapped.train()
-        if stop_after is not None and steps_this_run >= stop_after:
-            progress.close()
-            shutdown(info)
-            return out_dir
-    progress.close()
-    final_dir = out_dir / "final"
+
+def optimisation_step(run: Run, wrapped: torch.nn.Module, batches) -> list[float]:
+    """One optimiser step over ``grad_accum`` micro-batches; returns the loss parts
+    (loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type) averaged over the
+    micro-batches and the ranks."""
+    info, device, fsdp = run.info, run.device, run.fsdp
+    accum = run.config.optim.grad_accum
+    autocast_dtype = resolve_precision(run.config, device)
+    run.optimizer.zero_grad(set_to_none=True)
+    parts = torch.zeros(7, dtype=torch.float64)
+    for micro in range(accum):
+        inputs = _to_device(next(batches), device)
+        last = micro == accum - 1
+        sync = contextlib.nullcontext() if (last or not info.enabled or fsdp) else wrapped.no_sync()
+        if fsdp:
+            run.model.set_requires_gradient_sync(last)
+        amp = torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
+        with sync, amp:
+            losses = wrapped(inputs)
+            (losses[0] / accum).backward()
+        parts += torch.tensor([v.item() for v in losses], dtype=torch.float64) / accum
+    if info.enabled:
+        torch.distributed.all_reduce(parts)
+        parts /= info.world_size
+    if run.config.optim.grad_clip > 0:
+        torch.nn.utils.clip_grad_norm_(run.params, run.config.optim.grad_clip)
+    run.optimizer.step()
+    run.scheduler.step()
+    return parts.tolist()
+
+
+def _checkpoint_and_eval(run: Run, step: int, wrapped: torch.nn.Module, writer) -> None:
+    config = run.config
+    if config.checkpoint_every and step % config.checkpoint_every == 0:
+        _save(run.ckpt_root, step, run.model, run.optimizer, run.scheduler, config, run.info, run.fsdp)
+    if config.eval_every and step % config.eval_every == 0 and step < config.optim.max_steps and not run.fsdp:
+        _periodic_eval(run.model, run.tokenizer, config, step, run.info, writer)
+        wrapped.train()
+
+
+def finish(run: Run, step: int, writer) -> Path:
+    """Save the final model (with every rank's parameter fingerprint), run the final
+    evaluation when one is configured, and end the process group."""
+    info, config, model, fsdp = run.info, run.config, run.model, run.fsdp
+    final_dir = run.out_dir / "final"
     if fsdp:
+        from training import fsdp as fsdp_lib
+
         # Every rank holds a shard: gather the full weights once, rank 0 saves them.
         # (Shards differ by design, so there is one fingerprint, of the full model.)
         model = fsdp_lib.unsharded_copy(model, build=info.is_main)
@@ -261,7 +350,7 @@ def train(config: TrainConfig, resume: bool = False, stop_after: int | None = No
     else:
         fingerprints = all_gather_objects(parameter_fingerprint(model), info)
     if info.is_main:
-        save_trained_model(model, tokenizer, final_dir)
+        save_trained_model(model, run.tokenizer, final_dir)
         # Every rank's parameters must be identical after DDP; record them so a diverged
         # run is visible (and testable) rather than silently saving rank 0's copy.
         (final_dir / "rank_fingerprints.json").write_text(json.dumps(fingerprints))
@@ -269,7 +358,7 @@ def train(config: TrainConfig, resume: bool = False, stop_after: int | None = No
             log.error("ranks hold different parameters after training: %s", fingerprints)
         print(f"[train] model written to {final_dir}", flush=True)
     if config.eval_data and not fsdp:
-        _periodic_eval(model, tokenizer, config, step, info, writer)
+        _periodic_eval(model, run.tokenizer, config, step, info, writer)
     elif config.eval_data and info.is_main:
         print("[train] FSDP run: evaluate the final model with m2sa-eval (sharded generation is not "
               "evaluated in-loop)", flush=True)
