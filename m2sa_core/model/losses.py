@@ -1,9 +1,15 @@
-"""Mask losses of M2SA (LISA's formulation): sigmoid BCE and Dice, averaged per mask."""
+"""M2SA's losses (LISA's formulation): answer CE, sigmoid BCE and Dice averaged per mask,
+and their weighted sum with the amodal and mask-type terms (:class:`M2SALoss`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 import torch.nn.functional as F
+
+from m2sa_core.prompt import IGNORE_INDEX
+from m2sa_core.types import MaskType
 
 
 def sigmoid_bce_per_mask(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -23,3 +29,93 @@ def dice_per_mask(logits: torch.Tensor, targets: torch.Tensor, smooth: float = 1
     t = targets.float().flatten(1)
     inter = (probs * t).sum(1)
     return 1.0 - (2.0 * inter + smooth) / (probs.sum(1) + t.sum(1) + smooth)
+
+
+def answer_ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """Teacher-forced cross-entropy of the answer tokens: position t predicts label t+1;
+    positions labelled ``IGNORE_INDEX`` (prompt, image, padding) are left out."""
+    return F.cross_entropy(logits[:, :-1].float().flatten(0, 1), labels[:, 1:].flatten(),
+                           ignore_index=IGNORE_INDEX)
+
+
+@dataclass
+class LossParts:
+    """The weighted total and its parts; a part with no term in the batch is 0 and left
+    out of the total."""
+
+    loss: torch.Tensor
+    ce: torch.Tensor
+    bce: torch.Tensor
+    dice: torch.Tensor
+    amodal_bce: torch.Tensor
+    amodal_dice: torch.Tensor
+    mask_type: torch.Tensor
+    num_masks: int
+    num_amodal_masks: int
+
+
+class M2SALoss:
+    """Assembles M2SA's loss: ``w_ce * CE + w_bce * BCE + w_dice * Dice`` on the visible
+    masks, the same on the amodal masks where there is amodal ground truth, and the
+    mask-type head's cross-entropy where a sample has a mask type.
+
+    Feed it one sample at a time (:meth:`add_sample`), then :meth:`total` with the
+    answer's CE. BCE and Dice average over every mask of the batch, not per sample.
+    """
+
+    def __init__(self, config) -> None:
+        self.config = config
+        self.bce_terms: list[torch.Tensor] = []
+        self.dice_terms: list[torch.Tensor] = []
+        self.amodal_bce_terms: list[torch.Tensor] = []
+        self.amodal_dice_terms: list[torch.Tensor] = []
+        self.type_terms: list[torch.Tensor] = []
+
+    def add_sample(self, sample_id: str, masks: torch.Tensor, amodal: torch.Tensor,
+                   type_logits: torch.Tensor, gt: torch.Tensor, gt_amodal: torch.Tensor | None,
+                   mask_type: str | None) -> None:
+        """One sample's terms: predicted visible / amodal mask logits [n, H, W] and
+        mask-type logits [n, k]; ``gt`` the masks the command asks for [n, H, W],
+        ``gt_amodal`` the complete shapes or None, ``mask_type`` the asked kind or None."""
+        smooth = self.config.dice_smooth
+        # gt_masks hold the mask the command asks for: for an amodal command that is
+        # the complete shape, which supervises the amodal output, never the visible one.
+        asks_complete = mask_type == MaskType.AMODAL
+        if not asks_complete:
+            self.bce_terms.append(sigmoid_bce_per_mask(masks, gt))
+            self.dice_terms.append(dice_per_mask(masks, gt, smooth))
+        gt_a = gt_amodal if gt_amodal is not None else (gt if asks_complete else None)
+        if gt_a is not None:
+            gt_a = gt_a.to(amodal.device)
+            if tuple(gt_a.shape) != tuple(gt.shape):
+                raise ValueError(
+                    f"sample {sample_id}: gt_amodal_masks are {tuple(gt_a.shape)} but gt_masks are "
+                    f"{tuple(gt.shape)}"
+                )
+            self.amodal_bce_terms.append(sigmoid_bce_per_mask(amodal, gt_a))
+            self.amodal_dice_terms.append(dice_per_mask(amodal, gt_a, smooth))
+        if mask_type is not None:
+            kind = MaskType(mask_type).index
+            wanted = torch.full((type_logits.shape[0],), kind, dtype=torch.long, device=type_logits.device)
+            self.type_terms.append(F.cross_entropy(type_logits.float(), wanted, reduction="none"))
+
+    def total(self, ce_loss: torch.Tensor) -> LossParts:
+        """The weighted total and its parts (skipped terms are left out of the sum, not
+        added as zeros)."""
+        cfg = self.config
+        zero = ce_loss.new_zeros(())
+        num_masks = sum(int(t.numel()) for t in self.bce_terms)
+        bce_loss = torch.cat(self.bce_terms).mean() if self.bce_terms else zero
+        dice_loss = torch.cat(self.dice_terms).mean() if self.dice_terms else zero
+        num_amodal = sum(int(t.numel()) for t in self.amodal_bce_terms)
+        amodal_bce_loss = torch.cat(self.amodal_bce_terms).mean() if num_amodal else zero
+        amodal_dice_loss = torch.cat(self.amodal_dice_terms).mean() if num_amodal else zero
+        mask_type_loss = torch.cat(self.type_terms).mean() if self.type_terms else zero
+        loss = cfg.ce_loss_weight * ce_loss + cfg.bce_loss_weight * bce_loss + cfg.dice_loss_weight * dice_loss
+        w_abce, w_adice = cfg.amodal_loss_weights
+        if num_amodal:
+            loss = loss + w_abce * amodal_bce_loss + w_adice * amodal_dice_loss
+        if self.type_terms:
+            loss = loss + cfg.mask_type_weight * mask_type_loss
+        return LossParts(loss, ce_loss, bce_loss, dice_loss, amodal_bce_loss, amodal_dice_loss,
+                         mask_type_loss, num_masks, num_amodal)

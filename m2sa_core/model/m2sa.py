@@ -22,14 +22,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 from transformers import CLIPVisionModel, LlamaForCausalLM
 
 from m2sa_core.prompt import IGNORE_INDEX, IMAGE_PLACEHOLDER_ID
-from m2sa_core.types import MASK_TYPES, MaskType
+from m2sa_core.types import MASK_TYPES
 from m2sa_core.model.config import M2SAConfig
-from m2sa_core.model.losses import dice_per_mask, sigmoid_bce_per_mask
+from m2sa_core.model.losses import M2SALoss, answer_ce
 from m2sa_core.model.sam import build_fusion, build_sam, encode_with_early_features
 
 BATCH_KEYS = (
@@ -337,14 +336,12 @@ class M2SAModel(nn.Module):
         )
         hidden = self.llm.model(inputs_embeds=embeds, attention_mask=attn, use_cache=False).last_hidden_state
         logits = self.llm.lm_head(hidden)
-        ce_loss = F.cross_entropy(
-            logits[:, :-1].float().flatten(0, 1), merged_labels[:, 1:].flatten(), ignore_index=IGNORE_INDEX
-        )
+        ce_loss = answer_ce(logits, merged_labels)
 
         gt_amodal, mask_types = self._optional_targets(batch, sample_ids)
         seg_pos = self.seg_hidden_positions(merged_labels)
         pred_masks, pred_ious, pred_amodal, pred_types = [], [], [], []
-        bce_terms, dice_terms, amodal_bce_terms, amodal_dice_terms, type_terms = [], [], [], [], []
+        losses = M2SALoss(cfg)
         for b in range(len(sample_ids)):
             gt = batch["gt_masks"][b]
             if gt.shape[0] == 0:
@@ -372,44 +369,12 @@ class M2SAModel(nn.Module):
             pred_amodal.append(amodal)
             pred_ious.append(iou[:, VISIBLE_MASK_TOKEN])
             pred_types.append(type_logits)
-            # gt_masks hold the mask the command asks for: for an amodal command that is
-            # the complete shape, which supervises the amodal output, never the visible one.
-            asks_complete = mask_types[b] == MaskType.AMODAL
-            if not asks_complete:
-                bce_terms.append(sigmoid_bce_per_mask(masks, gt))
-                dice_terms.append(dice_per_mask(masks, gt, cfg.dice_smooth))
-            gt_a = gt_amodal[b] if gt_amodal[b] is not None else (gt if asks_complete else None)
-            if gt_a is not None:
-                gt_a = gt_a.to(amodal.device)
-                if tuple(gt_a.shape) != tuple(gt.shape):
-                    raise ValueError(
-                        f"sample {sample_ids[b]}: gt_amodal_masks are {tuple(gt_a.shape)} but gt_masks are "
-                        f"{tuple(gt.shape)}"
-                    )
-                amodal_bce_terms.append(sigmoid_bce_per_mask(amodal, gt_a))
-                amodal_dice_terms.append(dice_per_mask(amodal, gt_a, cfg.dice_smooth))
-            if mask_types[b] is not None:
-                kind = MaskType(mask_types[b]).index
-                wanted = torch.full((type_logits.shape[0],), kind, dtype=torch.long, device=type_logits.device)
-                type_terms.append(F.cross_entropy(type_logits.float(), wanted, reduction="none"))
-        zero = ce_loss.new_zeros(())
-        num_masks = sum(int(t.numel()) for t in bce_terms)
-        bce_loss = torch.cat(bce_terms).mean() if bce_terms else zero
-        dice_loss = torch.cat(dice_terms).mean() if dice_terms else zero
-        num_amodal = sum(int(t.numel()) for t in amodal_bce_terms)
-        amodal_bce_loss = torch.cat(amodal_bce_terms).mean() if num_amodal else zero
-        amodal_dice_loss = torch.cat(amodal_dice_terms).mean() if num_amodal else zero
-        mask_type_loss = torch.cat(type_terms).mean() if type_terms else zero
-        loss = cfg.ce_loss_weight * ce_loss + cfg.bce_loss_weight * bce_loss + cfg.dice_loss_weight * dice_loss
-        w_abce, w_adice = cfg.amodal_loss_weights
-        if num_amodal:  # skipped terms are left out of the sum (not added as zeros)
-            loss = loss + w_abce * amodal_bce_loss + w_adice * amodal_dice_loss
-        if type_terms:
-            loss = loss + cfg.mask_type_weight * mask_type_loss
+            losses.add_sample(sample_ids[b], masks, amodal, type_logits, gt, gt_amodal[b], mask_types[b])
+        parts = losses.total(ce_loss)
         return M2SAOutput(
-            loss, ce_loss, bce_loss, dice_loss, pred_masks, pred_ious, logits, num_masks,
-            amodal_bce_loss=amodal_bce_loss, amodal_dice_loss=amodal_dice_loss, mask_type_loss=mask_type_loss,
-            pred_amodal_masks=pred_amodal, pred_mask_types=pred_types, num_amodal_masks=num_amodal,
+            parts.loss, parts.ce, parts.bce, parts.dice, pred_masks, pred_ious, logits, parts.num_masks,
+            amodal_bce_loss=parts.amodal_bce, amodal_dice_loss=parts.amodal_dice, mask_type_loss=parts.mask_type,
+            pred_amodal_masks=pred_amodal, pred_mask_types=pred_types, num_amodal_masks=parts.num_amodal_masks,
         )
 
     @staticmethod
