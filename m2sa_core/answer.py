@@ -4,7 +4,9 @@ The project's answer convention names every target right before its [SEG]:
 ``object_N`` (object level, ``mug_2 [SEG]``) or ``object_N's part`` (part level,
 ``television_set_1's button [SEG]``); ``its part [SEG]`` refers to the previous object.
 Names are PACO style: lower case, underscores, possibly parentheses
-(``mouse_(computer_equipment)_1's left_button``). A free-form model may break the
+(``mouse_(computer_equipment)_1's left_button``). The grammar and its case rule are
+:mod:`m2sa_core.data.labels`'s (shared with the dataset readers); matches here are
+folded to lower case, since generated text may capitalise a first word. A free-form model may break the
 convention, so every [SEG] still yields a target, labelled from its raw text.
 """
 
@@ -13,18 +15,10 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from m2sa_core.data.labels import ITS_PART_RE, LABEL_RE
 from m2sa_core.prompt import SEG_TOKEN
 from m2sa_core.types import Granularity
 
-_NAME = r"[a-z][a-z0-9_()\-]*?"
-_PART = r"[a-z][a-z0-9_()\-]*"
-# object_N or object_N's part, at the end of the text before a [SEG].
-_TARGET_RE = re.compile(
-    rf"(?<![\w()'\-])(?P<object>{_NAME})_(?P<instance>\d+)(?:'s\s+(?P<part>{_PART}))?\s*$",
-    re.IGNORECASE,
-)
-# "its part": a part of the previous object.
-_ITS_RE = re.compile(rf"(?<![\w'])its\s+(?P<part>{_PART})\s*$", re.IGNORECASE)
 # Where a free-form span starts: after sentence punctuation or a conjunction.
 _SPAN_SPLIT_RE = re.compile(r"[.,;:!?\n]|\b(?:and|or)\b", re.IGNORECASE)
 _LEADING_WORDS_RE = re.compile(r"^(?:(?:the|a|an|it|is|are|this|that|these|those)\s+)+", re.IGNORECASE)
@@ -57,7 +51,7 @@ def parse_targets(raw_answer: str) -> list[ParsedTarget]:
     last_object: tuple[str, int] | None = None
     for i, span in enumerate(spans):
         text = span.rstrip()
-        m = _TARGET_RE.search(text)
+        m = LABEL_RE.search(text)
         if m:
             obj, inst, part = m["object"].lower(), int(m["instance"]), (m["part"] or "").lower()
             last_object = (obj, inst)
@@ -66,7 +60,7 @@ def parse_targets(raw_answer: str) -> list[ParsedTarget]:
             else:
                 targets.append(ParsedTarget(f"{obj}_{inst}", obj, inst, "", Granularity.OBJECT))
             continue
-        m = _ITS_RE.search(text)
+        m = ITS_PART_RE.search(text)
         if m and last_object is not None:
             obj, inst = last_object
             part = m["part"].lower()

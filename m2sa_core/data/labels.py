@@ -13,12 +13,21 @@ from dataclasses import dataclass
 
 from m2sa_core.types import Granularity
 
-# PACO-style names: lower-case words joined by underscores, possibly with a
-# parenthesised qualifier ("mouse_(computer_equipment)").
-_NAME = r"[A-Za-z][\w()\-]*"
+# The one grammar of target labels, shared by the dataset readers (parse_label_before)
+# and the answer parser (m2sa_core.answer). Names are PACO style: a letter, then letters,
+# digits, underscores, hyphens and a parenthesised qualifier ("mouse_(computer_equipment)").
+# A label is ``object_N`` or ``object_N's part`` at the end of the text before a [SEG].
+#
+# Case rule: labels match without regard to case, because generated text may capitalise
+# a sentence's first word ("Mug_1 [SEG]"). Dataset labels are lower case and are kept
+# as written; the answer parser folds what it matched to lower case.
+NAME = r"[a-z][a-z0-9_()\-]*"
 LABEL_RE = re.compile(
-    rf"(?<![\w()\-])(?P<object>{_NAME})_(?P<instance>\d+)(?:'s\s+(?P<part>{_NAME}))?\s*$"
+    rf"(?<![\w()'\-])(?P<object>{NAME}?)_(?P<instance>\d+)(?:'s\s+(?P<part>{NAME}))?\s*$",
+    re.IGNORECASE,
 )
+# "its part" at the end of the text before a [SEG]: a part of the previous object.
+ITS_PART_RE = re.compile(rf"(?<![\w'])its\s+(?P<part>{NAME})\s*$", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
