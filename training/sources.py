@@ -1,56 +1,25 @@
-"""Dataset readers by name, for the training mixture and evaluation.
+"""The configured data sources of the training mixture and evaluation, opened.
 
-The sem_seg / refer_seg / vqa slots of LISA's mixture are pluggable: a source whose
-``kind`` is ``module:function`` calls that function as ``fn(path, image_root, strict)``
-and uses the sequence of records it returns, so a lab adds ADE20K or RefCOCO without
-touching this package.
+Each source's ``kind`` names its reader in the one registry,
+:data:`m2sa_core.data.readers.READERS` (or ``module:function`` for the pluggable
+sem_seg / refer_seg / vqa slots, see :func:`m2sa_core.data.readers.resolve_reader`).
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Sequence
 
-from m2sa_core.data.amodal_reasonseg import read_amodal_reasonseg
-from m2sa_core.data.mmr import read_mmr
-from m2sa_core.data.r2sm import read_r2sm
-from m2sa_core.data.reasonseg import read_reasonseg
+from m2sa_core.data.readers import resolve_reader
 from training.config import DataSourceConfig
 from training.mixture import Source
 
 log = logging.getLogger(__name__)
 
-Reader = Callable[[str, str, bool], Sequence]
-
-READERS: dict[str, Reader] = {
-    "mmr": lambda path, root, strict: read_mmr(path, root, strict=strict),
-    "synthetic": lambda path, root, strict: read_mmr(path, root, strict=strict, source="synthetic"),
-    "reasonseg": lambda path, root, strict: read_reasonseg(path, strict=strict),
-    "r2sm": lambda path, root, strict: read_r2sm(path, root, strict=strict),
-    "amodal_reasonseg": lambda path, root, strict: read_amodal_reasonseg(path, root, strict=strict),
-}
-PLUGGABLE_SLOTS = ("sem_seg", "refer_seg", "vqa")
-
 
 class EmptySourceError(ValueError):
     """A configured data source yields no sample at all."""
-
-
-def resolve_reader(kind: str) -> Reader:
-    if kind in READERS:
-        return READERS[kind]
-    if ":" in kind:
-        module_name, _, attr = kind.partition(":")
-        try:
-            return getattr(importlib.import_module(module_name), attr)
-        except (ImportError, AttributeError) as exc:
-            raise ValueError(f"data source kind {kind!r}: cannot import {attr} from {module_name}: {exc}") from exc
-    hint = ""
-    if kind in PLUGGABLE_SLOTS:
-        hint = f" ({kind} needs a reader of yours: set kind to 'your.module:read_function')"
-    raise ValueError(f"unknown data source kind {kind!r}{hint}; built in: {sorted(READERS)}")
 
 
 def open_source(src: DataSourceConfig, strict: bool = False) -> Source:

@@ -1,19 +1,52 @@
-"""Pick the right reader for a path: MMR, ReasonSeg, R2SM or AmodalReasonSeg.
+"""The one registry of dataset readers, by kind, and the reader for a path.
 
-Used by the command-line tools and the training config, where a user names a file and
-expects it to be understood without saying which dataset it belongs to.
+:data:`READERS` maps a dataset kind (MMR, the synthetic world, ReasonSeg, R2SM,
+AmodalReasonSeg) to its reader; :func:`resolve_reader` also accepts ``module:function``
+for the pluggable sem_seg / refer_seg / vqa slots of LISA's mixture, called as
+``fn(path, image_root, strict)``, so a lab adds ADE20K or RefCOCO without touching this
+package. :func:`read_dataset` serves the command-line tools, where a user names a file
+and expects it to be understood without saying which dataset it belongs to.
 """
 
 from __future__ import annotations
 
+import importlib
 import json
 from pathlib import Path
+from typing import Callable, Sequence
 
 from m2sa_core.data.amodal_reasonseg import read_amodal_reasonseg
 from m2sa_core.data.mmr import read_mmr
 from m2sa_core.data.r2sm import read_r2sm
 from m2sa_core.data.reasonseg import read_reasonseg
 from m2sa_core.data.records import DataError, SegDataset
+
+Reader = Callable[[str, str, bool], Sequence]
+
+READERS: dict[str, Reader] = {
+    "mmr": lambda path, root, strict: read_mmr(path, root, strict=strict),
+    "synthetic": lambda path, root, strict: read_mmr(path, root, strict=strict, source="synthetic"),
+    "reasonseg": lambda path, root, strict: read_reasonseg(path, strict=strict),
+    "r2sm": lambda path, root, strict: read_r2sm(path, root, strict=strict),
+    "amodal_reasonseg": lambda path, root, strict: read_amodal_reasonseg(path, root, strict=strict),
+}
+PLUGGABLE_SLOTS = ("sem_seg", "refer_seg", "vqa")
+
+
+def resolve_reader(kind: str) -> Reader:
+    """The reader of a dataset kind: a name in :data:`READERS` or ``module:function``."""
+    if kind in READERS:
+        return READERS[kind]
+    if ":" in kind:
+        module_name, _, attr = kind.partition(":")
+        try:
+            return getattr(importlib.import_module(module_name), attr)
+        except (ImportError, AttributeError) as exc:
+            raise ValueError(f"data source kind {kind!r}: cannot import {attr} from {module_name}: {exc}") from exc
+    hint = ""
+    if kind in PLUGGABLE_SLOTS:
+        hint = f" ({kind} needs a reader of yours: set kind to 'your.module:read_function')"
+    raise ValueError(f"unknown data source kind {kind!r}{hint}; built in: {sorted(READERS)}")
 
 
 def default_image_root(json_path: Path) -> Path:
@@ -47,8 +80,7 @@ def read_dataset(path: str | Path, image_root: str | Path | None = None, strict:
     if not path.exists():
         raise DataError(f"{path} does not exist")
     fmt = detect_format(path)
-    if fmt == "reasonseg":
-        return read_reasonseg(path, strict=strict)
+    if fmt == "reasonseg":  # a split directory: its images sit beside the annotations
+        return READERS[fmt](path, None, strict)
     root = Path(image_root) if image_root is not None else default_image_root(path)
-    reader = {"mmr": read_mmr, "r2sm": read_r2sm, "amodal_reasonseg": read_amodal_reasonseg}[fmt]
-    return reader(path, root, strict=strict)
+    return READERS[fmt](path, root, strict)
