@@ -23,7 +23,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import platform
 import statistics
 import sys
 import threading
@@ -38,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import COMMANDS, RESULTS  # noqa: E402
+from bench.common import COMMANDS, RESULTS, RESULTS_HEADER, append_results, host_line  # noqa: E402
 from m2sa_core.inference import DecodedMasks, Segmenter  # noqa: E402
 from m2sa_core.model.batch import toy_example  # noqa: E402
 
@@ -253,7 +252,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def machine(device: torch.device) -> str:
-    cpu = f"{os.cpu_count()} CPU cores, {platform.machine()}, {platform.system()} {platform.release()}"
+    cpu = host_line()
     gpu = f", {torch.cuda.get_device_name(device)}" if device.type == "cuda" else ""
     load = ", load average %.1f/%.1f/%.1f at start" % os.getloadavg()
     return f"{cpu}{gpu}; torch {torch.__version__}{load}"
@@ -441,10 +440,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=float))
     if not args.no_write:
-        path = Path(args.results)
-        header = "" if path.exists() else "# Benchmark results\n\nEvery figure with its machine, date and command.\n\n"
-        with path.open("a") as fh:
-            fh.write(header + text + "\n")
+        append_results(args.results, text, header=RESULTS_HEADER)
     return report
 
 

@@ -21,8 +21,6 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import json
-import os
-import platform
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,7 +29,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import REPO, RESULTS  # noqa: E402
+from bench.common import REPO, RESULTS, append_results, host_line  # noqa: E402
 from m2sa_core.inference import Segmenter  # noqa: E402
 from training.tracking_eval import evaluate_tracking, render_sequences, tracking_markdown  # noqa: E402
 
@@ -57,7 +55,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 
 def machine(device: torch.device) -> str:
-    text = f"{os.cpu_count()} CPU cores, {platform.machine()}, {platform.system()} {platform.release()}"
+    text = host_line()
     if device.type == "cuda":
         text += f", {torch.cuda.get_device_name(device)}"
     return text + f", torch {torch.__version__}"
@@ -107,8 +105,7 @@ def main(argv: Sequence[str] | None = None) -> dict:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2, default=float))
     if not args.no_write:
-        with Path(args.results).open("a") as fh:
-            fh.write(text + "\n")
+        append_results(args.results, text)
     return report
 
 

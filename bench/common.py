@@ -1,4 +1,5 @@
-"""Constants every benchmark script shares: where the repository and RESULTS.md are, and the commands.
+"""What every benchmark script shares: where the repository and RESULTS.md are, the
+commands, the host line of a machine description and appending to RESULTS.md.
 
 Kept free of ROS and torch imports on purpose: ``bench_inference.py`` runs in-process
 without a ROS installation, while ``bench_node.py`` / ``soak_node.py`` drive the node;
@@ -7,6 +8,8 @@ all of them must send the same commands and append to the same results file.
 
 from __future__ import annotations
 
+import os
+import platform
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -19,3 +22,19 @@ COMMANDS = (
     "What can I use to cut the bread?",
     "Show me the handle of the mug.",
 )
+
+
+RESULTS_HEADER = "# Benchmark results\n\nEvery figure with its machine, date and command.\n\n"
+
+
+def host_line() -> str:
+    """CPU cores, architecture and OS of this machine (the start of every ``machine`` line)."""
+    return f"{os.cpu_count()} CPU cores, {platform.machine()}, {platform.system()} {platform.release()}"
+
+
+def append_results(path: str | Path, text: str, header: str = "") -> None:
+    """Append a report (and a blank line) to a results file; ``header`` starts a new file."""
+    path = Path(path)
+    header = "" if path.exists() else header
+    with path.open("a") as fh:
+        fh.write(header + text + "\n")

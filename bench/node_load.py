@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import REPO
+from bench.common import REPO, host_line
 
 SHIPPED_MODEL = REPO / "models" / "m2sa-tiny-synth"
 ENTRY = Path(sys.executable).parent / "m2sa-perception"
@@ -59,7 +59,7 @@ def choose_model(model_path: str | None) -> tuple[dict[str, Any], str]:
 def machine_line() -> str:
     import torch
 
-    return (f"{os.cpu_count()} CPU cores, {platform.machine()}, {platform.system()} {platform.release()}; "
+    return (f"{host_line()}; "
             f"python {platform.python_version()}, torch {torch.__version__}")
 
 
