@@ -37,7 +37,7 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import COMMANDS, RESULTS, RESULTS_HEADER, append_results, host_line  # noqa: E402
+from bench.common import COMMANDS, RESULTS, RESULTS_HEADER, command_line, host_line, publish_report  # noqa: E402
 from m2sa_core.inference import DecodedMasks, Segmenter  # noqa: E402
 from m2sa_core.model.batch import toy_example  # noqa: E402
 
@@ -434,13 +434,8 @@ def to_markdown(report: dict, command: str) -> str:
 def main(argv: Sequence[str] | None = None) -> dict:
     args = parse_args(argv)
     report = run(args)
-    command = "python bench/bench_inference.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = to_markdown(report, command.strip())
-    print(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2, default=float))
-    if not args.no_write:
-        append_results(args.results, text, header=RESULTS_HEADER)
+    text = to_markdown(report, command_line(argv, "bench_inference.py"))
+    publish_report(text, report, args.results, write=not args.no_write, json_path=args.json, header=RESULTS_HEADER)
     return report
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import json
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -29,7 +28,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import REPO, RESULTS, append_results, host_line  # noqa: E402
+from bench.common import REPO, RESULTS, command_line, host_line, publish_report  # noqa: E402
 from m2sa_core.inference import Segmenter  # noqa: E402
 from training.tracking_eval import evaluate_tracking, render_sequences, tracking_markdown  # noqa: E402
 
@@ -99,13 +98,8 @@ def to_markdown(report: dict, command: str) -> str:
 def main(argv: Sequence[str] | None = None) -> dict:
     args = parse_args(argv)
     report = run(args)
-    command = "python bench/bench_tracking.py " + " ".join(argv if argv is not None else sys.argv[1:])
-    text = to_markdown(report, command.strip())
-    print(text)
-    if args.json:
-        Path(args.json).write_text(json.dumps(report, indent=2, default=float))
-    if not args.no_write:
-        append_results(args.results, text)
+    text = to_markdown(report, command_line(argv, "bench_tracking.py"))
+    publish_report(text, report, args.results, write=not args.no_write, json_path=args.json)
     return report
 
 

@@ -8,8 +8,10 @@ all of them must send the same commands and append to the same results file.
 
 from __future__ import annotations
 
+import json
 import os
 import platform
+import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -38,3 +40,20 @@ def append_results(path: str | Path, text: str, header: str = "") -> None:
     header = "" if path.exists() else header
     with path.open("a") as fh:
         fh.write(header + text + "\n")
+
+
+def command_line(argv: list[str] | None, script: str) -> str:
+    """The command that ran ``bench/<script>`` with ``argv`` (``sys.argv`` when None)."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    return " ".join(["python", f"bench/{script}", *args])
+
+
+def publish_report(text: str, report: dict, results: str | Path, write: bool, json_path: str | None,
+                   header: str = "") -> None:
+    """Print a report's section, dump the report as JSON if asked, and append the section
+    to ``results`` when ``write``."""
+    print(text)
+    if json_path:
+        Path(json_path).write_text(json.dumps(report, indent=2, default=float))
+    if write:
+        append_results(results, text, header=header)

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.common import REPO, host_line
+from bench.common import REPO, command_line, host_line  # noqa: F401 (command_line: bench_node, soak_node)
 
 SHIPPED_MODEL = REPO / "models" / "m2sa-tiny-synth"
 ENTRY = Path(sys.executable).parent / "m2sa-perception"
@@ -437,11 +437,6 @@ def append_results(path: Path, text: str) -> None:
     """Append a section to bench/RESULTS.md (others write there too: append only)."""
     with path.open("a", encoding="utf-8") as f:
         f.write("\n" + text.rstrip() + "\n")
-
-
-def command_line(argv: list[str] | None, script: str) -> str:
-    args = sys.argv[1:] if argv is None else argv
-    return " ".join(["python", f"bench/{script}", *args])
 
 
 def context_lines(report: dict[str, Any], cmd: str) -> list[str]:
