@@ -62,7 +62,8 @@ from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
 from m2sa_core.cli_errors import cli_entry
-from m2sa_core.data.conversation import sanitize_command
+from m2sa_core.prompt import sanitize_command
+from m2sa_core.types import Cancelled
 from m2sa_core.visualize import overlay_targets
 from m2sa_ros.action import Segment as SegmentAction
 from m2sa_ros.action import Track as TrackAction
@@ -104,12 +105,6 @@ def load_segmenter(params: NodeParams, source: ModelSource) -> Any:
                                      frame_cache_size=params.frame_cache_size,
                                      max_new_tokens=params.max_new_tokens,
                                      mask_threshold=params.mask_threshold, amodal=params.amodal)
-
-
-def _cancelled_error() -> type[BaseException]:
-    from m2sa_core.inference import Cancelled
-
-    return Cancelled
 
 
 @dataclass(frozen=True)
@@ -797,7 +792,7 @@ class PerceptionNode(LifecycleNode):
             extra = {"keep_prompts": True} if req.keep_prompts else {}
             result = segmenter.segment(frame.rgb, req.command, frame_key=frame.key or None,
                                        on_stage=on_stage, on_text=on_text, should_stop=job.should_stop, **extra)
-        except _cancelled_error():
+        except Cancelled:
             elapsed = (time.monotonic() - started) * 1000.0
             self._finish(req, self._error(req, job.cancel_reason or "cancelled", frame, elapsed))
             return

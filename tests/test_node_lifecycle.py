@@ -36,7 +36,7 @@ NODE_SCRIPT = textwrap.dedent("""
             print("THINKING", flush=True)
             while not kwargs["should_stop"]():
                 time.sleep(0.01)
-            raise node_module._cancelled_error()("stopped")
+            raise node_module.Cancelled("stopped")
 
     node_module.load_segmenter = lambda params, source: Stuck()
     sys.exit(node_module.main(sys.argv))
