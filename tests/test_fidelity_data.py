@@ -61,3 +61,35 @@ def test_reasonseg_evaluation_takes_the_first_query_per_image_by_default():
     records = [_Rec("reasonseg", 1, 0), _Rec("reasonseg", 1, 1), _Rec("reasonseg", 2, 0), _Rec("mmr", 3, 1)]
     assert [(r.image_id, r.question_index) for r in select_queries(records)] == [(1, 0), (2, 0), (3, 1)]
     assert len(select_queries(records, "all")) == 4
+
+
+class _Record:
+    def __init__(self, image: str, question: int) -> None:
+        self.image_path, self.question = image, question
+
+
+def _grouping_mixture() -> Mixture:
+    items = [_Record(f"img{q % 4}.jpg", q) for q in range(20)]  # 4 images, 5 questions each
+    return Mixture([Source("mmr", items, 1.0)], seed=3)
+
+
+def test_a_slot_holds_up_to_three_questions_of_one_image_as_the_authors_sample():
+    mixture = _grouping_mixture()
+    make = lambda record, draw: (record.image_path, record.question)  # noqa: E731
+    for slot in range(8):
+        group = mixture.build_group(step=5, slot=slot, make=make, size=3)
+        assert len(group) == 3  # every image has 5 questions
+        assert len({image for image, _ in group}) == 1, group  # one image
+        assert len({q for _, q in group}) == 3  # three different questions
+        drawn = mixture.sources[0].items[mixture.draw(5, slot).index]
+        assert group[0] == (drawn.image_path, drawn.question)  # the slot's own draw comes first
+        assert mixture.build_group(step=5, slot=slot, make=make, size=3) == group  # reproducible
+        assert mixture.build_group(step=5, slot=slot, make=make, size=1) == [group[0]]
+
+
+def test_a_group_is_smaller_when_the_image_has_fewer_questions():
+    items = [_Record("a.jpg", 0), _Record("b.jpg", 1), _Record("b.jpg", 2)]
+    mixture = Mixture([Source("mmr", items, 1.0)], seed=0)
+    make = lambda record, draw: record.question  # noqa: E731
+    sizes = {len(mixture.build_group(0, slot, make, size=3)) for slot in range(20)}
+    assert sizes == {1, 2}

@@ -123,3 +123,4 @@ def test_real_training_configs_use_the_authors_budget_and_image_root(name):
     assert (config["optim"]["batch_size"], config["optim"]["grad_accum"]) == (2, 10)
     mmr = [d for d in config["data"] + config["eval_data"] if d["kind"] == "mmr"]
     assert mmr and all(d["image_root"] == "data/coco" for d in mmr)
+    assert config["questions_per_image"] == 3

@@ -163,3 +163,20 @@ def test_sharded_evaluation_gives_the_single_process_numbers(tmp_path, synth):
         b = json.loads((tmp_path / f"two-{protocol}.json").read_text())["splits"]
         assert a == b
         assert a["all"]["samples"] >= 3, "too few questions were evaluated for the comparison to mean much"
+
+
+def test_questions_per_image_trains_on_groups_of_one_image(tmp_path, synth):
+    """The authors' sampling (several questions of one drawn image per slot) runs end to end."""
+    from training.config import load_config
+    from training.train import MicroBatches, setup
+
+    config, overrides = _config(tmp_path, synth, "grouped", max_steps=2, batch_size=1, grad_accum=1)
+    run = _train(config, [*overrides, "questions_per_image=3"])
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert len(_losses(tmp_path / "grouped")) == 2
+    cfg = load_config(config, [*overrides, "questions_per_image=3", f"out_dir={tmp_path / 'probe'}"])
+    state = setup(cfg)
+    batches = MicroBatches(state.mixture, state.builder, state.processor, state.tokenizer.pad_token_id, state.info,
+                           batch_size=1, accum=1, questions_per_image=3)
+    sizes = [batches[i]["sam_images"].shape[0] for i in range(4)]
+    assert max(sizes) > 1 and all(1 <= n <= 3 for n in sizes), sizes  # each synthetic image has several questions

@@ -68,6 +68,8 @@ class TrainConfig:
     strict_data: bool = False
     strategy: str = "ddp"  # ddp | fsdp (FSDP2: parameters, gradients and optimizer state sharded)
     seg_mode: str = "multi"  # multi (M2SA: one [SEG] per target) | single (LISA: one [SEG], union mask)
+    # Questions about one drawn image in a slot, each its own conversation (the authors: up to 3).
+    questions_per_image: int = 1
 
 
 _SCALARS = {"float": float, "int": int, "str": str}

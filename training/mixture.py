@@ -48,6 +48,7 @@ class Mixture:
         self.sources = sources
         self.probabilities = rates / rates.sum()
         self.seed = seed
+        self._groups: dict[int, dict] = {}  # source -> image key -> record indices
 
     def draw(self, step: int, slot: int, attempt: int = 0) -> Draw:
         rng = np.random.default_rng([self.seed, step, slot, attempt])
@@ -60,15 +61,65 @@ class Mixture:
         start = (micro_step * world_size + rank) * batch_size
         return range(start, start + batch_size)
 
+    def build_group(self, step: int, slot: int, make: Callable[[object, Draw], object], size: int,
+                    max_attempts: int = 20) -> list:
+        """The slot's sample and up to ``size - 1`` more questions about the same image.
+
+        The authors' datasets put up to 3 questions of one image in a sample (each its
+        own conversation over the shared image); ``size`` 1 is one question per slot.
+        The extra questions are other records of the drawn record's image in the same
+        source, chosen from the draw's seed, so the group is as reproducible as the slot.
+        """
+        first, draw = self._build_with_draw(step, slot, make, max_attempts)
+        if size <= 1:
+            return [first]
+        source = self.sources[draw.source]
+        key = _image_key(source.items[draw.index])
+        siblings = [i for i in self._image_groups(draw.source).get(key, ()) if i != draw.index] if key else []
+        rng = np.random.default_rng([draw.seed, 1])
+        group = [first]
+        for index in rng.permutation(siblings)[: size - 1].tolist():
+            extra = Draw(draw.source, index, int(rng.integers(2**31 - 1)))
+            try:
+                group.append(make(source.items[index], extra))
+            except (ValueError, OSError) as exc:
+                log.warning("skipping %s item %d (step %d): %s", source.name, index, step, exc)
+        return group
+
+    def _image_groups(self, source: int) -> dict:
+        """Record indices of one source grouped by image (built once per source and process)."""
+        if source not in self._groups:
+            groups: dict = {}
+            for i, record in enumerate(self.sources[source].items):
+                key = _image_key(record)
+                if key is not None:
+                    groups.setdefault(key, []).append(i)
+            self._groups[source] = groups
+        return self._groups[source]
+
     def build(self, step: int, slot: int, make: Callable[[object, Draw], object],
               max_attempts: int = 20):
+        """``make(record, draw)`` for the slot (see :meth:`_build_with_draw`)."""
+        return self._build_with_draw(step, slot, make, max_attempts)[0]
+
+    def _build_with_draw(self, step: int, slot: int, make: Callable[[object, Draw], object],
+                         max_attempts: int = 20):
         """``make(record, draw)`` for the slot; a sample that fails to build is reported and
         replaced by a deterministic redraw, so a bad entry never stops training."""
         for attempt in range(max_attempts):
             draw = self.draw(step, slot, attempt)
             source = self.sources[draw.source]
             try:
-                return make(source.items[draw.index], draw)
+                return make(source.items[draw.index], draw), draw
             except (ValueError, OSError) as exc:
                 log.warning("skipping %s item %d (step %d): %s", source.name, draw.index, step, exc)
         raise RuntimeError(f"step {step} slot {slot}: {max_attempts} samples in a row failed to build")
+
+
+def _image_key(record) -> str | None:
+    """What identifies a record's image: its file, else its image id; None when it has neither."""
+    path = getattr(record, "image_path", None)
+    if path is not None:
+        return str(path)
+    image_id = getattr(record, "image_id", None)
+    return None if image_id is None else f"id:{image_id}"

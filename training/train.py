@@ -63,9 +63,10 @@ class MicroBatches(torch.utils.data.Dataset):
     """
 
     def __init__(self, mixture: Mixture, builder, processor, pad_token_id: int, info: DistInfo,
-                 batch_size: int, accum: int, single_seg: bool = False) -> None:
+                 batch_size: int, accum: int, single_seg: bool = False, questions_per_image: int = 1) -> None:
         self.mixture, self.builder, self.processor = mixture, builder, processor
         self.single_seg = single_seg
+        self.questions_per_image = questions_per_image
         self.pad_token_id, self.info = pad_token_id, info
         self.batch_size, self.accum = batch_size, accum
 
@@ -78,7 +79,8 @@ class MicroBatches(torch.utils.data.Dataset):
     def __getitem__(self, index: int) -> dict:
         step, micro = divmod(index, self.accum)
         slots = self.mixture.slots(micro, self.info.rank, self.info.world_size, self.batch_size)
-        samples = [self.mixture.build(step, slot, self._make) for slot in slots]
+        samples = [sample for slot in slots
+                   for sample in self.mixture.build_group(step, slot, self._make, self.questions_per_image)]
         return collate(samples, self.processor, self.pad_token_id)
 
 
@@ -225,6 +227,8 @@ def setup(config: TrainConfig) -> Run:
         raise ValueError(f"strategy must be ddp or fsdp, got {config.strategy!r}")
     if config.seg_mode not in ("multi", "single"):
         raise ValueError(f"seg_mode must be multi or single, got {config.seg_mode!r}")
+    if config.questions_per_image < 1:
+        raise ValueError(f"questions_per_image must be >= 1, got {config.questions_per_image}")
     info, device = init_distributed(config.device)
     torch.manual_seed(config.seed)
     out_dir = Path(config.out_dir)
@@ -290,7 +294,8 @@ def _micro_batches(run: Run, start_step: int):
     accum = config.optim.grad_accum
     return iter(torch.utils.data.DataLoader(
         MicroBatches(run.mixture, run.builder, run.processor, run.tokenizer.pad_token_id, run.info,
-                     config.optim.batch_size, accum, single_seg=config.seg_mode == "single"),
+                     config.optim.batch_size, accum, single_seg=config.seg_mode == "single",
+                     questions_per_image=config.questions_per_image),
         batch_size=None, sampler=range(start_step * accum, config.optim.max_steps * accum),
         num_workers=config.num_workers, persistent_workers=False,
         prefetch_factor=4 if config.num_workers else None))
