@@ -208,11 +208,7 @@ class SegmenterStages:
         _sync(seg.device)
         t1 = time.perf_counter()
         with_amodal = amodal or MaskType.AMODAL in mask_types
-        channels = low_res if with_amodal else low_res[:, :1]
-        n, k = channels.shape[:2]
-        logits = seg.model.upscale_masks(channels.flatten(0, 1)[:, None], entry.resize_size, entry.original_size)
-        masks = (logits > seg.mask_threshold).unflatten(0, (n, k)).cpu().numpy()
-        scores = iou.float().clamp(0.0, 1.0).cpu().numpy()
+        masks, scores = self.full_size_masks(entry, low_res, iou, with_amodal)
         t2 = time.perf_counter()
         timings["mask_decode"] = timings.get("mask_decode", 0.0) + (t1 - t0) * 1e3
         timings["postprocess"] = timings.get("postprocess", 0.0) + (t2 - t1) * 1e3
@@ -220,6 +216,20 @@ class SegmenterStages:
             masks=masks[:, 0], scores=scores[:, 0], mask_types=mask_types,
             amodal_masks=masks[:, 1] if with_amodal else None, amodal_scores=scores[:, 1] if with_amodal else None,
         )
+
+    def full_size_masks(self, entry: FrameEntry, low_res: torch.Tensor, iou: torch.Tensor,
+                        with_amodal: bool) -> tuple[np.ndarray, np.ndarray]:
+        """Decoder output -> bool masks [n, k, H, W] at the frame's size and scores [n, 2] in 0..1.
+
+        ``low_res`` [n, 2, 4h, 4w] holds the visible and amodal logits; ``k`` is 2 with
+        ``with_amodal``, else 1 (the amodal upscale is the part worth skipping).
+        """
+        seg = self.segmenter
+        channels = low_res if with_amodal else low_res[:, :1]
+        n, k = channels.shape[:2]
+        logits = seg.model.upscale_masks(channels.flatten(0, 1)[:, None], entry.resize_size, entry.original_size)
+        masks = (logits > seg.mask_threshold).unflatten(0, (n, k)).cpu().numpy()
+        return masks, iou.float().clamp(0.0, 1.0).cpu().numpy()
 
     def decode_text(self, tokens: list[int]) -> str:
         """Generated text with [SEG] kept (other special tokens dropped)."""

@@ -101,7 +101,7 @@ def track_frame(
 
     With ``use_previous_mask`` and a ``previous`` state, the previous frame's visible
     logits prompt SAM as a dense mask (SAM's ``mask_input``). The result carries the
-    command's answer and labels; ``timings_ms`` has ``encode``, ``mask_decode`` and ``total``.
+    command's answer and labels; ``timings_ms`` has the encoders' times, ``mask_decode`` and ``total``.
     """
     start = time.perf_counter()
     timings: dict[str, float] = {}
@@ -120,11 +120,7 @@ def track_frame(
         mask_input = previous.low_res
     low_res, iou = model.decode_prompt_pair(entry.fused, embeddings, mask_input)
     wants_amodal = [t.mask_type == MaskType.AMODAL for t in prompts.targets]
-    channels = low_res if any(wants_amodal) else low_res[:, :1]
-    k = channels.shape[1]
-    logits = model.upscale_masks(channels.flatten(0, 1)[:, None], entry.resize_size, entry.original_size)
-    masks = (logits > segmenter.mask_threshold).unflatten(0, (n, k)).cpu().numpy()
-    scores = iou.float().clamp(0.0, 1.0).cpu().numpy()
+    masks, scores = segmenter.stages.full_size_masks(entry, low_res, iou, any(wants_amodal))
     timings["mask_decode"] = (time.perf_counter() - t0) * 1e3
     targets = []
     for i, (meta, amodal) in enumerate(zip(prompts.targets, wants_amodal)):
