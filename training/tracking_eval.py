@@ -25,13 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
-import torch
 from tqdm import tqdm
 
 from m2sa_core.data.synthetic.sequences import MOTIONS, SceneSequence, render_sequence
 from m2sa_core.inference import Segmenter
 from m2sa_core.metrics import SegmentationEvaluator
-from m2sa_core.tracking import TrackState
+from training.distributed import DistInfo, resolve_device
 from m2sa_core.types import Result
 
 MODES = ("prompts", "previous_mask", "rerun")
@@ -133,8 +132,7 @@ def add_tracking_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_tracking_protocol(args: argparse.Namespace) -> int:
     """``m2sa-eval --protocol tracking``: JSON report at ``--out``, Markdown tables beside it."""
-    device = "cuda" if args.device == "auto" and torch.cuda.is_available() else \
-        ("cpu" if args.device == "auto" else args.device)
+    device = resolve_device(args.device, DistInfo())  # one process: sequences are not sharded
     segmenter = Segmenter.from_pretrained(args.model, device=device, max_new_tokens=args.max_new_tokens)
     sequences = render_sequences(args.seed, args.sequences, args.frames, args.motion, args.size)
     reports = evaluate_tracking(segmenter, sequences)
