@@ -6,7 +6,6 @@ command, and `colcon test` finds the pytest files CMake registers."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 import sys
 from pathlib import Path

@@ -150,8 +150,6 @@ def test_amodal_request_keeps_the_visible_mask_and_says_which_was_asked(module_c
 
 
 def test_request_ids_on_the_typed_topic_and_the_service(module_context):
-    from std_msgs.msg import String  # noqa: F401 - the plain topic is covered by the harness
-
     from m2sa_ros.msg import Command
     from m2sa_ros.srv import Segment
 
