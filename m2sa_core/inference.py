@@ -29,6 +29,8 @@ from m2sa_core.model.greedy import SpecialIds
 from m2sa_core.model.m2sa import FrameFeatures, M2SAModel
 from m2sa_core.model.preprocess import ImageProcessor, validate_image
 from m2sa_core.model.presets import PRESETS, build_preset
+from m2sa_core.model.quantization import check_supported as check_quantization
+from m2sa_core.model.quantization import quantize_language_model
 from m2sa_core.prompt import build_prompt, sanitize_command, tokenize_prompt
 from m2sa_core.segmenter_stages import DecodedMasks, FrameCache, FrameEntry, SegmenterStages, image_key
 from m2sa_core.tracking import TrackPrompts, TrackState, seg_prompt_embeddings, track_frame
@@ -102,25 +104,38 @@ class Segmenter:
         seed: int = 0,
         decoder: str = "auto",
         amodal: bool = False,
+        quantization: str = "none",
     ) -> "Segmenter":
         """Load a checkpoint directory (our format) or build a preset with random weights.
 
         A preset name gives an untrained model (tests, benchmarks); ``tiny`` gets a
         tokenizer trained on a small built-in corpus. Default dtype: bf16 on CUDA, fp32 otherwise.
+
+        ``quantization``: "none", "int8" or "int4" for the language model's linear layers
+        (Llama body and ``lm_head``; CLIP, projector, SAM and phi stay in ``dtype``), see
+        ``m2sa_core/model/quantization.py``. int8 runs on CPU and CUDA; int4 on CUDA
+        (compute capability >= 8.0) in bfloat16 only. A quantized model is built or read
+        in host memory and each layer is quantized on ``device``, so the float language
+        model never sits whole on the GPU. An unknown mode raises ValueError, a mode the
+        device, dtype or installation cannot run raises ``UnsupportedQuantization`` (a
+        ValueError), both before any weight is read.
         """
         device = torch.device(device)
         if dtype is None:
             dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+        check_quantization(quantization, device, dtype)
+        staging = device if quantization == "none" else torch.device("cpu")
         kwargs = dict(frame_cache_size=frame_cache_size, max_new_tokens=max_new_tokens, mask_threshold=mask_threshold,
                       decoder=decoder, amodal=amodal)
         path = Path(path_or_preset)
         if path.is_dir():
-            model, tokenizer = load_checkpoint(path, device=device, dtype=dtype)
-            return cls(model, tokenizer, device=device, dtype=dtype, **kwargs)
-        name = str(path_or_preset)
-        if name not in PRESETS:
-            raise ValueError(f"{name!r} is neither a checkpoint directory nor a preset ({sorted(PRESETS)})")
-        model, tokenizer = build_preset(name, device=device, dtype=dtype, seed=seed)
+            model, tokenizer = load_checkpoint(path, device=staging, dtype=dtype)
+        else:
+            name = str(path_or_preset)
+            if name not in PRESETS:
+                raise ValueError(f"{name!r} is neither a checkpoint directory nor a preset ({sorted(PRESETS)})")
+            model, tokenizer = build_preset(name, device=staging, dtype=dtype, seed=seed)
+        quantize_language_model(model, quantization, device=device)
         return cls(model, tokenizer, device=device, dtype=dtype, **kwargs)
 
     def save_pretrained(self, directory: str | Path) -> Path:

@@ -30,9 +30,14 @@ class DataSourceConfig:
 class ModelConfig:
     preset: str = "tiny"  # tiny | 7b | 13b, or a directory with a checkpoint to start from
     init_from: str = ""  # optional checkpoint directory (our format) to initialise weights
-    trainable_policy: str = "paper"  # paper (LoRA + the paper's trainable split, see m2sa_core.model.trainable) | from_scratch (everything)
+    # paper (LoRA + the paper's trainable split) | from_scratch / full (everything) | promptable_sam |
+    # vision_language (the pretraining stages): see m2sa_core.model.trainable
+    trainable_policy: str = "paper"
     loss_weights: str = "authors"  # authors (code) (ce 1, bce 2, dice 0.5) | paper (1, 0.5, 2)
     tokenizer_vocab_size: int = 0  # >0: train a tokenizer on the training texts (tiny preset)
+    # Texts the new tokenizer trains on, when they are not (all) in ``data``: staged training's
+    # first stage reads masks only, but its tokenizer must serve every later stage.
+    tokenizer_data: list[DataSourceConfig] = field(default_factory=list)
     gradient_checkpointing: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)  # preset config fields to change
 
@@ -70,6 +75,11 @@ class TrainConfig:
     seg_mode: str = "multi"  # multi (M2SA: one [SEG] per target) | single (LISA: one [SEG], union mask)
     # Questions about one drawn image in a slot, each its own conversation (the authors: up to 3).
     questions_per_image: int = 1
+    # What a step optimises (staged training, docs/TRAINING.md): m2sa (answers and masks; with
+    # mask-free conversations in the data, the language stage) | promptable (SAM from point and
+    # box prompts on mask_annotations data: the SAM stage).
+    objective: str = "m2sa"
+    prompt_regions: int = 8  # promptable: regions prompted per image
 
 
 _SCALARS = {"float": float, "int": int, "str": str}
@@ -105,7 +115,7 @@ def _build(cls, values: dict[str, Any], where: str):
             value = _build(ModelConfig, value, sub)
         elif f.type in ("OptimConfig", OptimConfig):
             value = _build(OptimConfig, value, sub)
-        elif name in ("data", "eval_data"):
+        elif name in ("data", "eval_data", "tokenizer_data"):
             if not isinstance(value, list):
                 raise ValueError(f"{sub}: expected a list of data sources")
             value = [_build(DataSourceConfig, v, f"{sub}[{i}]") for i, v in enumerate(value)]
@@ -137,7 +147,8 @@ def load_config(path: str | Path | None, overrides: list[str] = ()) -> TrainConf
         if not isinstance(tree, dict):
             raise ValueError(f"{path}: the top level must be a mapping")
         base = Path(path).resolve().parent
-        for src in tree.get("data", []) + tree.get("eval_data", []):
+        model_tree = tree.get("model") if isinstance(tree.get("model"), dict) else {}
+        for src in tree.get("data", []) + tree.get("eval_data", []) + model_tree.get("tokenizer_data", []):
             # Relative data paths in a config file are relative to the repository root
             # (cwd) when they exist there, else to the config file.
             for key in ("path", "image_root"):

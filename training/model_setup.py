@@ -16,6 +16,7 @@ from m2sa_core.model.presets import attach_tokenizer, get_preset
 from m2sa_core.model.tokenizer import builtin_corpus, train_tokenizer
 from training.config import TrainConfig
 from training.mixture import Source
+from training.sources import open_sources
 
 log = logging.getLogger(__name__)
 
@@ -52,7 +53,8 @@ def build_training_model(config: TrainConfig, sources: Sequence[Source], device:
                 f"preset {mc.preset!r} has no weights or tokenizer to start from: set model.init_from to a "
                 "checkpoint directory (see docs/TRAINING.md: importing LLaVA + SAM), or model.tokenizer_vocab_size > 0 "
                 "to train a tokenizer on the training texts (tiny preset)")
-        tokenizer = train_tokenizer(training_corpus(sources), vocab_size=mc.tokenizer_vocab_size)
+        corpus_sources = open_sources(mc.tokenizer_data, strict=config.strict_data) if mc.tokenizer_data else []
+        tokenizer = train_tokenizer(training_corpus([*sources, *corpus_sources]), vocab_size=mc.tokenizer_vocab_size)
         attach_tokenizer(model_config, tokenizer)
         model = M2SAModel.build(model_config, device=device)
     model.config.set_loss_weights(mc.loss_weights)

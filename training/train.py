@@ -27,7 +27,9 @@ from tqdm import tqdm
 
 from m2sa_core.cli_errors import cli_entry
 from training import checkpoints as ckpt
-from m2sa_core.model.batch import collate
+from m2sa_core.data.prompt_samples import PromptSampleBuilder
+from m2sa_core.model.batch import collate, collate_prompted
+from m2sa_core.model.promptable import promptable_forward
 from training.config import TrainConfig, config_to_dict, load_config
 from training.distributed import DistInfo, all_gather_objects, barrier, init_distributed, shutdown
 from training.mixture import Mixture
@@ -37,6 +39,7 @@ from training.model_setup import (build_training_model, save_trained_model,
 from training.sources import open_sources
 
 log = logging.getLogger("m2sa.train")
+OBJECTIVES = ("m2sa", "promptable")
 
 
 def linear_warmup_decay(warmup: int, total: int):
@@ -63,16 +66,18 @@ class MicroBatches(torch.utils.data.Dataset):
     """
 
     def __init__(self, mixture: Mixture, builder, processor, pad_token_id: int, info: DistInfo,
-                 batch_size: int, accum: int, single_seg: bool = False, questions_per_image: int = 1) -> None:
+                 batch_size: int, accum: int, single_seg: bool = False, questions_per_image: int = 1,
+                 prompted: bool = False) -> None:
         self.mixture, self.builder, self.processor = mixture, builder, processor
         self.single_seg = single_seg
+        self.prompted = prompted  # promptable objective: prompt samples, not conversations
         self.questions_per_image = questions_per_image
         self.pad_token_id, self.info = pad_token_id, info
         self.batch_size, self.accum = batch_size, accum
 
     def _make(self, record, draw):
         sample = self.builder.build(record, rng=random.Random(draw.seed))
-        if self.single_seg:
+        if self.single_seg and not self.prompted:
             sample = to_single_seg(sample, self.builder.tokenizer, self.builder.use_im_start_end)
         return sample
 
@@ -81,6 +86,8 @@ class MicroBatches(torch.utils.data.Dataset):
         slots = self.mixture.slots(micro, self.info.rank, self.info.world_size, self.batch_size)
         samples = [sample for slot in slots
                    for sample in self.mixture.build_group(step, slot, self._make, self.questions_per_image)]
+        if self.prompted:
+            return collate_prompted(samples, self.processor)
         return collate(samples, self.processor, self.pad_token_id)
 
 
@@ -91,13 +98,14 @@ class LossParts(torch.nn.Module):
     inside the model's output dataclass, so the loss parts are returned as a tuple.
     """
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: torch.nn.Module, objective: str = "m2sa") -> None:
         super().__init__()
         self.model = model
+        self.objective = objective
 
     def forward(self, batch: dict) -> tuple[torch.Tensor, ...]:
         """(loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type); skipped parts are 0."""
-        out = self.model(batch)
+        out = promptable_forward(self.model, batch) if self.objective == "promptable" else self.model(batch)
         return (out.loss, out.ce_loss, out.bce_loss, out.dice_loss,
                 out.amodal_bce_loss, out.amodal_dice_loss, out.mask_type_loss)
 
@@ -227,6 +235,11 @@ def setup(config: TrainConfig) -> Run:
         raise ValueError(f"strategy must be ddp or fsdp, got {config.strategy!r}")
     if config.seg_mode not in ("multi", "single"):
         raise ValueError(f"seg_mode must be multi or single, got {config.seg_mode!r}")
+    if config.objective not in OBJECTIVES:
+        raise ValueError(f"objective must be one of {OBJECTIVES}, got {config.objective!r}")
+    if config.objective == "promptable" and (config.seg_mode != "multi" or config.questions_per_image != 1):
+        raise ValueError("objective promptable prompts regions, not questions: seg_mode and "
+                         "questions_per_image do not apply (leave them at multi and 1)")
     if config.questions_per_image < 1:
         raise ValueError(f"questions_per_image must be >= 1, got {config.questions_per_image}")
     info, device = init_distributed(config.device)
@@ -239,6 +252,8 @@ def setup(config: TrainConfig) -> Run:
 
     sources = open_sources(config.data, strict=config.strict_data)
     model, tokenizer, builder, processor = build_training_model(config, sources, device)
+    if config.objective == "promptable":
+        builder = PromptSampleBuilder(max_regions=config.prompt_regions, seed=config.seed)
     fsdp = info.enabled and config.strategy == "fsdp"
     if fsdp:
         from training import fsdp as fsdp_lib
@@ -280,7 +295,7 @@ def resume_from_checkpoint(run: Run) -> int:
 
 
 def _wrap_for_ddp(run: Run) -> torch.nn.Module:
-    wrapped = LossParts(run.model)
+    wrapped = LossParts(run.model, run.config.objective)
     if run.info.enabled and not run.fsdp:
         device = run.device
         wrapped = DistributedDataParallel(wrapped, device_ids=[device.index] if device.type == "cuda" else None,
@@ -295,7 +310,7 @@ def _micro_batches(run: Run, start_step: int):
     return iter(torch.utils.data.DataLoader(
         MicroBatches(run.mixture, run.builder, run.processor, run.tokenizer.pad_token_id, run.info,
                      config.optim.batch_size, accum, single_seg=config.seg_mode == "single",
-                     questions_per_image=config.questions_per_image),
+                     questions_per_image=config.questions_per_image, prompted=config.objective == "promptable"),
         batch_size=None, sampler=range(start_step * accum, config.optim.max_steps * accum),
         num_workers=config.num_workers, persistent_workers=False,
         prefetch_factor=4 if config.num_workers else None))
@@ -413,6 +428,9 @@ def _save(root: Path, step: int, model, optimizer, scheduler, config: TrainConfi
 
 
 def _periodic_eval(model, tokenizer, config: TrainConfig, step: int, info: DistInfo, writer) -> None:
+    if config.objective == "promptable":
+        _promptable_eval(model, config, step, info, writer)
+        return
     from training.evaluate import evaluate_sources
 
     was_training = model.training
@@ -429,6 +447,27 @@ def _periodic_eval(model, tokenizer, config: TrainConfig, step: int, info: DistI
             for split, r in report.items():
                 writer.add_scalar(f"eval/{split}/giou", r["giou"], step)
                 writer.add_scalar(f"eval/{split}/ciou", r["ciou"], step)
+
+
+def _promptable_eval(model, config: TrainConfig, step: int, info: DistInfo, writer) -> None:
+    """Box- and point-prompt mIoU on the eval sources (mask_annotations files), on rank 0."""
+    from training.promptable_eval import evaluate_promptable
+    from training.sources import open_source
+
+    if not info.is_main:
+        return
+    report = {}
+    for src in config.eval_data:
+        report[src.name or src.kind] = evaluate_promptable(model, open_source(src).items, config.eval_max_items)
+    line = " ".join(f"{name}: box mIoU {r.get('box_miou', 0):.3f} (parts {r.get('box_miou_part', 0):.3f}) "
+                    f"point mIoU {r.get('point_miou', 0):.3f} amodal {r.get('box_amodal_miou', 0):.3f}"
+                    for name, r in report.items())
+    print(f"[eval] step {step}: {line}", flush=True)
+    (Path(config.out_dir) / f"eval_step{step:08d}.json").write_text(json.dumps(report, indent=2))
+    if writer is not None:
+        for name, r in report.items():
+            for key, value in r.items():
+                writer.add_scalar(f"eval/{name}/{key}", value, step)
 
 
 @cli_entry("m2sa-train")

@@ -142,9 +142,10 @@ class SampleBuilder:
         image = record.load_image()
         h, w = record.height, record.width
         try:
-            masks = np.stack([t.mask(h, w) for t in record.targets])
+            # No targets: a conversation answered in words (pretraining), supervised as text only.
+            masks = np.stack([t.mask(h, w) for t in record.targets]) if record.targets else np.zeros((0, h, w), bool)
             amodal = None
-            if all(t.amodal_rle is not None for t in record.targets):
+            if record.targets and all(t.amodal_rle is not None for t in record.targets):
                 amodal = np.stack([t.amodal_mask(h, w) for t in record.targets])
             ignore = record.ignore_mask()
         except ValueError as exc:

@@ -1,7 +1,7 @@
 """The one registry of dataset readers, by kind, and the reader for a path.
 
 :data:`READERS` maps a dataset kind (MMR, the synthetic world, ReasonSeg, R2SM,
-AmodalReasonSeg) to its reader; :func:`resolve_reader` also accepts ``module:function``
+AmodalReasonSeg, and the pretraining sets: mask annotations, image conversations) to its reader; :func:`resolve_reader` also accepts ``module:function``
 for the pluggable sem_seg / refer_seg / vqa slots of LISA's mixture, called as
 ``fn(path, image_root, strict)``, so a lab adds ADE20K or RefCOCO without touching this
 package. :func:`read_dataset` serves the command-line tools, where a user names a file
@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from m2sa_core.data.amodal_reasonseg import read_amodal_reasonseg
+from m2sa_core.data.image_conversations import read_image_conversations
+from m2sa_core.data.mask_annotations import read_mask_annotations
 from m2sa_core.data.mmr import read_mmr
 from m2sa_core.data.r2sm import read_r2sm
 from m2sa_core.data.reasonseg import read_reasonseg
@@ -29,6 +31,9 @@ READERS: dict[str, Reader] = {
     "reasonseg": lambda path, root, strict: read_reasonseg(path, strict=strict),
     "r2sm": lambda path, root, strict: read_r2sm(path, root, strict=strict),
     "amodal_reasonseg": lambda path, root, strict: read_amodal_reasonseg(path, root, strict=strict),
+    # Pretraining sets (docs/TRAINING.md, staged training): masks without text, text without masks.
+    "mask_annotations": lambda path, root, strict: read_mask_annotations(path, root, strict=strict),
+    "image_conversations": lambda path, root, strict: read_image_conversations(path, root, strict=strict),
 }
 PLUGGABLE_SLOTS = ("sem_seg", "refer_seg", "vqa")
 
@@ -69,9 +74,10 @@ def detect_format(path: Path) -> str:
                 name = json.load(f).get("dataset")
         except (json.JSONDecodeError, AttributeError) as exc:
             raise DataError(f"{path}: not valid JSON: {exc}") from exc
-        if name in ("r2sm", "amodal_reasonseg"):
+        if name in ("r2sm", "amodal_reasonseg", "mask_annotations", "image_conversations"):
             return name
-    raise DataError(f"{path}: not an MMR list, an R2SM/AmodalReasonSeg file or a ReasonSeg directory")
+    raise DataError(f"{path}: not an MMR list, an R2SM/AmodalReasonSeg/mask-annotation/image-conversation file "
+                    "or a ReasonSeg directory")
 
 
 def read_dataset(path: str | Path, image_root: str | Path | None = None, strict: bool = False) -> SegDataset:

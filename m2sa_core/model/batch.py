@@ -140,3 +140,31 @@ def fit_batch(model, batch: dict, steps: int, lr: float = 2e-3, seed: int = 0) -
         history.append(float(out.loss.detach()))
     model.eval()
     return history
+
+
+def collate_prompted(samples: Sequence, processor: ImageProcessor) -> dict:
+    """Prompt samples (``m2sa_core.data.prompt_samples.PromptSample``) -> the batch of
+    :func:`m2sa_core.model.promptable.promptable_forward`.
+
+    Point and box coordinates are scaled from the original image into SAM's input frame
+    (the longest side resized to the SAM size), which is what SAM's prompt encoder reads.
+    Per sample: ``boxes`` [n, 4] or None, ``points`` [n, k, 2] or None, ``point_labels`` [n, k].
+    """
+    if not samples:
+        raise ValueError("collate_prompted: empty batch")
+    images = collate_images([processor(s.image) for s in samples])
+    boxes, points, labels = [], [], []
+    for s, (rh, rw), (oh, ow) in zip(samples, images["resize_sizes"], images["original_sizes"]):
+        scale = torch.tensor([rw / ow, rh / oh], dtype=torch.float32)
+        boxes.append(None if s.boxes is None else torch.from_numpy(s.boxes) * scale.repeat(2))
+        points.append(None if s.points is None else torch.from_numpy(s.points) * scale)
+        labels.append(None if s.point_labels is None else torch.from_numpy(s.point_labels))
+    return {
+        **images,
+        "boxes": boxes,
+        "points": points,
+        "point_labels": labels,
+        "gt_masks": [torch.from_numpy(s.masks) for s in samples],
+        "gt_amodal_masks": [torch.from_numpy(s.amodal_masks) for s in samples],
+        "sample_ids": [s.sample_id for s in samples],
+    }

@@ -329,10 +329,13 @@ class M2SAModel(nn.Module):
                     f"sample {sid}: {seg_in[b]} [SEG] tokens in the supervised answer but {n_gt} ground-truth masks"
                 )
 
-        feats = self.encode_images(batch["sam_images"], batch["clip_images"])
-        fused = self.fuse(feats.image_embeddings, feats.early_features)
+        clip_embeds = self.encode_clip(batch["clip_images"])
+        # A batch of conversations answered in words (language pretraining) never needs SAM.
+        fused = None
+        if any(int(m.shape[0]) for m in batch["gt_masks"]):
+            fused = self.fuse(*self.encode_sam(batch["sam_images"]))
         embeds, attn, merged_labels = self.merge_image_embeddings(
-            input_ids, feats.clip_embeds, batch["attention_mask"].to(self.device), labels, sample_ids
+            input_ids, clip_embeds, batch["attention_mask"].to(self.device), labels, sample_ids
         )
         hidden = self.llm.model(inputs_embeds=embeds, attention_mask=attn, use_cache=False).last_hidden_state
         logits = self.llm.lm_head(hidden)

@@ -4,7 +4,13 @@
 v_proj, full ``embed_tokens`` and ``lm_head`` (the new tokens need rows), SAM's mask
 decoder, the fusion convolutions, phi and the mask-type head; CLIP, the mm projector, SAM's image and
 prompt encoders and the base LLM frozen. ``from_scratch`` trains every weight with no
-LoRA: the tiny preset has no pretrained weights to protect.
+LoRA: the tiny preset has no pretrained weights to protect; ``full`` is the same split
+named for a model that starts from pretrained parts.
+
+Staged training (docs/TRAINING.md) has a policy per pretraining stage: ``promptable_sam``
+trains SAM alone (image encoder, prompt encoder, mask decoder), as SAM is trained;
+``vision_language`` trains CLIP, the projector and the LLM (LLaVA's image-text
+alignment and instruction tuning), leaving SAM as the first stage made it.
 """
 
 from __future__ import annotations
@@ -16,7 +22,13 @@ from torch import nn
 from m2sa_core.model.config import LoraSettings
 from m2sa_core.model.m2sa import M2SAModel
 
-POLICIES = ("paper", "from_scratch")
+POLICIES = ("paper", "from_scratch", "full", "promptable_sam", "vision_language")
+
+# Parameter-name prefixes trained by each pretraining stage's policy.
+_STAGE_PREFIXES = {
+    "promptable_sam": ("sam.image_encoder.", "sam.prompt_encoder.", "sam.mask_decoder."),
+    "vision_language": ("vision_tower.", "mm_projector.", "llm."),
+}
 
 # Parameter-name prefixes trained in full under the paper policy.
 _PAPER_FULL = (
@@ -58,11 +70,17 @@ def apply_trainable_policy(model: M2SAModel, policy: str = "paper") -> M2SAModel
     """Set ``requires_grad`` per ``policy`` ("paper" adds LoRA when missing)."""
     if policy not in POLICIES:
         raise ValueError(f"unknown trainable policy {policy!r}; choose from {POLICIES}")
-    if policy == "from_scratch":
+    if policy in ("from_scratch", "full"):
         if has_lora(model):
-            raise ValueError("from_scratch trains every weight: merge the LoRA adapters first (merge_lora)")
+            raise ValueError(f"{policy} trains every weight: merge the LoRA adapters first (merge_lora)")
         for p in model.parameters():
             p.requires_grad_(True)
+        return model
+    if policy in _STAGE_PREFIXES:
+        if has_lora(model):
+            raise ValueError(f"{policy} trains base weights: merge the LoRA adapters first (merge_lora)")
+        for name, p in model.named_parameters():
+            p.requires_grad_(name.startswith(_STAGE_PREFIXES[policy]))
         return model
     add_lora(model, model.config.lora)
     for name, p in model.named_parameters():

@@ -82,7 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         parser.error(str(exc))
     for name, n in counts.items():
-        print(f"{args.out}/{name}: {n} questions")
+        unit = "regions" if name.startswith("masks_") else "conversations" if name.startswith("conversations_") \
+            else "questions"
+        print(f"{args.out}/{name}: {n} {unit}")
     print(f"{args.images} images in {time.perf_counter() - start:.1f} s", file=sys.stderr)
     return 0
 

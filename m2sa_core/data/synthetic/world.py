@@ -14,7 +14,11 @@ Files (all image paths relative to ``DIR/images``):
   their targets (no amodal questions, as in the MMR release);
 * ``r2sm_test.json``: amodal and visible queries of the test images;
 * ``amodal_reasonseg_test.json``: the test images' questions with visible and amodal
-  masks per target.
+  masks per target;
+* ``masks_train.json``, ``masks_val.json`` and ``conversations_train.json``: the
+  pretraining sets (every object and part with its masks; the train images' questions
+  answered in words), see
+  :mod:`m2sa_core.data.synthetic.pretraining`.
 
 Every annotation also carries ``amodal_segmentation``, the complete mask.
 """
@@ -31,6 +35,7 @@ import numpy as np
 
 from m2sa_core.data.labels import category_of
 from m2sa_core.data.rle import encode_mask
+from m2sa_core.data.synthetic.pretraining import conversation_entry, mask_annotation_entry, text_answer
 from m2sa_core.data.synthetic.questions import Question, sample_questions
 from m2sa_core.data.synthetic.scene import Scene, render_scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
@@ -178,6 +183,8 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
     (out_dir / "images").mkdir(parents=True, exist_ok=True)
     mmr: dict[str, list] = {name: [] for name in MMR_FILES}
     r2sm, amodal = [], []
+    masks: dict[str, list] = {"train": [], "val": []}
+    conversations_train = []
     indices = range(n_images)
     if progress:
         from tqdm import tqdm
@@ -188,6 +195,12 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
         cv2.imwrite(str(out_dir / "images" / gen.file_name), gen.scene.image[:, :, ::-1])
         if gen.split in ("train", "val"):
             mmr[gen.split].append(mmr_entry(gen, gen.questions))
+            masks[gen.split].append(mask_annotation_entry(gen.scene, gen.image_id, gen.file_name))
+            if gen.split == "train":
+                answers = [(q.question, text_answer(q.answer)) for q in gen.questions]
+                # Its own stream: the images and questions stay those of earlier versions.
+                rng = np.random.default_rng(np.random.SeedSequence([seed, index, 1]))
+                conversations_train.append(conversation_entry(gen.scene, rng, gen.image_id, gen.file_name, answers))
             continue
         by_split: dict[str, list[Question]] = {}
         for q in gen.questions:
@@ -205,6 +218,16 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
     header = {"version": 1, "split": "test", "generator": {"seed": seed, "images": n_images, "size": size}}
     _write_json(out_dir / "r2sm_test.json", {"dataset": "r2sm", **header, "images": r2sm})
     _write_json(out_dir / "amodal_reasonseg_test.json", {"dataset": "amodal_reasonseg", **header, "images": amodal})
+    generator = {"seed": seed, "images": n_images, "size": size}
+    for split, entries in masks.items():
+        _write_json(out_dir / f"masks_{split}.json",
+                    {"dataset": "mask_annotations", "version": 1, "split": split, "generator": generator,
+                     "images": entries})
+        counts[f"masks_{split}.json"] = sum(len(e["annotations"]) for e in entries)
+    _write_json(out_dir / "conversations_train.json",
+                {"dataset": "image_conversations", "version": 1, "split": "train", "generator": generator,
+                 "images": conversations_train})
+    counts["conversations_train.json"] = sum(len(e["conversations"]) for e in conversations_train)
     counts["r2sm_test.json"] = sum(len(e["queries"]) for e in r2sm)
     counts["amodal_reasonseg_test.json"] = sum(len(e["questions"]) for e in amodal)
     return counts

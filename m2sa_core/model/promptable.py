@@ -1,0 +1,74 @@
+"""SAM's own training objective on the model's SAM: point and box prompts -> masks.
+
+Staged training's first stage (docs/TRAINING.md) teaches the tiny SAM to segment the
+world's objects and parts from prompts, as SAM is trained, before [SEG] embeddings
+prompt it. The image encoder runs as released (no early fusion: that belongs to M2SA and
+trains in the last stage, as the authors' does from a pretrained SAM); the prompt
+encoder embeds the points and boxes; the mask decoder's first token is supervised with
+the visible region and its second with the complete shape, the two tokens M2SA reads
+(:data:`m2sa_core.model.m2sa.VISIBLE_MASK_TOKEN`, ``AMODAL_MASK_TOKEN``).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from m2sa_core.model.losses import M2SALoss
+from m2sa_core.model.m2sa import AMODAL_MASK_TOKEN, VISIBLE_MASK_TOKEN, M2SAModel, M2SAOutput
+
+PROMPTED_BATCH_KEYS = ("sam_images", "resize_sizes", "original_sizes", "boxes", "points", "point_labels",
+                       "gt_masks", "gt_amodal_masks", "sample_ids")
+
+
+def prompted_mask_logits(model: M2SAModel, image_embedding: torch.Tensor, boxes: torch.Tensor | None,
+                         points: torch.Tensor | None, point_labels: torch.Tensor | None
+                         ) -> tuple[torch.Tensor, torch.Tensor]:
+    """Low-res (visible, complete) logits [n, 2, 4h, 4w] and IoU predictions [n, 2] for n prompts
+    on one image embedding [1, P, h, w]; ``boxes`` [n, 4], ``points`` [n, k, 2] in SAM's input frame."""
+    dtype, device = image_embedding.dtype, image_embedding.device
+    point_pair = None
+    if points is not None:
+        point_pair = (points.to(device, torch.float32), point_labels.to(device))
+    box = None if boxes is None else boxes.to(device, torch.float32)
+    sparse, dense = model.sam.prompt_encoder(points=point_pair, boxes=box, masks=None)
+    low_res, iou = model.sam.mask_decoder.predict_masks(
+        image_embeddings=image_embedding,
+        image_pe=model.dense_positional_encoding().to(dtype),
+        sparse_prompt_embeddings=sparse.to(dtype),
+        dense_prompt_embeddings=dense.to(dtype),
+    )
+    keep = [VISIBLE_MASK_TOKEN, AMODAL_MASK_TOKEN]
+    return low_res[:, keep], iou[:, keep]
+
+
+def promptable_forward(model: M2SAModel, batch: dict) -> M2SAOutput:
+    """BCE + Dice of the prompted visible and complete masks (M2SA's mask loss weights, no text).
+
+    ``batch`` comes from :func:`m2sa_core.model.batch.collate_prompted`. The answer CE is
+    zero: nothing here reads or writes text.
+    """
+    missing = [k for k in PROMPTED_BATCH_KEYS if k not in batch]
+    if missing:
+        raise KeyError(f"promptable_forward: batch lacks {missing}")
+    embeddings, _ = model.encode_sam(batch["sam_images"])
+    losses = M2SALoss(model.config)
+    pred_masks, pred_amodal, pred_ious = [], [], []
+    for b, sample_id in enumerate(batch["sample_ids"]):
+        low_res, iou = prompted_mask_logits(model, embeddings[b:b + 1], batch["boxes"][b], batch["points"][b],
+                                            batch["point_labels"][b])
+        both = model.upscale_masks(low_res.flatten(0, 1)[:, None], batch["resize_sizes"][b],
+                                   batch["original_sizes"][b]).unflatten(0, (low_res.shape[0], 2))
+        masks, amodal = both[:, VISIBLE_MASK_TOKEN], both[:, AMODAL_MASK_TOKEN]
+        gt = batch["gt_masks"][b].to(masks.device)
+        if tuple(gt.shape) != tuple(masks.shape):
+            raise ValueError(f"sample {sample_id}: gt masks are {tuple(gt.shape)}, predictions {tuple(masks.shape)}")
+        losses.add_sample(sample_id, masks, amodal, masks.new_zeros((masks.shape[0], 2)), gt,
+                          batch["gt_amodal_masks"][b], None)
+        pred_masks.append(masks)
+        pred_amodal.append(amodal)
+        pred_ious.append(iou[:, VISIBLE_MASK_TOKEN])
+    parts = losses.total(embeddings.new_zeros((), dtype=torch.float32))
+    return M2SAOutput(parts.loss, parts.ce, parts.bce, parts.dice, pred_masks, pred_ious, None, parts.num_masks,
+                      amodal_bce_loss=parts.amodal_bce, amodal_dice_loss=parts.amodal_dice,
+                      mask_type_loss=parts.mask_type, pred_amodal_masks=pred_amodal,
+                      num_amodal_masks=parts.num_amodal_masks)

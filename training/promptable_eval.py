@@ -1,0 +1,75 @@
+"""How well SAM segments from prompts: the check of staged training's first stage.
+
+Every region of a ``mask_annotations`` file is prompted twice, with its exact box and
+with one point at the pixel of its visible mask furthest from the border (the most
+central one), and scored by IoU against its visible mask (first mask token) and its
+complete shape (second token). Reported as mean IoU over regions, for objects and parts
+apart: a SAM that cannot outline a mug's handle from a box around it will not outline it
+from a [SEG] either.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Sequence
+
+import cv2
+import numpy as np
+import torch
+
+from m2sa_core.metrics import mask_iou
+from m2sa_core.model.m2sa import AMODAL_MASK_TOKEN, VISIBLE_MASK_TOKEN
+from m2sa_core.model.preprocess import ImageProcessor
+from m2sa_core.model.promptable import prompted_mask_logits
+
+
+def central_point(mask: np.ndarray) -> list[float]:
+    """(x, y) of the mask pixel furthest from the mask's border."""
+    distance = cv2.distanceTransform(np.pad(mask, 1).astype(np.uint8), cv2.DIST_L2, 3)[1:-1, 1:-1]
+    y, x = np.unravel_index(int(distance.argmax()), distance.shape)
+    return [float(x), float(y)]
+
+
+@torch.no_grad()
+def evaluate_promptable(model, records: Sequence, max_items: int = 0) -> dict[str, float]:
+    """Mean IoU per prompt kind and granularity over the regions of ``records``."""
+    processor = ImageProcessor(model.config)
+    was_training = model.training
+    model.eval()
+    scores: dict[str, list[float]] = defaultdict(list)
+    chosen = records[:max_items] if max_items else records
+    for record in chosen:
+        h, w = record.height, record.width
+        image = processor(record.load_image())
+        (rh, rw), scale = image["resize_size"], None
+        scale = torch.tensor([rw / w, rh / h], dtype=torch.float32)
+        embedding, _ = model.encode_sam(image["sam_image"][None])
+        visible = [t.mask(h, w) for t in record.targets]
+        complete = [t.amodal_mask(h, w) for t in record.targets]
+        keep = [i for i, m in enumerate(visible) if m.any()]
+        if not keep:
+            continue
+        boxes = []
+        for i in keep:
+            ys, xs = np.nonzero(visible[i])
+            boxes.append([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1])
+        box_t = torch.tensor(boxes, dtype=torch.float32) * scale.repeat(2)
+        points = torch.tensor([[central_point(visible[i])] for i in keep], dtype=torch.float32) * scale
+        labels = torch.ones(points.shape[:2], dtype=torch.long)
+        for kind, prompt in (("box", dict(boxes=box_t, points=None, point_labels=None)),
+                             ("point", dict(boxes=None, points=points, point_labels=labels))):
+            low_res, _ = prompted_mask_logits(model, embedding, **prompt)
+            both = model.upscale_masks(low_res.flatten(0, 1)[:, None], (rh, rw), (h, w))
+            both = (both.unflatten(0, (len(keep), 2)) > 0).cpu().numpy()
+            for row, i in enumerate(keep):
+                level = "part" if record.targets[i].part_name else "object"
+                iou = mask_iou(both[row, VISIBLE_MASK_TOKEN], visible[i])
+                scores[f"{kind}_miou"].append(iou)
+                scores[f"{kind}_miou_{level}"].append(iou)
+                if complete[i] is not None and kind == "box":
+                    scores["box_amodal_miou"].append(mask_iou(both[row, AMODAL_MASK_TOKEN], complete[i] | visible[i]))
+    if was_training:
+        model.train()
+    report = {key: float(np.mean(values)) for key, values in sorted(scores.items())}
+    report["regions"] = len(scores.get("box_miou", []))
+    return report
