@@ -42,16 +42,60 @@ import json
 import os
 import shlex
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from m2sa_core.cli_errors import cli_entry
 from m2sa_ros.bag.scoring import Prediction, prediction_from_msg, score_predictions, Scores
 from m2sa_ros.bag.replay import bag_start_ns, check_bag, NodeProcess, Outcome, Replayer, ReplayOptions
 from m2sa_ros.bag.report import json_default, build_report, render_markdown, summary_text, write_overlays
 from m2sa_ros.bag.record import COMMAND_TOPIC, IMAGE_TOPIC, BagError, load_ground_truth
+
+R = TypeVar("R", bound=Replayer)
+PROTOCOLS = ("auto", "commands", "tracking")
+
+
+# --------------------------------------------------------------------------- a session
+def _namespace(namespace: str | None) -> str:
+    """The node's namespace: the given one (made absolute) or a private one for this run."""
+    namespace = namespace or f"/m2sa_bag_eval_{os.getpid()}"
+    return namespace if namespace.startswith("/") else "/" + namespace
+
+
+@contextmanager
+def _live_node(bag: Path, node: NodeProcess | None, make_replayer: Callable[[Any], R]) -> Iterator[R]:
+    """Start the node (unless one runs already) and a replayer on its own DDS context, on
+    the bag's clock, waiting until the node is there; stop both whatever happens."""
+    import rclpy
+
+    context = rclpy.Context()
+    rclpy.init(context=context, args=[])
+    replayer = None
+    try:
+        if node is not None:
+            node.start()
+        replayer = make_replayer(context)
+        replayer.start_clock(bag_start_ns(bag))
+        replayer.start()
+        replayer.wait_for_node(node)
+        yield replayer
+    finally:
+        if replayer is not None:
+            replayer.close()
+        if node is not None:
+            node.stop()
+        rclpy.try_shutdown(context=context)
+
+
+def _results_bag(out_dir: Path) -> Path:
+    out_dir.mkdir(parents=True, exist_ok=True)
+    results_bag = out_dir / "results_bag"
+    if results_bag.exists():
+        raise BagError(f"{results_bag} already exists: pick a new --out directory or remove it")
+    return results_bag
 
 
 # --------------------------------------------------------------------------- evaluation
@@ -67,8 +111,6 @@ def evaluate_bag(bag: str | Path, out_dir: str | Path, *, node_args: Sequence[st
                  max_in_flight: int = 4, result_timeout_s: float = 300.0, startup_timeout_s: float = 300.0,
                  ground_truth: str | Path | None = None, progress: bool = True, overlays: bool = True) -> Evaluation:
     """Replay ``bag`` through a perception node, record, score and write the reports into ``out_dir``."""
-    import rclpy
-
     bag, out_dir = Path(bag), Path(out_dir)
     if not (bag / "metadata.yaml").is_file():
         raise BagError(f"{bag} is not a rosbag2 directory (no metadata.yaml)")
@@ -80,33 +122,13 @@ def evaluate_bag(bag: str | Path, out_dir: str | Path, *, node_args: Sequence[st
     image_topic = truth.image_topic if truth else IMAGE_TOPIC
     command_topic = truth.command_topic if truth else COMMAND_TOPIC
     check_bag(bag, truth, image_topic, command_topic)  # before paying for a node start-up
-    out_dir.mkdir(parents=True, exist_ok=True)
-    results_bag = out_dir / "results_bag"
-    if results_bag.exists():
-        raise BagError(f"{results_bag} already exists: pick a new --out directory or remove it")
-    namespace = namespace or f"/m2sa_bag_eval_{os.getpid()}"
-    if not namespace.startswith("/"):
-        namespace = "/" + namespace
+    results_bag = _results_bag(out_dir)
+    namespace = _namespace(namespace)
     options = ReplayOptions(namespace, rate_factor, settle_s, max_in_flight, result_timeout_s, startup_timeout_s)
     node = NodeProcess(namespace, list(node_args), out_dir / "node.log") if start_node else None
-    context = rclpy.Context()
-    rclpy.init(context=context, args=[])
-    replayer = None
-    try:
-        if node is not None:
-            node.start()
-        replayer = Replayer(options, context, results_bag)
-        replayer.start_clock(bag_start_ns(bag))
-        replayer.start()
-        replayer.wait_for_node(node)
+    with _live_node(bag, node, lambda context: Replayer(options, context, results_bag)) as replayer:
         outcomes = replayer.replay(bag, truth, image_topic, command_topic, node, progress)
         foreign = replayer.foreign_results
-    finally:
-        if replayer is not None:
-            replayer.close()
-        if node is not None:
-            node.stop()
-        rclpy.try_shutdown(context=context)
     predictions: dict[int, Prediction | None] = {}
     for o in outcomes:
         predictions[o.index] = None
@@ -128,6 +150,73 @@ def evaluate_bag(bag: str | Path, out_dir: str | Path, *, node_args: Sequence[st
     (out_dir / "report.md").write_text(render_markdown(report, written), encoding="utf-8")
     return Evaluation(report, outcomes, predictions, scores)
 
+@dataclass
+class TrackingEvaluation:
+    report: dict[str, Any]
+    outcomes: list[Any]  # m2sa_ros.bag.tracking.TrackOutcome, one per sequence
+    scores: Any  # m2sa_ros.bag.tracking_report.TrackingScores
+
+
+def evaluate_tracking_bag(bag: str | Path, out_dir: str | Path, *, node_args: Sequence[str] = (),
+                          start_node: bool = True, namespace: str | None = None, rate_factor: float = 1.0,
+                          settle_s: float = 0.1, result_timeout_s: float = 300.0, startup_timeout_s: float = 300.0,
+                          ground_truth: str | Path | None = None, use_previous_mask: bool = False,
+                          min_score: float = 0.0, lost_frames: int = 0, progress: bool = True,
+                          overlays: bool = True) -> TrackingEvaluation:
+    """Replay a tracking bag through the node's ``track`` action, score per frame, write the reports.
+
+    One goal per sequence (docs/TRACKING.md, m2sa_ros.bag.tracking); ``ground_truth`` is
+    the tracking sidecar (default BAG/tracking_ground_truth.json).
+    """
+    from m2sa_ros.bag.sequences import load_tracking_ground_truth, tracking_ground_truth_path
+    from m2sa_ros.bag.tracking import TrackGoalSettings, TrackReplayer, check_tracking_bag
+    from m2sa_ros.bag.tracking_report import (TrackingScores, build_tracking_report, render_tracking_markdown,
+                                              write_tracking_overlays)
+
+    bag, out_dir = Path(bag), Path(out_dir)
+    if not (bag / "metadata.yaml").is_file():
+        raise BagError(f"{bag} is not a rosbag2 directory (no metadata.yaml)")
+    if not rate_factor > 0:
+        raise BagError(f"--rate-factor must be > 0, got {rate_factor}")
+    if not 0.0 <= min_score <= 1.0:
+        raise BagError(f"--min-score must be within [0, 1], got {min_score}")
+    if lost_frames < 0:
+        raise BagError(f"--lost-frames must be >= 0, got {lost_frames}")
+    truth = load_tracking_ground_truth(bag, ground_truth)
+    if truth is None:
+        raise BagError(f"{bag} has no tracking ground truth ({tracking_ground_truth_path(bag).name}); record one "
+                       "with m2sa-bag make --sequences N, or pass --tracking-ground-truth FILE")
+    check_tracking_bag(bag, truth)  # before paying for a node start-up
+    results_bag = _results_bag(out_dir)
+    namespace = _namespace(namespace)
+    options = ReplayOptions(namespace, rate_factor, settle_s, 1, result_timeout_s, startup_timeout_s)
+    goal = TrackGoalSettings(min_score, lost_frames, use_previous_mask)
+    node = NodeProcess(namespace, list(node_args), out_dir / "node.log") if start_node else None
+    with _live_node(bag, node, lambda context: TrackReplayer(options, context, results_bag, goal)) as replayer:
+        outcomes = replayer.replay_tracks(bag, truth, node, progress)
+        foreign = replayer.foreign_results
+    scores = TrackingScores(truth, outcomes)
+    settings = {"rate_factor": rate_factor, "namespace": namespace, "node_started": start_node,
+                "node_command": node.command if node is not None else None, "settle_s": settle_s,
+                "result_timeout_s": result_timeout_s, "results_bag": str(results_bag),
+                "use_previous_mask": use_previous_mask, "min_score": min_score, "lost_frames": lost_frames,
+                "generator": truth.generator}
+    report = build_tracking_report(bag, truth, outcomes, scores, settings, foreign)
+    written = write_tracking_overlays(out_dir, bag, truth, outcomes, scores) if overlays else []
+    (out_dir / "report.json").write_text(json.dumps(report, indent=1, default=json_default), encoding="utf-8")
+    (out_dir / "report.md").write_text(render_tracking_markdown(report, written), encoding="utf-8")
+    return TrackingEvaluation(report, outcomes, scores)
+
+
+def resolve_protocol(protocol: str, bag: str | Path, tracking_ground_truth: str | Path | None) -> str:
+    """``auto``: tracking when the bag has a tracking sidecar (or one is given), else commands."""
+    from m2sa_ros.bag.sequences import tracking_ground_truth_path
+
+    if protocol != "auto":
+        return protocol
+    return "tracking" if tracking_ground_truth or tracking_ground_truth_path(bag).is_file() else "commands"
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="m2sa-bag-eval", description="Replay a bag through the perception node "
                                      "over DDS, record and score its results.")
@@ -148,6 +237,17 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--result-timeout", type=float, default=300.0, help="seconds a command waits for its result")
     parser.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for an active node")
     parser.add_argument("--ground-truth", default=None, help="ground-truth JSON (default: BAG/ground_truth.json)")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="auto",
+                        help="commands: each command answered once; tracking: each command a track goal followed "
+                        "over its sequence (docs/TRACKING.md); auto (default): tracking when the bag has "
+                        "tracking_ground_truth.json")
+    track = parser.add_argument_group("tracking protocol")
+    track.add_argument("--tracking-ground-truth", default=None,
+                       help="tracking ground-truth JSON (default: BAG/tracking_ground_truth.json)")
+    track.add_argument("--use-previous-mask", action="store_true", help="goals set use_previous_mask")
+    track.add_argument("--min-score", type=float, default=0.0, help="goals' lost-target score (default 0)")
+    track.add_argument("--lost-frames", type=int, default=0,
+                       help="goals' lost-target frames (default 0: never lost, every frame is tracked)")
     parser.add_argument("--no-overlays", action="store_true", help="skip overlays/")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
@@ -167,6 +267,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_start and node_args:
         parser.error("--node-args/--model-path/--params-file only apply to a node this tool starts")
     try:
+        protocol = resolve_protocol(args.protocol, args.bag, args.tracking_ground_truth)
+        if protocol == "tracking":
+            return _main_tracking(args, node_args)
+        if args.tracking_ground_truth or args.use_previous_mask or args.lost_frames or args.min_score:
+            parser.error("--tracking-ground-truth, --use-previous-mask, --min-score and --lost-frames only "
+                         "apply to --protocol tracking")
         evaluation = evaluate_bag(args.bag, args.out, node_args=node_args, start_node=not args.no_start,
                                   namespace=args.namespace, rate_factor=args.rate_factor, settle_s=args.settle,
                                   max_in_flight=args.max_in_flight, result_timeout_s=args.result_timeout,
@@ -184,6 +290,23 @@ def main(argv: list[str] | None = None) -> int:
     print(summary_text(evaluation.report))
     print(f"report: {Path(args.out) / 'report.md'}")
     return 1 if evaluation.report["counts"]["commands_without_result"] else 0
+
+
+def _main_tracking(args: argparse.Namespace, node_args: list[str]) -> int:
+    """``m2sa-bag-eval`` on a tracking bag; exit status 1 when a goal had no final result or a
+    tracked frame no result, 2 on bad input (raised to :func:`main`)."""
+    from m2sa_ros.bag.tracking_report import tracking_summary_text
+
+    evaluation = evaluate_tracking_bag(
+        args.bag, args.out, node_args=node_args, start_node=not args.no_start, namespace=args.namespace,
+        rate_factor=args.rate_factor, settle_s=args.settle, result_timeout_s=args.result_timeout,
+        startup_timeout_s=args.startup_timeout, ground_truth=args.tracking_ground_truth,
+        use_previous_mask=args.use_previous_mask, min_score=args.min_score, lost_frames=args.lost_frames,
+        progress=not args.quiet, overlays=not args.no_overlays)
+    print(tracking_summary_text(evaluation.report))
+    print(f"report: {Path(args.out) / 'report.md'}")
+    counts = evaluation.report["counts"]
+    return 1 if counts["goals_without_final_result"] or counts["frames_without_result"] else 0
 
 
 if __name__ == "__main__":

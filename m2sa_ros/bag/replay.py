@@ -150,6 +150,44 @@ class BagClock:
 
 CLOCK_PERIOD_S = 0.01  # /clock at 100 Hz of wall time
 
+
+class Pacer:
+    """When each bag message goes out: its recorded spacing (divided by ``factor``),
+    shifted by every wait on the node, and at least ``settle_s`` after the last frame
+    for a command. Drives the bag clock: it is held at a message's time until that
+    message is published, so the node's clock never runs ahead of a late message."""
+
+    def __init__(self, clock: BagClock, factor: float, settle_s: float) -> None:
+        self.clock = clock
+        self.factor = factor
+        self.settle_s = settle_s
+        self._t0_bag: int | None = None
+        self._t0 = 0.0
+        self._shift = 0.0
+        self._last_image_at = -math.inf
+
+    def wait_for(self, time_ns: int, after_frame: bool = False) -> None:
+        """Sleep until the message of bag time ``time_ns`` is due, then move the clock to it.
+
+        ``after_frame``: the message must follow the last frame by ``settle_s`` (a command,
+        so that its frame is in the node before it).
+        """
+        if self._t0_bag is None:
+            self._t0_bag, self._t0 = time_ns, time.monotonic()
+        self.clock.hold_until(time_ns)
+        due = self._t0 + self._shift + (time_ns - self._t0_bag) / 1e9 / self.factor
+        if after_frame:
+            due = max(due, self._last_image_at + self.settle_s)
+        now = time.monotonic()
+        if now > due:
+            self._shift += now - due  # waited on the node: keep the recorded spacing from here on
+        else:
+            time.sleep(due - now)
+        self.clock.advance_to(time_ns)
+
+    def frame_sent(self) -> None:
+        self._last_image_at = time.monotonic()
+
 class Replayer:
     """Publishes a bag's frames, commands and /clock to a node and collects its results."""
 
@@ -238,6 +276,10 @@ class Replayer:
         self.clock.advance_to(bag_ns)
         self.clock.hold_until(bag_ns)
 
+    def pacer(self) -> Pacer:
+        """A fresh schedule for one replay, on this replayer's clock."""
+        return Pacer(self.clock, self.options.rate_factor, self.options.settle_s)
+
     def _record(self, connection: Any, raw: bytes, bag_ns: int | None = None) -> None:
         """Write into the results bag, stamped in bag time (the replay clock's now)."""
         if bag_ns is None:
@@ -316,35 +358,20 @@ class Replayer:
         outcomes: list[Outcome] = []
         frames_sent: set[int] = set()
         last_stamp: int | None = None
-        last_image_at = -math.inf
-        t0_bag: int | None = None
-        t0 = time.monotonic()
-        shift = 0.0
-        factor = self.options.rate_factor
+        pacer = self.pacer()
         for message in iter_messages(bag, [image_topic, command_topic]):  # streamed: bags can be large
-            if t0_bag is None:
-                t0_bag, t0 = message.time_ns, time.monotonic()
             if message.topic == image_topic:
                 self._wait_pending(0, node)
             else:
                 self._wait_pending(self.options.max_in_flight - 1, node)
-            self.clock.hold_until(message.time_ns)
-            due = t0 + shift + (message.time_ns - t0_bag) / 1e9 / factor
-            if message.topic == command_topic:
-                due = max(due, last_image_at + self.options.settle_s)
-            now = time.monotonic()
-            if now > due:
-                shift += now - due  # waited on the node: keep the recorded spacing from here on
-            else:
-                time.sleep(due - now)
-            self.clock.advance_to(message.time_ns)
+            pacer.wait_for(message.time_ns, after_frame=message.topic == command_topic)
             self._publish_clock()
             if message.topic == image_topic:
                 header = decode(message).header
                 last_stamp = stamp_ns(header)
                 frames_sent.add(last_stamp)
                 self.image_pub.publish(message.raw)
-                last_image_at = time.monotonic()
+                pacer.frame_sent()
                 continue
             text = deserialize_message(message.raw, String).data
             index = len(outcomes)

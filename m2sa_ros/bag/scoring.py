@@ -8,13 +8,13 @@ target-count accuracy per split, each target on the shape its ``mask_type`` asks
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from m2sa_ros.bag.record import BagError, GroundTruth
+from m2sa_ros.bag.record import BagError, GroundTruth, GroundTruthCommand
 
 
 LATENCY_PERCENTILES = (50, 90, 95, 99)
@@ -87,7 +87,8 @@ class Scores:
     commands: dict[int, CommandScore]
 
 def score_predictions(truth: GroundTruth, predictions: dict[int, Prediction | None],
-                      exclude: Sequence[int] = ()) -> Scores:
+                      exclude: Sequence[int] = (),
+                      extra_splits: Callable[[GroundTruthCommand], Sequence[str]] | None = None) -> Scores:
     """Generative protocol over the commands of ``truth``.
 
     A command without a prediction (no result) or with a failed result counts as an
@@ -97,7 +98,8 @@ def score_predictions(truth: GroundTruth, predictions: dict[int, Prediction | No
     ground truth holds the shape the command really asked for, so a node that mistakes
     which one was meant loses IoU there.
     ``exclude`` leaves commands out (e.g. those whose image is not in the bag: a data
-    problem, not the node's).
+    problem, not the node's). ``extra_splits`` names further splits each command also
+    counts in (tracking scores a frame under its frame index and under "after_first").
     """
     from m2sa_core.metrics import SegmentationEvaluator, match_masks
 
@@ -123,6 +125,8 @@ def score_predictions(truth: GroundTruth, predictions: dict[int, Prediction | No
             target_ious[p] = float(matching.iou[p, g])
             matched[p] = g
         entries = evaluator.add(masks, gt, split=command.split or "all")
+        for split in extra_splits(command) if extra_splits is not None else ():
+            evaluator.add(masks, gt, split=split)
         scored[command.index] = CommandScore(command.index, command.split, target_ious, matched,
                                              list(matching.unmatched_gt), [float(v) for v in entries])
     return Scores(evaluator.report(), scored)

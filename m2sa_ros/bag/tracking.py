@@ -1,0 +1,345 @@
+"""Replaying a tracking bag through the node's ``track`` action, one sequence at a time.
+
+For each sequence of the bag (``m2sa_ros.bag.sequences``): its first frame goes out, the
+command is sent as a ``track`` goal with a request id of its own (``track-<index>``) and
+the replayer waits for the answer (feedback ``frame_seq`` 0); then every following frame
+goes out and the replayer waits for that frame's tracked result before the next one.
+The node tracks on its *newest* frame, so this closed loop is what makes each result
+belong to the frame it is scored against (its header stamp is checked all the same).
+After the sequence's last frame the goal is cancelled and its one final result (with
+the reason the track ended) is awaited before the next sequence's first frame, which
+the old track would otherwise take as one of its own.
+
+Messages keep their recorded spacing and ``/clock`` carries bag time, as in the
+command replay (``m2sa_ros.bag.replay``); the results bag records every
+SegmentationResult on ``result`` plus one Command per goal.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from m2sa_ros.bag.record import BagError, decode, iter_messages, stamp_ns
+from m2sa_ros.bag.replay import NodeProcess, Replayer, ReplayOptions
+from m2sa_ros.bag.sequences import TrackingGroundTruth
+
+
+@dataclass
+class TrackGoalSettings:
+    """The Track goal fields the replayer sends (docs/TRACKING.md); no timeout: it cancels."""
+
+    min_score: float = 0.0
+    lost_frames: int = 0  # 0: never lost, so every frame of a sequence is tracked and scored
+    use_previous_mask: bool = False
+
+
+@dataclass
+class TrackedFrame:
+    """One frame of a sequence as replayed: when it went out and the result it got."""
+
+    frame: int  # index within the sequence (0: the answered frame)
+    stamp_ns: int
+    published_at: float = math.nan  # monotonic s (for frame 0: when the goal was sent)
+    tracked: bool = False  # the node was asked for it (published while the track ran)
+    result: Any = None  # rclpy SegmentationResult (feedback)
+    frame_seq: int | None = None
+    received_at: float = math.nan
+    timed_out: bool = False  # asked for while its track ran, and no result came in time (the node's fault)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def latency_ms(self) -> float:
+        return (self.received_at - self.published_at) * 1e3 if self.result is not None else math.nan
+
+
+@dataclass
+class TrackOutcome:
+    """One sequence's goal: what was sent, every frame's feedback and the one final result."""
+
+    index: int
+    command: str
+    request_id: str
+    bag_time_ns: int
+    frames: list[TrackedFrame]
+    accepted: bool = False
+    final: Any = None  # Track.Result
+    status: int | None = None  # action_msgs/GoalStatus
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def reason(self) -> str:
+        return self.final.reason if self.final is not None else ""
+
+
+class _Goal:
+    """A sent goal: its feedback as it comes, its handle and its one result (executor thread fills them)."""
+
+    def __init__(self, outcome: TrackOutcome, cond: threading.Condition) -> None:
+        self.outcome = outcome
+        self.cond = cond
+        self.feedback: list[tuple[int, Any, float]] = []  # (frame_seq, result, monotonic s)
+        self.handle: Any = None
+        self.sent = False  # the goal request's future resolved (accepted or rejected)
+        self.result: Any = None  # GetResult response (status, result)
+        self.failure = ""
+
+    def on_feedback(self, message: Any) -> None:
+        now = time.monotonic()
+        with self.cond:
+            self.feedback.append((int(message.feedback.frame_seq), message.feedback.result, now))
+            self.cond.notify_all()
+
+    def on_sent(self, future: Any) -> None:
+        with self.cond:
+            try:
+                self.handle = future.result()
+            except Exception as exc:  # noqa: BLE001 - the request never reached the server
+                self.failure = f"goal request failed: {exc}"
+            self.sent = True
+            self.cond.notify_all()
+        if self.handle is not None and self.handle.accepted:
+            self.handle.get_result_async().add_done_callback(self.on_result)
+
+    def on_result(self, future: Any) -> None:
+        with self.cond:
+            try:
+                self.result = future.result()
+            except Exception as exc:  # noqa: BLE001
+                self.failure = f"result request failed: {exc}"
+                self.result = False
+            self.cond.notify_all()
+
+    @property
+    def ended(self) -> bool:
+        return self.result is not None or (self.sent and (self.handle is None or not self.handle.accepted))
+
+
+def check_tracking_bag(bag: Path, truth: TrackingGroundTruth) -> None:
+    """BagError when ``bag`` and its tracking ground truth disagree (before a node is started)."""
+    from m2sa_ros.bag.record import bag_info
+
+    topics = bag_info(bag)["topics"]
+    n_commands = topics.get(truth.command_topic, {}).get("count", 0)
+    if not truth.sequences:
+        raise BagError(f"{bag}: the tracking ground truth lists no sequences")
+    if n_commands != len(truth.sequences):
+        raise BagError(f"{bag}: {n_commands} command messages on {truth.command_topic} but the tracking ground "
+                       f"truth lists {len(truth.sequences)} sequences")
+    n_frames = sum(len(s.frames) for s in truth.sequences)
+    if topics.get(truth.image_topic, {}).get("count", 0) < n_frames:
+        raise BagError(f"{bag}: {topics.get(truth.image_topic, {}).get('count', 0)} images on {truth.image_topic} "
+                       f"but the tracking ground truth lists {n_frames} frames")
+
+
+class TrackReplayer(Replayer):
+    """A :class:`Replayer` that sends each sequence's command as a ``track`` goal and scores per frame."""
+
+    def __init__(self, options: ReplayOptions, context: Any, results_bag: Path | None,
+                 goal_settings: TrackGoalSettings | None = None) -> None:
+        from rclpy.action import ActionClient
+
+        from m2sa_ros.action import Track
+
+        super().__init__(options, context, results_bag)
+        self.goal_settings = goal_settings or TrackGoalSettings()
+        self._track_type = Track
+        self.track_client = ActionClient(self.node, Track, f"{options.namespace.rstrip('/')}/track")
+        self._ours: set[str] = set()
+        self.results_on_topic: dict[str, int] = {}
+
+    def _on_result(self, raw: bytes) -> None:
+        """Results on the topic go into the results bag; scoring reads the feedback (it has frame_seq)."""
+        from rclpy.serialization import deserialize_message
+
+        msg = deserialize_message(raw, self._result_type)
+        self._record(self._result_conn, raw)
+        with self._cond:
+            if msg.request_id in self._ours:
+                self.results_on_topic[msg.request_id] = self.results_on_topic.get(msg.request_id, 0) + 1
+            else:
+                self.foreign_results += 1
+
+    def wait_for_node(self, node: NodeProcess | None) -> None:
+        """Until the topics are matched and the ``track`` action server answers."""
+        started = time.monotonic()
+        super().wait_for_node(node)
+        left = self.options.startup_timeout_s - (time.monotonic() - started)
+        if not self.track_client.wait_for_server(timeout_sec=max(left, 1.0)):
+            raise TimeoutError(f"the perception node under {self.options.namespace} offers no track action "
+                               f"({self.track_client._action_name}) after {self.options.startup_timeout_s:.0f} s")
+
+    # -- one goal ---------------------------------------------------------------------
+    def _await(self, done: Callable[[], bool], node: NodeProcess | None, timeout_s: float) -> bool:
+        """Wait on the condition until ``done()``; False on timeout or when the node died."""
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while not done():
+                left = deadline - time.monotonic()
+                if left <= 0 or (node is not None and not node.alive()):
+                    return False
+                self._cond.wait(timeout=min(left, 0.2))
+        return True
+
+    def _send(self, outcome: TrackOutcome, node: NodeProcess | None) -> _Goal:
+        """Send the goal and wait for its answer (feedback 0) or its end."""
+        from rclpy.serialization import serialize_message
+
+        from m2sa_ros.msg import Command
+
+        goal = _Goal(outcome, self._cond)
+        s = self.goal_settings
+        request = self._track_type.Goal(command=outcome.command, request_id=outcome.request_id, rate=0.0,
+                                        timeout=0.0, min_score=float(s.min_score), lost_frames=int(s.lost_frames),
+                                        use_previous_mask=bool(s.use_previous_mask))
+        with self._cond:
+            self._ours.add(outcome.request_id)
+        first = outcome.frames[0]
+        first.published_at, first.tracked = time.monotonic(), True
+        command = Command(request_id=outcome.request_id, text=outcome.command)
+        command.header.stamp.sec, command.header.stamp.nanosec = divmod(outcome.bag_time_ns, 1_000_000_000)
+        self._record(self._command_conn, serialize_message(command), outcome.bag_time_ns)
+        self.track_client.send_goal_async(request, feedback_callback=goal.on_feedback).add_done_callback(goal.on_sent)
+        timeout = self.options.result_timeout_s
+        if not self._await(lambda: goal.sent, node, timeout):
+            outcome.problems.append(f"the goal was not acknowledged within {timeout:.0f} s")
+            return goal
+        outcome.accepted = goal.handle is not None and goal.handle.accepted
+        if not outcome.accepted:
+            outcome.problems.append(goal.failure or "the node rejected the goal")
+            return goal
+        if self._await(lambda: goal.feedback or goal.ended, node, timeout):
+            self._take_feedback(goal, first)
+        else:
+            first.timed_out = True
+            first.problems.append(f"no answer within {timeout:.0f} s")
+        return goal
+
+    def _take_feedback(self, goal: _Goal, frame: TrackedFrame) -> None:
+        """The newest unclaimed feedback of ``goal`` belongs to ``frame``: check its number and stamp."""
+        with self._cond:
+            claimed = sum(1 for f in goal.outcome.frames if f.result is not None)
+            fresh = goal.feedback[claimed:]
+        if not fresh:
+            reason = goal.result.result.reason if goal.result else goal.failure or "no final result"
+            frame.problems.append(f"the track ended ({reason}) before this frame had a result")
+            return
+        if len(fresh) > 1:
+            frame.problems.append(f"{len(fresh)} results came for one frame")
+        seq, result, received = fresh[-1]
+        frame.result, frame.frame_seq, frame.received_at = result, seq, received
+        if seq != claimed:
+            frame.problems.append(f"frame_seq {seq}, expected {claimed}")
+        got = stamp_ns(result.header)
+        if result.height > 0 and got != frame.stamp_ns:
+            frame.problems.append(f"tracked on the frame stamped {got} ns, not on its own ({frame.stamp_ns} ns)")
+
+    def _track_frame(self, goal: _Goal, frame: TrackedFrame, node: NodeProcess | None) -> None:
+        """A frame of a running track just went out: wait for its tracked result (or the track's end)."""
+        frame.tracked = True
+        claimed = sum(1 for f in goal.outcome.frames if f.result is not None)
+        timeout = self.options.result_timeout_s
+        if self._await(lambda: len(goal.feedback) > claimed or goal.ended, node, timeout):
+            self._take_feedback(goal, frame)
+        else:
+            frame.timed_out = True
+            frame.problems.append(f"no tracked result within {timeout:.0f} s")
+
+    def _finish(self, goal: _Goal | None, node: NodeProcess | None) -> None:
+        """Cancel the goal if it still runs and wait for its one final result."""
+        if goal is None or goal.handle is None or not goal.outcome.accepted:
+            return
+        if goal.result is None:
+            goal.handle.cancel_goal_async()
+        timeout = self.options.result_timeout_s
+        if not self._await(lambda: goal.result is not None, node, timeout):
+            goal.outcome.problems.append(f"no final result within {timeout:.0f} s of the cancel request")
+            return
+        if goal.result is False:
+            goal.outcome.problems.append(goal.failure)
+            return
+        outcome = goal.outcome
+        outcome.final, outcome.status = goal.result.result, int(goal.result.status)
+        delivered = sum(1 for f in outcome.frames[1:] if f.result is not None)
+        with self._cond:
+            late = len(goal.feedback) - sum(1 for f in outcome.frames if f.result is not None)
+        if late > 0:
+            outcome.problems.append(f"{late} result(s) came after their frame was given up")
+        if outcome.final.frames != delivered + max(late, 0):
+            outcome.problems.append(f"the final result counts {outcome.final.frames} tracked frames, "
+                                    f"{delivered} were received")
+
+    # -- the replay -------------------------------------------------------------------
+    def replay_tracks(self, bag: Path, truth: TrackingGroundTruth, node: NodeProcess | None = None,
+                      progress: bool = True) -> list[TrackOutcome]:
+        """Replay ``bag`` sequence by sequence (see the module docstring); one outcome per sequence."""
+        from rclpy.serialization import deserialize_message
+        from std_msgs.msg import String
+
+        where = truth.frame_index()
+        bar = None
+        if progress:
+            from tqdm import tqdm
+
+            bar = tqdm(total=len(where), desc="replay (tracking)", unit="frame")
+        outcomes: list[TrackOutcome] = []
+        frames_sent: set[int] = set()
+        goal: _Goal | None = None
+        pacer = self.pacer()
+        try:
+            for message in iter_messages(bag, [truth.image_topic, truth.command_topic]):
+                is_frame = message.topic == truth.image_topic
+                stamp = stamp_ns(decode(message).header) if is_frame else None
+                place = where.get(stamp) if stamp is not None else None
+                if is_frame and goal is not None and (place is None or place[0] != goal.outcome.index):
+                    self._finish(goal, node)  # the next sequence begins: end this one's track first
+                    goal = None
+                pacer.wait_for(message.time_ns, after_frame=not is_frame)
+                self._publish_clock()
+                if is_frame:
+                    self.image_pub.publish(message.raw)
+                    pacer.frame_sent()
+                    frames_sent.add(stamp)
+                    if bar is not None and place is not None:
+                        bar.update(1)
+                    if goal is not None and place is not None and place[1] > 0:
+                        frame = goal.outcome.frames[place[1]]
+                        frame.published_at = time.monotonic()
+                        if goal.ended:
+                            frame.problems.append(f"not tracked: the track had ended ({goal.outcome.reason or '?'})")
+                        else:
+                            self._track_frame(goal, frame, node)
+                    continue
+                text = deserialize_message(message.raw, String).data
+                index = len(outcomes)
+                if index >= len(truth.sequences):
+                    raise BagError(f"{bag}: command message {index} has no sequence in the tracking ground truth "
+                                   f"({len(truth.sequences)} sequences)")
+                sequence = truth.sequences[index]
+                if sequence.command != text:
+                    raise BagError(f"{bag}: command message {index} is '{text}' but the tracking ground truth "
+                                   f"says '{sequence.command}'")
+                self._finish(goal, node)
+                outcome = TrackOutcome(index, text, f"track-{index}", message.time_ns,
+                                       [TrackedFrame(t, f.image_stamp_ns) for t, f in enumerate(sequence.frames)])
+                outcomes.append(outcome)
+                if sequence.frames[0].image_stamp_ns not in frames_sent:
+                    outcome.problems.append(f"its first frame (stamp {sequence.frames[0].image_stamp_ns} ns) is not "
+                                            f"in the bag before it: not sent")
+                    goal = None
+                    continue
+                goal = self._send(outcome, node)
+            self._finish(goal, node)
+        finally:
+            if bar is not None:
+                bar.close()
+        for outcome in outcomes:
+            for frame in outcome.frames[1:]:
+                if frame.stamp_ns not in frames_sent:
+                    frame.problems.append(f"not in the bag on {truth.image_topic} after its command")
+        return outcomes
