@@ -243,7 +243,8 @@ def write_tracking_overlays(out_dir: Path, bag: Path, truth: TrackingGroundTruth
             tiles.append((f"frame {frame.frame}{giou}", panel))
         if tiles:
             name = f"seq_{outcome.index:03d}.png"
-            cv2.imwrite(str(overlay_dir / name), contact_sheet(tiles, columns=min(4, len(tiles)))[:, :, ::-1])
+            cv2.imwrite(str(overlay_dir / name),
+                        contact_sheet(tiles, columns=min(4, len(tiles)), tile_width=480)[:, :, ::-1])
             written.append(name)
     return written
 
