@@ -30,7 +30,7 @@ from m2sa_core.model.m2sa import FrameFeatures, M2SAModel
 from m2sa_core.model.preprocess import ImageProcessor, validate_image
 from m2sa_core.model.presets import PRESETS, build_preset
 from m2sa_core.model.quantization import check_supported as check_quantization
-from m2sa_core.model.quantization import quantize_language_model
+from m2sa_core.model.quantization import quantize_language_model, resolve_decoder
 from m2sa_core.prompt import build_prompt, sanitize_command, tokenize_prompt
 from m2sa_core.segmenter_stages import DecodedMasks, FrameCache, FrameEntry, SegmenterStages, image_key
 from m2sa_core.tracking import TrackPrompts, TrackState, seg_prompt_embeddings, track_frame
@@ -113,20 +113,21 @@ class Segmenter:
 
         ``quantization``: "none", "int8" or "int4" for the language model's linear layers
         (Llama body and ``lm_head``; CLIP, projector, SAM and phi stay in ``dtype``), see
-        ``m2sa_core/model/quantization.py``. int8 runs on CPU and CUDA; int4 on CUDA
-        (compute capability >= 8.0) in bfloat16 only. A quantized model is built or read
-        in host memory and each layer is quantized on ``device``, so the float language
-        model never sits whole on the GPU. An unknown mode raises ValueError, a mode the
-        device, dtype or installation cannot run raises ``UnsupportedQuantization`` (a
-        ValueError), both before any weight is read.
+        ``m2sa_core/model/quantization.py``: bitsandbytes LLM.int8() or NF4, as LISA, on
+        CPU and CUDA. A quantized model is built or read in host memory and each layer is
+        quantized on its way to ``device``, so the float language model never sits whole
+        on the GPU; its decoder "auto" is "dynamic" (no CUDA graph; "graph" is refused).
+        An unknown mode raises ValueError, a setting that cannot run (bitsandbytes
+        missing, device other than CPU/CUDA, decoder "graph") ``UnsupportedQuantization``
+        (a ValueError), both before any weight is read.
         """
         device = torch.device(device)
         if dtype is None:
             dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-        check_quantization(quantization, device, dtype)
+        check_quantization(quantization, device, dtype, decoder)
         staging = device if quantization == "none" else torch.device("cpu")
         kwargs = dict(frame_cache_size=frame_cache_size, max_new_tokens=max_new_tokens, mask_threshold=mask_threshold,
-                      decoder=decoder, amodal=amodal)
+                      decoder=resolve_decoder(quantization, decoder), amodal=amodal)
         path = Path(path_or_preset)
         if path.is_dir():
             model, tokenizer = load_checkpoint(path, device=staging, dtype=dtype)
