@@ -237,6 +237,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p.add_argument("--decoder", default="auto", choices=("auto", "dynamic", "static", "graph"),
                    help="our path's KV cache: dynamic, static, static + CUDA graph decode step, or auto "
                         "(graph on CUDA, dynamic on CPU)")
+    p.add_argument("--quantization", default="none", choices=("none", "int8", "int4"),
+                   help="language model weights through bitsandbytes (see bench/bench_quantization.py); a "
+                        "quantized model decodes without the CUDA graph")
     p.add_argument("--image", default="480x640", help="frame size HxW")
     p.add_argument("--no-reference", action="store_true", help="time our path only")
     p.add_argument("--quick", action="store_true", help="tiny smoke run: 8 tokens, 1 target, 1 repeat")
@@ -280,13 +283,13 @@ def run(args: argparse.Namespace) -> dict:
     source = args.preset if args.weights == "random" else args.weights
     t0 = time.perf_counter()
     seg = Segmenter.from_pretrained(source, device=device, dtype=dtype, max_new_tokens=max(new_tokens) + 1,
-                                    decoder=args.decoder)
+                                    decoder=args.decoder, quantization=args.quantization)
     build_s = time.perf_counter() - t0
     h, w = (int(v) for v in args.image.split("x"))
     image = toy_example(0, size=(h, w)).image
     prompts = [seg.prompt_ids(c) for c in COMMANDS]
     report = {"preset": args.preset, "weights": args.weights, "device": str(device), "dtype": str(seg.dtype),
-              "decoder": args.decoder,
+              "decoder": args.decoder, "quantization": args.quantization,
               "machine": machine(device), "build_s": build_s, "scenarios": [], "multi": []}
     for n_tok in new_tokens:
         for n_tgt in targets:
@@ -369,7 +372,8 @@ def run(args: argparse.Namespace) -> dict:
 def to_markdown(report: dict, command: str) -> str:
     lines = [
         f"## bench_inference: preset {report['preset']} ({report['weights']} weights) on {report['device']}, "
-        f"{report['dtype']}, {report['decoder']} KV cache",
+        f"{report['dtype']}, {report['decoder']} KV cache"
+        + (f", {report['quantization']} language model" if report.get("quantization", "none") != "none" else ""),
         "",
         f"- date: {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- machine: {report['machine']}",

@@ -39,6 +39,7 @@ from m2sa_core.inference import DEFAULT_MAX_NEW_TOKENS, Segmenter
 from m2sa_core.types import MaskType
 from m2sa_core.metrics import AmodalEvaluator, SegmentationEvaluator, SplitReport, format_report, pair_masks
 from m2sa_core.model.batch import collate
+from m2sa_core.model.quantization import MODES as QUANTIZATION_MODES
 from training.config import DataSourceConfig
 from training.distributed import DistInfo, init_distributed, shutdown
 from training.sources import open_source
@@ -254,15 +255,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--reasonseg-queries", choices=REASONSEG_QUERIES, default="first",
                         help="ReasonSeg: the first query of each image, as the authors evaluate (default), or all")
     parser.add_argument("--show", type=int, default=0, help="write N qualitative PNGs beside --out")
+    parser.add_argument("--quantization", choices=QUANTIZATION_MODES, default="none",
+                        help="language model weights: none (model dtype), int8 (LLM.int8()) or int4 (NF4), "
+                             "through bitsandbytes; vision tower and SAM stay in the model dtype")
     add_tracking_arguments(parser)
     args = parser.parse_args(argv)
     if args.protocol == "tracking":
+        if args.quantization != "none":
+            parser.error("--quantization is not available with --protocol tracking")
         return run_tracking_protocol(args)
     if not args.data:
         parser.error("--data is required (except with --protocol tracking)")
     protocol = CLI_PROTOCOLS[args.protocol]
     info, device = init_distributed(args.device)
-    segmenter = Segmenter.from_pretrained(args.model, device=device, max_new_tokens=args.max_new_tokens)
+    segmenter = Segmenter.from_pretrained(args.model, device=device, max_new_tokens=args.max_new_tokens,
+                                          quantization=args.quantization)
     records = []
     for path in args.data:
         dataset = open_source(DataSourceConfig(kind=args.kind, path=path, image_root=args.image_root)).items

@@ -1,0 +1,262 @@
+#!/usr/bin/env python3
+"""Quantized loading benchmark: int8 / int4 language model against the unquantized one.
+
+Loads the same weights once per mode (``none`` first, the reference), answers the same
+commands on the same frames greedily, and reports per mode: the language model's linear
+weights in memory, peak memory (CUDA allocator peak on a GPU), load time, per-command
+latency, and against the reference the token agreement (position by position over the
+longer answer), the share of identical answers and the mask IoU (targets paired in
+answer order; a target only one side has counts as IoU 0).
+
+Inputs are the demo's: synthetic scenes held out from the shipped model's training
+(seed 2026 onwards) with held-out question phrasings. On a GPU, ``--preset 7b/13b``
+builds random weights in host memory for every mode (the same weights: a quantized load
+stages on the host, so the reference does too) and the answers are noise, but noise
+that a faithful quantization must still reproduce. Examples:
+
+    .venv/bin/python bench/bench_quantization.py                      # shipped tiny model, CPU
+    python bench/bench_quantization.py --preset 13b --device cuda --modes int8
+    python bench/bench_quantization.py --preset 7b --device cuda --modes int4
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import gc
+import json
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.common import RESULTS, RESULTS_HEADER, command_line, host_line, publish_report  # noqa: E402
+from m2sa_core.inference import Segmenter  # noqa: E402
+from m2sa_core.model.checkpoint import from_pretrained as load_checkpoint  # noqa: E402
+from m2sa_core.model.presets import build_preset  # noqa: E402
+from m2sa_core.model.quantization import MODES, language_model_weight_bytes  # noqa: E402
+
+SHIPPED_MODEL = REPO / "models" / "m2sa-tiny-synth"
+DEMO_SEED = 2026  # m2sa_ros.bag.demo's seed: scenes the shipped model was not trained on
+
+
+@dataclass
+class Answer:
+    """One command's output: generated ids (EOS excluded), visible masks and latency."""
+
+    tokens: list[int]
+    masks: list[np.ndarray]
+    total_ms: float
+
+
+@dataclass
+class ModeRun:
+    """Everything measured for one quantization mode."""
+
+    mode: str
+    answers: list[Answer] = field(default_factory=list)
+    lm_weight_bytes: int = 0
+    load_s: float = 0.0
+    peak_mib: float | None = None
+
+
+def demo_inputs(scenes: int, seed: int = DEMO_SEED) -> list[tuple[np.ndarray, str]]:
+    """(frame, command) pairs: one question of each family on ``scenes`` held-out synthetic scenes."""
+    from m2sa_core.data.synthetic.questions import sample_questions
+    from m2sa_core.data.synthetic.scene import render_scene
+
+    pairs = []
+    for i in range(scenes):
+        rng = np.random.default_rng(seed + i)
+        scene = render_scene(rng)
+        pairs.extend((scene.image, q.question) for q in sample_questions(scene, rng, held_out=True))
+    return pairs
+
+
+def load(source: str, mode: str, device: torch.device, dtype: torch.dtype, max_new_tokens: int,
+         seed: int = 0) -> Segmenter:
+    """A segmenter of ``source`` (checkpoint directory or preset) in ``mode``.
+
+    The reference (``none``) is built on the host and then moved, exactly as a quantized
+    load stages it, so that random presets get the same weights in every mode.
+    """
+    if mode != "none":
+        return Segmenter.from_pretrained(source, device=device, dtype=dtype, max_new_tokens=max_new_tokens,
+                                         seed=seed, quantization=mode)
+    if Path(source).is_dir():
+        model, tokenizer = load_checkpoint(source, device="cpu", dtype=dtype)
+    else:
+        model, tokenizer = build_preset(source, device="cpu", dtype=dtype, seed=seed)
+    # The dynamic KV cache, as every quantized model decodes (no CUDA graph).
+    return Segmenter(model, tokenizer, device=device, dtype=dtype, max_new_tokens=max_new_tokens, decoder="dynamic")
+
+
+def answer_all(seg: Segmenter, inputs: Sequence[tuple[np.ndarray, str]]) -> list[Answer]:
+    """Each command's generated ids, visible masks and total latency (one call per command, cache cleared)."""
+    captured: list[list[int]] = []
+    build_result = seg.stages.build_result
+
+    def keep_tokens(generation, *args, **kwargs):
+        captured.append(list(generation.tokens))
+        return build_result(generation, *args, **kwargs)
+
+    seg.stages.build_result = keep_tokens
+    answers = []
+    try:
+        for image, command in inputs:
+            seg.clear_cache()
+            result = seg.segment(image, command)
+            answers.append(Answer(captured[-1], [t.mask for t in result.targets], result.timings_ms["total"]))
+    finally:
+        seg.stages.build_result = build_result
+    return answers
+
+
+def run_mode(source: str, mode: str, inputs: Sequence[tuple[np.ndarray, str]], device: torch.device,
+             dtype: torch.dtype, max_new_tokens: int, seed: int = 0) -> ModeRun:
+    """Load ``source`` in ``mode``, answer ``inputs`` once to warm up and once measured, free it."""
+    run = ModeRun(mode)
+    if device.type == "cuda":
+        gc.collect()
+        torch.cuda.empty_cache()
+        torch.cuda.reset_peak_memory_stats(device)
+    start = time.perf_counter()
+    seg = load(source, mode, device, dtype, max_new_tokens, seed)
+    run.load_s = time.perf_counter() - start
+    run.lm_weight_bytes = language_model_weight_bytes(seg.model)
+    answer_all(seg, inputs[:1])  # warm-up
+    run.answers = answer_all(seg, inputs)
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+        run.peak_mib = torch.cuda.max_memory_allocated(device) / 2**20
+    del seg
+    gc.collect()
+    return run
+
+
+def mask_iou(a: np.ndarray, b: np.ndarray) -> float:
+    union = np.logical_or(a, b).sum()
+    return 1.0 if union == 0 else float(np.logical_and(a, b).sum() / union)
+
+
+def compare(reference: ModeRun, other: ModeRun) -> dict[str, float]:
+    """Token agreement, identical answers and mask IoU of ``other`` against ``reference``, and the ratios."""
+    agree = total = identical = 0
+    ious: list[float] = []
+    for ref, ans in zip(reference.answers, other.answers, strict=True):
+        length = max(len(ref.tokens), len(ans.tokens))
+        agree += sum(a == b for a, b in zip(ref.tokens, ans.tokens))
+        total += length
+        identical += ref.tokens == ans.tokens
+        for k in range(max(len(ref.masks), len(ans.masks))):
+            both = k < len(ref.masks) and k < len(ans.masks)
+            ious.append(mask_iou(ref.masks[k], ans.masks[k]) if both else 0.0)
+    return {
+        "token_agreement": agree / total if total else 1.0,
+        "identical_answers": identical / len(reference.answers),
+        "mask_iou": statistics.fmean(ious) if ious else 1.0,
+        "masks_compared": len(ious),
+        "size_ratio": reference.lm_weight_bytes / other.lm_weight_bytes,
+        "latency_ratio": p50(other) / p50(reference),
+    }
+
+
+def p50(run: ModeRun) -> float:
+    return float(np.percentile([a.total_ms for a in run.answers], 50))
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--preset", default="tiny", choices=("tiny", "7b", "13b"))
+    p.add_argument("--weights", default="auto",
+                   help="'random' (preset), a checkpoint directory, or 'auto': the shipped model for tiny, "
+                        "random otherwise")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"))
+    p.add_argument("--modes", default="int8,int4", help="quantized modes to compare with 'none', comma separated")
+    p.add_argument("--scenes", type=int, default=6, help="held-out synthetic scenes (several commands each)")
+    p.add_argument("--max-new-tokens", type=int, default=64)
+    p.add_argument("--no-write", action="store_true", help="do not append to bench/RESULTS.md")
+    p.add_argument("--results", default=str(RESULTS))
+    p.add_argument("--json", default=None, help="also write the raw numbers here")
+    args = p.parse_args(argv)
+    for mode in args.modes.split(","):
+        if mode not in MODES or mode == "none":
+            p.error(f"--modes takes {MODES[1:]}, got {mode!r}")
+    return args
+
+
+def run(args: argparse.Namespace) -> dict:
+    device = torch.device(args.device)
+    dtype = getattr(torch, args.dtype) if args.dtype != "auto" else (
+        torch.bfloat16 if device.type == "cuda" else torch.float32)
+    weights = args.weights
+    if weights == "auto":
+        weights = str(SHIPPED_MODEL) if args.preset == "tiny" and SHIPPED_MODEL.is_dir() else "random"
+    source = args.preset if weights == "random" else weights
+    inputs = demo_inputs(args.scenes)
+    gpu = f", {torch.cuda.get_device_name(device)}" if device.type == "cuda" else ""
+    report = {"preset": args.preset, "weights": weights, "device": str(device), "dtype": str(dtype),
+              "commands": len(inputs), "max_new_tokens": args.max_new_tokens,
+              "machine": f"{host_line()}{gpu}; torch {torch.__version__}", "modes": {}}
+    reference = run_mode(source, "none", inputs, device, dtype, args.max_new_tokens)
+    runs = [reference] + [run_mode(source, m, inputs, device, dtype, args.max_new_tokens)
+                          for m in args.modes.split(",")]
+    for r in runs:
+        row = {"lm_weight_mib": r.lm_weight_bytes / 2**20, "load_s": r.load_s, "p50_ms": p50(r),
+               "peak_mib": r.peak_mib, "mean_tokens": statistics.fmean(len(a.tokens) for a in r.answers)}
+        if r is not reference:
+            row.update(compare(reference, r))
+        report["modes"][r.mode] = row
+        print(json.dumps({r.mode: row}, default=float), flush=True)
+    return report
+
+
+def to_markdown(report: dict, command: str) -> str:
+    lines = [
+        f"## bench_quantization: preset {report['preset']} ({Path(report['weights']).name} weights) on "
+        f"{report['device']}, {report['dtype']}",
+        "",
+        f"- date: {dt.datetime.now(dt.timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
+        f"- machine: {report['machine']}",
+        f"- command: `{command}`",
+        f"- inputs: {report['commands']} commands on held-out synthetic scenes (seed {DEMO_SEED}+), greedy, "
+        f"up to {report['max_new_tokens']} new tokens, dynamic KV cache in every mode",
+        "",
+        "| mode | LM linear weights MiB | size vs none | peak MiB | load s | p50 ms | latency vs none |"
+        " token agreement | identical answers | mask IoU (targets) |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+    ]
+    for mode, row in report["modes"].items():
+        peak = "-" if row["peak_mib"] is None else f"{row['peak_mib']:.0f}"
+        if mode == "none":
+            lines.append(f"| none | {row['lm_weight_mib']:.2f} | 1x | {peak} | {row['load_s']:.1f} | "
+                         f"{row['p50_ms']:.1f} | 1x | - | - | - |")
+            continue
+        lines.append(
+            f"| {mode} | {row['lm_weight_mib']:.2f} | {row['size_ratio']:.2f}x smaller | {peak} | "
+            f"{row['load_s']:.1f} | {row['p50_ms']:.1f} | {row['latency_ratio']:.2f}x | "
+            f"{row['token_agreement']:.3f} | {row['identical_answers']:.2f} | "
+            f"{row['mask_iou']:.3f} ({row['masks_compared']}) |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> dict:
+    args = parse_args(argv)
+    report = run(args)
+    publish_report(to_markdown(report, command_line(argv, "bench_quantization.py")), report, args.results,
+                   not args.no_write, args.json, header=RESULTS_HEADER)
+    return report
+
+
+if __name__ == "__main__":
+    main()
