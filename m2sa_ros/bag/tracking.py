@@ -30,6 +30,9 @@ from m2sa_ros.bag.replay import NodeProcess, Replayer, ReplayOptions
 from m2sa_ros.bag.sequences import TrackingGroundTruth
 
 
+FEEDBACK_GRACE_S = 2.0  # how long a frame's feedback may trail its track's final result
+
+
 @dataclass
 class TrackGoalSettings:
     """The Track goal fields the replayer sends (docs/TRACKING.md); no timeout: it cancels."""
@@ -116,6 +119,11 @@ class _Goal:
             self.cond.notify_all()
 
     @property
+    def final(self) -> Any:
+        """The Track.Result once it came (None before, or when asking for it failed)."""
+        return None if self.result is None or self.result is False else self.result.result
+
+    @property
     def ended(self) -> bool:
         return self.result is not None or (self.sent and (self.handle is None or not self.handle.accepted))
 
@@ -149,7 +157,8 @@ class TrackReplayer(Replayer):
         super().__init__(options, context, results_bag)
         self.goal_settings = goal_settings or TrackGoalSettings()
         self._track_type = Track
-        self.track_client = ActionClient(self.node, Track, f"{options.namespace.rstrip('/')}/track")
+        self.action_name = f"{options.namespace.rstrip('/')}/track"
+        self.track_client = ActionClient(self.node, Track, self.action_name)
         self._ours: set[str] = set()
         self.results_on_topic: dict[str, int] = {}
 
@@ -172,7 +181,7 @@ class TrackReplayer(Replayer):
         left = self.options.startup_timeout_s - (time.monotonic() - started)
         if not self.track_client.wait_for_server(timeout_sec=max(left, 1.0)):
             raise TimeoutError(f"the perception node under {self.options.namespace} offers no track action "
-                               f"({self.track_client._action_name}) after {self.options.startup_timeout_s:.0f} s")
+                               f"({self.action_name}) after {self.options.startup_timeout_s:.0f} s")
 
     # -- one goal ---------------------------------------------------------------------
     def _await(self, done: Callable[[], bool], node: NodeProcess | None, timeout_s: float) -> bool:
@@ -185,6 +194,12 @@ class TrackReplayer(Replayer):
                     return False
                 self._cond.wait(timeout=min(left, 0.2))
         return True
+
+    def _why_not(self, what: str, node: NodeProcess | None) -> str:
+        """Why a wait ended without its event: the node died, or time ran out."""
+        if node is not None and not node.alive():
+            return f"{what}: the perception node exited"
+        return f"{what} within {self.options.result_timeout_s:.0f} s"
 
     def _send(self, outcome: TrackOutcome, node: NodeProcess | None) -> _Goal:
         """Send the goal and wait for its answer (feedback 0) or its end."""
@@ -207,26 +222,32 @@ class TrackReplayer(Replayer):
         self.track_client.send_goal_async(request, feedback_callback=goal.on_feedback).add_done_callback(goal.on_sent)
         timeout = self.options.result_timeout_s
         if not self._await(lambda: goal.sent, node, timeout):
-            outcome.problems.append(f"the goal was not acknowledged within {timeout:.0f} s")
+            outcome.problems.append(self._why_not("the goal was not acknowledged", node))
             return goal
         outcome.accepted = goal.handle is not None and goal.handle.accepted
         if not outcome.accepted:
             outcome.problems.append(goal.failure or "the node rejected the goal")
             return goal
         if self._await(lambda: goal.feedback or goal.ended, node, timeout):
-            self._take_feedback(goal, first)
+            self._take_feedback(goal, first, node)
         else:
             first.timed_out = True
-            first.problems.append(f"no answer within {timeout:.0f} s")
+            first.problems.append(self._why_not("no answer", node))
         return goal
 
-    def _take_feedback(self, goal: _Goal, frame: TrackedFrame) -> None:
+    def _take_feedback(self, goal: _Goal, frame: TrackedFrame, node: NodeProcess | None) -> None:
         """The newest unclaimed feedback of ``goal`` belongs to ``frame``: check its number and stamp."""
+        final = goal.final
+        if final is not None:
+            # Feedback and the final result travel on different topics: the result of a
+            # track that ended on this frame (lost) may overtake this frame's feedback.
+            expected = int(final.frames) + (1 if final.result.success else 0)
+            self._await(lambda: len(goal.feedback) >= expected, node, FEEDBACK_GRACE_S)
         with self._cond:
             claimed = sum(1 for f in goal.outcome.frames if f.result is not None)
             fresh = goal.feedback[claimed:]
         if not fresh:
-            reason = goal.result.result.reason if goal.result else goal.failure or "no final result"
+            reason = final.reason if final is not None else goal.failure or "no final result"
             frame.problems.append(f"the track ended ({reason}) before this frame had a result")
             return
         if len(fresh) > 1:
@@ -245,10 +266,10 @@ class TrackReplayer(Replayer):
         claimed = sum(1 for f in goal.outcome.frames if f.result is not None)
         timeout = self.options.result_timeout_s
         if self._await(lambda: len(goal.feedback) > claimed or goal.ended, node, timeout):
-            self._take_feedback(goal, frame)
+            self._take_feedback(goal, frame, node)
         else:
             frame.timed_out = True
-            frame.problems.append(f"no tracked result within {timeout:.0f} s")
+            frame.problems.append(self._why_not("no tracked result", node))
 
     def _finish(self, goal: _Goal | None, node: NodeProcess | None) -> None:
         """Cancel the goal if it still runs and wait for its one final result."""
@@ -258,7 +279,7 @@ class TrackReplayer(Replayer):
             goal.handle.cancel_goal_async()
         timeout = self.options.result_timeout_s
         if not self._await(lambda: goal.result is not None, node, timeout):
-            goal.outcome.problems.append(f"no final result within {timeout:.0f} s of the cancel request")
+            goal.outcome.problems.append(self._why_not("no final result after the cancel request", node))
             return
         if goal.result is False:
             goal.outcome.problems.append(goal.failure)
@@ -311,7 +332,8 @@ class TrackReplayer(Replayer):
                         frame = goal.outcome.frames[place[1]]
                         frame.published_at = time.monotonic()
                         if goal.ended:
-                            frame.problems.append(f"not tracked: the track had ended ({goal.outcome.reason or '?'})")
+                            reason = goal.final.reason if goal.final is not None else goal.failure or "?"
+                            frame.problems.append(f"not tracked: the track had ended ({reason})")
                         else:
                             self._track_frame(goal, frame, node)
                     continue

@@ -113,6 +113,7 @@ def build_tracking_report(bag: Path, truth: TrackingGroundTruth, outcomes: list[
             "index": sequence.index, "command": sequence.command, "split": sequence.split, "motion": sequence.motion,
             "request_id": o.request_id if o else "", "accepted": bool(o and o.accepted),
             "answer": answer.answer if answer is not None else "",
+            "error": o.final.result.error if o and o.final is not None and not o.final.result.success else "",
             "reference_answer": sequence.answer,
             "reason": o.reason if o else "", "status": _STATUS.get(o.status, o.status) if o and o.status else None,
             "final_result": bool(o and o.final is not None),
@@ -129,6 +130,7 @@ def build_tracking_report(bag: Path, truth: TrackingGroundTruth, outcomes: list[
         "answers": sum(1 for o in outcomes if o.frames[0].result is not None and o.frames[0].result.success),
         "final_results": sum(1 for o in outcomes if o.final is not None),
         "goals_without_final_result": sum(1 for o in accepted if o.final is None),
+        "failed_goals": sum(1 for o in outcomes if o.reason.startswith("error: ")),
         "frames": sum(len(s.frames) for s in truth.sequences),
         "frames_tracked": sum(1 for f in later if f.tracked),
         "frames_with_result": sum(1 for f in later if f.result is not None),
@@ -209,8 +211,9 @@ def render_tracking_markdown(report: dict[str, Any], overlays: list[str]) -> str
     for seq in report["sequences"]:
         per = " ".join(_fmt(f["giou"], 2) if f["giou"] is not None else "-" for f in seq["frames"]) or "-"
         results = sum(1 for f in seq["frames"] if f["has_result"])
+        answer = seq["answer"] or (f"*error: {seq['error']}*" if seq["error"] else "-")
         lines.append(f"| {seq['index']} | {seq['split']} | {seq['motion']} | {_md(seq['command'])} | "
-                     f"{_md(seq['answer'] or '-')} | {_md(seq['reason'] or '-')} | {results}/{len(seq['frames'])} | "
+                     f"{_md(answer)} | {_md(seq['reason'] or '-')} | {results}/{len(seq['frames'])} | "
                      f"{per} |")
     if overlays:
         lines += ["", "## Overlays", "", f"One file per sequence in `overlays/` ({', '.join(overlays[:3])}"
@@ -257,7 +260,7 @@ def tracking_summary_text(report: dict[str, Any]) -> str:
     return "\n".join([
         f"sequences {c['sequences']}, goals accepted {c['goals_accepted']}, final results {c['final_results']} "
         f"(without {c['goals_without_final_result']}), frames tracked {c['frames_tracked']}, with a result "
-        f"{c['frames_with_result']}, without result {c['frames_without_result']}",
+        f"{c['frames_with_result']}, without result {c['frames_without_result']}, failed goals {c['failed_goals']}",
         f"gIoU per frame: {per}",
         f"gIoU tracked frames: {_fmt(o.get('giou', math.nan), 4)}; ms per tracked frame (node p50) "
         f"{_fmt(report['ms_per_tracked_frame']['p50'], 1)}",
