@@ -3,5 +3,7 @@
 None of this runs on the robot. ``record`` writes and reads rosbag2 files (``m2sa-bag``),
 ``replay`` drives a live node with a bag on the bag's own time, ``scoring`` and
 ``report`` turn the results into figures and pictures, ``evaluate`` is
-``m2sa-bag-eval``, and ``demo`` is ``make demo`` (see docs/BAG_REPLAY.md).
+``m2sa-bag-eval``, and ``demo`` is ``make demo`` (see docs/BAG_REPLAY.md). For the
+``track`` action: ``sequences`` records camera sequences with per-frame ground truth,
+``tracking`` replays them as track goals and ``tracking_report`` scores them per frame.
 """

@@ -27,9 +27,14 @@ Commands go out on the node's typed ``command_stamped`` topic with a request id 
 their own (``bag-<index>``) and the bag time as their stamp; results are matched to
 commands by that id, never by text.
 
+A bag with ``tracking_ground_truth.json`` (``m2sa-bag make --sequences``) is scored
+through the node's ``track`` action instead, one goal per sequence and gIoU per frame
+(``m2sa_ros.bag.tracking``; ``--protocol`` chooses explicitly).
+
 Usage::
 
     m2sa-bag-eval --bag demo_bag --out runs/eval
+    m2sa-bag-eval --bag track_bag --out runs/track_eval --model-path models/m2sa-tiny-synth
     m2sa-bag-eval --bag demo_bag --out runs/eval --node-args "-p model_path:=models/m2sa-tiny-synth"
     m2sa-bag-eval --bag robot.mcap_dir --out runs/eval --no-start --namespace /robot1
 """
