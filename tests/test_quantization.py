@@ -1,10 +1,10 @@
 """Quantized loading: int8 / int4 language model through bitsandbytes, on CPU at tiny size.
 
 The quality figures compare the shipped tiny model quantized against itself unquantized
-on the demo's held-out scenes (bench/bench_quantization.py, 3 scenes, 48 tokens). On
-this CPU (2026-11-22) they were: int8 token agreement 0.95-1.00, mask IoU 0.94-1.00;
-int4 (NF4) token agreement ~0.8, mask IoU ~0.97. A broken quantization (wrong scales,
-a transposed weight, a layer skipped) gives noise: agreement near 0.
+on the demo's held-out scenes (bench/bench_quantization.py, 3 scenes, 14 commands, 48
+tokens). Measured on this CPU (2026-11-22): int8 token agreement 1.000, mask IoU 0.999
+(16 masks); int4 (NF4) token agreement 0.931, mask IoU 0.992. A broken quantization
+(wrong scales, a transposed weight, a layer skipped) gives noise: agreement near 0.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ REPO = Path(__file__).resolve().parents[1]
 SHIPPED_MODEL = REPO / "models" / "m2sa-tiny-synth"
 BENCH = REPO / "bench" / "bench_quantization.py"
 # Measured minus a margin (see the module docstring); noise scores near 0.
-THRESHOLDS = {"int8": {"token_agreement": 0.85, "mask_iou": 0.85},
-              "int4": {"token_agreement": 0.6, "mask_iou": 0.8}}
+THRESHOLDS = {"int8": {"token_agreement": 0.9, "mask_iou": 0.9},
+              "int4": {"token_agreement": 0.75, "mask_iou": 0.85}}
 
 
 def _bench():
