@@ -40,6 +40,9 @@ class ModelConfig:
     tokenizer_data: list[DataSourceConfig] = field(default_factory=list)
     gradient_checkpointing: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)  # preset config fields to change
+    # Parameter-name prefixes kept frozen after the policy, e.g. [sam.image_encoder.] to train
+    # M2SA on a pretrained SAM encoder as the paper does.
+    freeze: list[str] = field(default_factory=list)
 
 
 @dataclass

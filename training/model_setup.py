@@ -19,6 +19,9 @@ from training.mixture import Source
 from training.sources import open_sources
 
 log = logging.getLogger(__name__)
+# Config fields that change what a checkpoint's model does, not its shapes: the only
+# overrides that apply to a model started from a checkpoint (ablations of staged training).
+BEHAVIOUR_FIELDS = frozenset({"use_early_fusion", "dice_smooth", "mask_type_weight"})
 
 
 def training_corpus(sources: Sequence[Source]) -> list[str]:
@@ -40,10 +43,14 @@ def build_training_model(config: TrainConfig, sources: Sequence[Source], device:
     from m2sa_core.model.trainable import apply_trainable_policy
 
     mc = config.model
-    if mc.init_from:
-        model, tokenizer = load_pretrained(mc.init_from, device=device)
-    elif Path(mc.preset).is_dir():
-        model, tokenizer = load_pretrained(mc.preset, device=device)
+    if mc.init_from or Path(mc.preset).is_dir():
+        model, tokenizer = load_pretrained(mc.init_from or mc.preset, device=device)
+        for key, value in mc.overrides.items():
+            if key not in BEHAVIOUR_FIELDS:
+                raise ValueError(f"model.overrides: {key} changes the shape of the model and cannot apply to the "
+                                 f"checkpoint {mc.init_from or mc.preset}; with a checkpoint only "
+                                 f"{sorted(BEHAVIOUR_FIELDS)} can change")
+            _override(model.config, key, value)
     else:
         model_config = get_preset(mc.preset)
         for key, value in mc.overrides.items():
@@ -59,10 +66,23 @@ def build_training_model(config: TrainConfig, sources: Sequence[Source], device:
         model = M2SAModel.build(model_config, device=device)
     model.config.set_loss_weights(mc.loss_weights)
     apply_trainable_policy(model, mc.trainable_policy)
+    freeze_prefixes(model, mc.freeze)
     if mc.gradient_checkpointing:
         model.set_gradient_checkpointing(True)
     builder = SampleBuilder.for_model(tokenizer, model.config, seed=config.seed)
     return model, tokenizer, builder, ImageProcessor(model.config)
+
+
+def freeze_prefixes(model, prefixes) -> None:
+    """Freeze every parameter under ``prefixes``; a prefix that names nothing is a typo, so an error."""
+    names = [name for name, _ in model.named_parameters()]
+    for prefix in prefixes:
+        hits = [n for n in names if n.startswith(prefix)]
+        if not hits:
+            raise ValueError(f"model.freeze: no parameter name starts with {prefix!r}")
+    for name, p in model.named_parameters():
+        if name.startswith(tuple(prefixes)):
+            p.requires_grad_(False)
 
 
 def _override(target, dotted: str, value) -> None:

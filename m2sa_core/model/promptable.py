@@ -12,6 +12,7 @@ the visible region and its second with the complete shape, the two tokens M2SA r
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 
 from m2sa_core.model.losses import M2SALoss
 from m2sa_core.model.m2sa import AMODAL_MASK_TOKEN, VISIBLE_MASK_TOKEN, M2SAModel, M2SAOutput
@@ -41,11 +42,27 @@ def prompted_mask_logits(model: M2SAModel, image_embedding: torch.Tensor, boxes:
     return low_res[:, keep], iou[:, keep]
 
 
+def low_res_targets(masks: torch.Tensor, resize_size, image_size: int, low_res_size) -> torch.Tensor:
+    """Masks [n, H, W] at the original size -> soft targets [n, h, w] in the decoder's low-res frame.
+
+    The frame is SAM's padded input (resized, padded bottom-right) at the decoder's
+    resolution; each target pixel is the covered fraction of its cell (area averaging),
+    so thin parts keep a soft presence instead of vanishing at 1/4 resolution.
+    """
+    rh, rw = resize_size
+    resized = F.interpolate(masks[:, None].float(), size=(rh, rw), mode="bilinear", align_corners=False)
+    padded = F.pad(resized, (0, image_size - rw, 0, image_size - rh))
+    return F.adaptive_avg_pool2d(padded, tuple(low_res_size))[:, 0]
+
+
 def promptable_forward(model: M2SAModel, batch: dict) -> M2SAOutput:
     """BCE + Dice of the prompted visible and complete masks (M2SA's mask loss weights, no text).
 
     ``batch`` comes from :func:`m2sa_core.model.batch.collate_prompted`. The answer CE is
-    zero: nothing here reads or writes text.
+    zero: nothing here reads or writes text. The losses are taken at the decoder's own
+    resolution (:func:`low_res_targets`), as SAM is trained on its low-res masks: at
+    image size the upsampling and the per-pixel losses of 8 regions x 2 masks cost 4x
+    the image encoder on a CPU. Predictions are returned as low-res logits.
     """
     missing = [k for k in PROMPTED_BATCH_KEYS if k not in batch]
     if missing:
@@ -56,14 +73,15 @@ def promptable_forward(model: M2SAModel, batch: dict) -> M2SAOutput:
     for b, sample_id in enumerate(batch["sample_ids"]):
         low_res, iou = prompted_mask_logits(model, embeddings[b:b + 1], batch["boxes"][b], batch["points"][b],
                                             batch["point_labels"][b])
-        both = model.upscale_masks(low_res.flatten(0, 1)[:, None], batch["resize_sizes"][b],
-                                   batch["original_sizes"][b]).unflatten(0, (low_res.shape[0], 2))
-        masks, amodal = both[:, VISIBLE_MASK_TOKEN], both[:, AMODAL_MASK_TOKEN]
-        gt = batch["gt_masks"][b].to(masks.device)
-        if tuple(gt.shape) != tuple(masks.shape):
-            raise ValueError(f"sample {sample_id}: gt masks are {tuple(gt.shape)}, predictions {tuple(masks.shape)}")
-        losses.add_sample(sample_id, masks, amodal, masks.new_zeros((masks.shape[0], 2)), gt,
-                          batch["gt_amodal_masks"][b], None)
+        masks, amodal = low_res[:, VISIBLE_MASK_TOKEN], low_res[:, AMODAL_MASK_TOKEN]
+        gt = batch["gt_masks"][b]
+        if tuple(gt.shape[-2:]) != tuple(batch["original_sizes"][b]):
+            raise ValueError(f"sample {sample_id}: gt masks are {tuple(gt.shape[-2:])}, the image "
+                             f"{tuple(batch['original_sizes'][b])}")
+        size = (model.config.sam.image_size, tuple(low_res.shape[-2:]))
+        gt = low_res_targets(gt, batch["resize_sizes"][b], *size).to(masks.device)
+        gt_amodal = low_res_targets(batch["gt_amodal_masks"][b], batch["resize_sizes"][b], *size).to(masks.device)
+        losses.add_sample(sample_id, masks, amodal, masks.new_zeros((masks.shape[0], 2)), gt, gt_amodal, None)
         pred_masks.append(masks)
         pred_amodal.append(amodal)
         pred_ious.append(iou[:, VISIBLE_MASK_TOKEN])

@@ -1,0 +1,176 @@
+"""Staged training of the tiny model: the three shipped stage configs run through
+``m2sa-train``, each starting from the last, with the parts each stage must (and must
+not) change. Small world and a few steps: the full-size run is scripts/train_tiny.sh.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from m2sa_core.data.prompt_samples import PromptSampleBuilder
+from m2sa_core.data.readers import read_dataset
+from m2sa_core.data.synthetic import main as synth_main
+from m2sa_core.model.batch import collate_prompted
+from m2sa_core.model.preprocess import ImageProcessor
+from m2sa_core.model.presets import build_preset
+from m2sa_core.model.trainable import apply_trainable_policy
+from training.config import load_config
+from training.promptable_eval import evaluate_promptable
+from training.train import train
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGES = ROOT / "training" / "tiny"
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("world")
+    assert synth_main(["--out", str(out), "--images", "12", "--seed", "5", "--size", "128", "--quiet"]) == 0
+    return out
+
+
+def _stage_config(stage: str, world: Path, out: Path, *extra: str):
+    """The shipped config of ``stage`` pointed at the small world, for a few steps."""
+    text = (STAGES / f"{stage}.yaml").read_text().replace("data/synth", str(world))
+    out.mkdir(parents=True, exist_ok=True)
+    path = out / f"{stage}.yaml"
+    path.write_text(text)
+    return load_config(path, [f"out_dir={out / stage}", "optim.max_steps=3", "optim.warmup_steps=1",
+                              "optim.batch_size=2", "log_every=1", "checkpoint_every=2", "num_workers=0",
+                              "eval_max_items=2", "eval_every=0", *extra])
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(run / "final" / "model.safetensors"))
+
+
+def _changed(before: dict, after: dict, prefix: str) -> bool:
+    keys = [k for k in before if k.startswith(prefix)]
+    assert keys, prefix
+    return any(not torch.equal(before[k], after[k]) for k in keys)
+
+
+def test_pretraining_sets_cover_every_region_and_only_train_images(world):
+    masks = read_dataset(world / "masks_train.json")
+    conversations = read_dataset(world / "conversations_train.json")
+    mmr_train = json.loads((world / "MMR_train.json").read_text())
+    train_ids = {e["image_id"] for e in mmr_train}
+    assert {r.image_id for r in masks} == train_ids
+    assert {r.image_id for r in conversations} == train_ids
+    val_masks = read_dataset(world / "masks_val.json")
+    assert not {r.image_id for r in val_masks} & train_ids
+    for record in masks:
+        objects = [t for t in record.targets if not t.part_name]
+        parts = [t for t in record.targets if t.part_name]
+        assert objects and parts and all(t.amodal_rle is not None for t in record.targets)
+        # Every part belongs to an object of the image, and lies inside its complete shape.
+        for part in parts:
+            owner = next(t for t in objects if t.object_name == part.object_name and t.instance == part.instance)
+            assert not (part.mask(record.height, record.width) & ~owner.amodal_mask(record.height, record.width)).any()
+    described = [r for r in conversations if r.question.startswith(("What is in", "Describe", "List", "What objects"))]
+    assert len(described) == len(train_ids)
+    for record in described:  # the description names exactly the image's objects
+        names = {t.label for t in next(m for m in masks if m.image_id == record.image_id).targets if not t.part_name}
+        for name in names:
+            assert f"the {name}" in record.answer_template
+    assert all(not r.targets for r in conversations)
+
+
+def test_prompts_ask_for_their_region_in_sam_coordinates(world):
+    records = read_dataset(world / "masks_train.json")
+    model, _ = build_preset("tiny")
+    builder = PromptSampleBuilder(max_regions=4)
+    kinds = set()
+    for i in range(12):
+        sample = builder.build(records[i % len(records)], random.Random(i))
+        kinds.add(sample.kind)
+        for k, mask in enumerate(sample.masks):
+            ys, xs = np.nonzero(mask)
+            if sample.boxes is not None:  # jittered by at most 10 % of the side
+                x0, y0, x1, y1 = sample.boxes[k]
+                w, h = xs.max() + 1 - xs.min(), ys.max() + 1 - ys.min()
+                assert abs(x0 - xs.min()) <= 0.1 * w + 1e-4 and abs(y1 - ys.max() - 1) <= 0.1 * h + 1e-4
+            if sample.points is not None:
+                for (x, y), label in zip(sample.points[k], sample.point_labels[k]):
+                    assert mask[int(y), int(x)] == bool(label)
+        batch = collate_prompted([sample], ImageProcessor(model.config))
+        (rh, rw), (oh, ow) = batch["resize_sizes"][0], batch["original_sizes"][0]
+        if sample.points is not None:
+            expected = torch.from_numpy(sample.points) * torch.tensor([rw / ow, rh / oh])
+            assert torch.allclose(batch["points"][0], expected)
+    assert kinds == {"box", "points", "box+point"}
+
+
+def test_stage_policies_train_only_their_parts():
+    model, _ = build_preset("tiny")
+    apply_trainable_policy(model, "promptable_sam")
+    trained = {n.split(".")[0] + "." + n.split(".")[1] for n, p in model.named_parameters() if p.requires_grad}
+    assert trained == {"sam.image_encoder", "sam.prompt_encoder", "sam.mask_decoder"}
+    apply_trainable_policy(model, "vision_language")
+    trained = {n.split(".")[0] for n, p in model.named_parameters() if p.requires_grad}
+    assert trained == {"vision_tower", "mm_projector", "llm"}
+
+
+def test_three_stages_chain_through_m2sa_train(world, tmp_path):
+    stage1 = _stage_config("1_sam", world, tmp_path, "eval_every=2")
+    assert stage1.objective == "promptable"
+    first = train(stage1)
+    w1 = _weights(tmp_path / "1_sam")
+    evals = sorted((tmp_path / "1_sam").glob("eval_step*.json"))
+    assert evals and "box_miou_part" in json.loads(evals[-1].read_text())["val"]
+
+    stage2 = _stage_config("2_language", world, tmp_path, f"model.init_from={first}")
+    second = train(stage2)
+    w2 = _weights(tmp_path / "2_language")
+    assert not _changed(w1, w2, "sam.")  # SAM is stage 1's
+    assert _changed(w1, w2, "llm.") and _changed(w1, w2, "vision_tower.") and _changed(w1, w2, "mm_projector.")
+    assert (Path(second) / "tokenizer.json").read_text() == (Path(first) / "tokenizer.json").read_text()
+
+    stage3 = _stage_config("3_m2sa", world, tmp_path, f"model.init_from={second}")
+    train(stage3)
+    w3 = _weights(tmp_path / "3_m2sa")
+    assert not _changed(w2, w3, "sam.image_encoder.") and not _changed(w2, w3, "sam.prompt_encoder.")
+    for prefix in ("sam.mask_decoder.", "fusion.", "seg_projector.", "llm."):
+        assert _changed(w2, w3, prefix), prefix
+
+
+def test_promptable_stage_resumes_where_it_stopped(world, tmp_path):
+    straight = train(_stage_config("1_sam", world, tmp_path / "a", "optim.max_steps=4", "eval_data=[]"))
+    config = _stage_config("1_sam", world, tmp_path / "b", "optim.max_steps=4", "eval_data=[]")
+    train(config, stop_after=2)
+    resumed = train(config, resume=True)
+    a, b = load_file(str(Path(straight) / "model.safetensors")), load_file(str(Path(resumed) / "model.safetensors"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_promptable_training_learns_to_segment_from_boxes(world, tmp_path):
+    config = _stage_config("1_sam", world, tmp_path, "optim.max_steps=40", "optim.lr=2e-3", "eval_data=[]",
+                           "optim.batch_size=4", "checkpoint_every=0")
+    records = read_dataset(world / "masks_train.json")
+    final = train(config)
+    from m2sa_core.model.checkpoint import from_pretrained
+
+    trained, _ = from_pretrained(final)
+    untrained, _ = build_preset("tiny")
+    after = evaluate_promptable(trained, list(records)[:4])
+    before = evaluate_promptable(untrained, list(records)[:4])
+    assert after["box_miou"] > before["box_miou"] + 0.2, (before, after)
+
+
+def test_checkpoint_overrides_and_freeze_are_checked(world, tmp_path):
+    base = _stage_config("1_sam", world, tmp_path, "eval_data=[]")
+    first = train(base)
+    bad_override = _stage_config("3_m2sa", world, tmp_path, f"model.init_from={first}",
+                                 "model.overrides={sam.depth: 2}")
+    with pytest.raises(ValueError, match="changes the shape"):
+        train(bad_override)
+    bad_freeze = _stage_config("3_m2sa", world, tmp_path, f"model.init_from={first}", "model.freeze=[sam.typo.]")
+    with pytest.raises(ValueError, match="no parameter name starts with 'sam.typo.'"):
+        train(bad_freeze)
