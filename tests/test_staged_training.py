@@ -133,7 +133,8 @@ def test_three_stages_chain_through_m2sa_train(world, tmp_path):
     assert _changed(w1, w2, "llm.") and _changed(w1, w2, "vision_tower.") and _changed(w1, w2, "mm_projector.")
     assert (Path(second) / "tokenizer.json").read_text() == (Path(first) / "tokenizer.json").read_text()
 
-    stage3 = _stage_config("3_m2sa", world, tmp_path, f"model.init_from={second}")
+    stage3 = _stage_config("3_m2sa", world, tmp_path, f"model.init_from={second}",
+                           "model.freeze=[sam.image_encoder., sam.prompt_encoder.]")
     train(stage3)
     w3 = _weights(tmp_path / "3_m2sa")
     assert not _changed(w2, w3, "sam.image_encoder.") and not _changed(w2, w3, "sam.prompt_encoder.")
