@@ -241,22 +241,70 @@ class Segmenter:
         return track_frame(self, image, prompts, previous, use_previous_mask=use_previous_mask,
                            frame_key=frame_key)
 
-    def segment_many(self, image: np.ndarray, commands: Sequence[str], frame_key: Hashable | None = None
-                     ) -> list[Result]:
-        """Several commands on one frame: one feature pass, one batched generation."""
-        validate_image(image)
+    def segment_many(
+        self,
+        image: np.ndarray | Sequence[np.ndarray],
+        commands: Sequence[str],
+        frame_key: Hashable | Sequence[Hashable | None] | None = None,
+        *,
+        on_stage: Callable[[str], None] | None = None,
+        should_stop: Callable[[], bool] | None = None,
+        amodal: bool | None = None,
+        keep_prompts: bool | Sequence[bool] = False,
+    ) -> list[Result]:
+        """Several commands in one batched generation: on one frame, or each on its own frame.
+
+        ``image`` is one frame (an array) for every command, or a list with one frame per
+        command - several cameras' commands waiting together; ``frame_key`` is then None
+        or a list of keys, one per command. Each distinct frame is encoded once (and
+        cached); all prompts are generated greedily in one left-padded batch, which is
+        where batching pays: a decode step of a few rows costs little more than a step of
+        one. Every row gets the answer :meth:`segment` would give (up to float rounding
+        of the padding). ``on_stage``, ``should_stop`` (raises :class:`Cancelled` for the
+        whole batch), ``amodal`` and ``keep_prompts`` (one flag, or one per command) are
+        as in :meth:`segment`; partial answers are not streamed.
+        """
+        images = [image] * len(commands) if isinstance(image, np.ndarray) else list(image)
+        keys = [frame_key] * len(commands) if isinstance(image, np.ndarray) else \
+            list(frame_key) if frame_key is not None else [None] * len(images)
+        keep = [keep_prompts] * len(commands) if isinstance(keep_prompts, bool) else list(keep_prompts)
+        if not len(images) == len(keys) == len(keep) == len(commands):
+            raise ValueError(f"segment_many: {len(commands)} commands need as many frames ({len(images)}), "
+                             f"frame keys ({len(keys)}) and keep_prompts flags ({len(keep)})")
+        for frame in images:
+            validate_image(frame)
         if not commands:
             return []
+        amodal = self.amodal if amodal is None else bool(amodal)
+
+        def stage(name: str) -> None:
+            if should_stop is not None and should_stop():
+                raise Cancelled(f"cancelled before {name}")
+            if on_stage is not None:
+                on_stage(name)
+
         start = time.perf_counter()
         timings: dict[str, float] = {}
         prompts = [self.prompt_ids(c) for c in commands]
-        entry = self.stages.encode_frame(image, frame_key, timings)
-        generations = self.stages.generate(entry.features, prompts, timings)
+        stage("encoding")
+        entries: dict[int, FrameEntry] = {}  # one encode per distinct frame object
+        rows = []
+        for frame, key in zip(images, keys):
+            if id(frame) not in entries:
+                entries[id(frame)] = self.stages.encode_frame(frame, key, timings)
+            rows.append(entries[id(frame)])
+        stage("generating")
+        generations = self.stages.generate([e.features for e in rows], prompts, timings, should_stop=should_stop)
+        stage("decoding")
         results = []
-        for generation in generations:
+        for entry, generation, command, keep_row in zip(rows, generations, commands, keep):
             own = dict(timings)
-            decoded = self.stages.decode_masks(entry, generation.seg_states, own, self.amodal)
-            results.append(self.stages.build_result(generation, decoded, own, self.amodal))
+            decoded = self.stages.decode_masks(entry, generation.seg_states, own, amodal)
+            result = self.stages.build_result(generation, decoded, own, amodal)
+            if keep_row:
+                result.prompts = TrackPrompts.from_result(
+                    result, seg_prompt_embeddings(self, generation.seg_states), command)
+            results.append(result)
         total = (time.perf_counter() - start) * 1e3
         for r in results:
             r.timings_ms["total"] = total

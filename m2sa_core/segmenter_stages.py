@@ -151,20 +151,27 @@ class SegmenterStages:
     @torch.inference_mode()
     def generate(
         self,
-        features: FrameFeatures,
+        features: FrameFeatures | Sequence[FrameFeatures],
         prompts: Sequence[list[int]],
         timings: dict[str, float],
         on_tokens: Callable[[list[int]], None] | None = None,
         should_stop: Callable[[], bool] | None = None,
         forced: Sequence[Sequence[int]] | None = None,
     ) -> list[Generation]:
-        """Greedy decoding of all ``prompts`` on one frame in one left-padded batch (see ``greedy_generate``)."""
+        """Greedy decoding of all ``prompts`` in one left-padded batch (see ``greedy_generate``).
+
+        ``features`` is one frame for every prompt, or one frame per prompt (several
+        cameras' commands batched into one generation: each row sees its own image).
+        """
         seg = self.segmenter
         if forced is not None and len(forced) != len(prompts):
             raise ValueError(f"forced answers ({len(forced)}) must match prompts ({len(prompts)})")
+        frames = list(features) if isinstance(features, Sequence) else [features] * len(prompts)
+        if len(frames) != len(prompts):
+            raise ValueError(f"frames ({len(frames)}) must match prompts ({len(prompts)})")
         model = seg.model
-        rows = [model.merge_image_embeddings(torch.tensor([p], device=seg.device), features.clip_embeds)[0][0]
-                for p in prompts]
+        rows = [model.merge_image_embeddings(torch.tensor([p], device=seg.device), f.clip_embeds)[0][0]
+                for p, f in zip(prompts, frames)]
         batch, length = len(rows), max(r.shape[0] for r in rows)
         embeds = rows[0].new_zeros((batch, length, rows[0].shape[-1]))
         attention = torch.zeros((batch, length), dtype=torch.long, device=seg.device)

@@ -2,7 +2,7 @@
 
 :class:`NodeStats` is updated by the worker (latency, errors) and read by a timer that
 publishes a diagnostic_msgs/DiagnosticArray. diagnostic_updater is not on PyPI, and
-the node needs one status only, so it is built here directly.
+the node needs one status per camera only, so it is built here directly.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 OK, WARN, ERROR = 0, 1, 2  # diagnostic_msgs/DiagnosticStatus levels (bytes in the message)
 
@@ -81,14 +81,25 @@ def status_level(state: str, untrained: bool, queue_depth: int, max_queue: int,
 def build_diagnostics(name: str, hardware_id: str, level: int, message: str,
                       values: Mapping[str, Any], stamp: Any = None):
     """diagnostic_msgs/DiagnosticArray with one status of ``values`` as key/value pairs."""
+    return build_diagnostics_array([(name, level, message, values)], hardware_id, stamp)
+
+
+def build_diagnostics_array(statuses: Sequence[tuple[str, int, str, Mapping[str, Any]]], hardware_id: str,
+                            stamp: Any = None):
+    """diagnostic_msgs/DiagnosticArray of several (name, level, message, values) statuses.
+
+    A node serving several cameras reports one status per camera, each named after its
+    camera, so rqt_robot_monitor shows which camera is backed up or failing.
+    """
     from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 
-    status = DiagnosticStatus(level=bytes([level]), name=name, message=message,
-                              hardware_id=hardware_id)
-    for key, value in values.items():
-        text = f"{value:.1f}" if isinstance(value, float) else str(value)
-        status.values.append(KeyValue(key=str(key), value=text))
-    array = DiagnosticArray(status=[status])
+    array = DiagnosticArray()
+    for name, level, message, values in statuses:
+        status = DiagnosticStatus(level=bytes([level]), name=name, message=message, hardware_id=hardware_id)
+        for key, value in values.items():
+            text = f"{value:.1f}" if isinstance(value, float) else str(value)
+            status.values.append(KeyValue(key=str(key), value=text))
+        array.status.append(status)
     if stamp is not None:
         array.header.stamp = stamp
     return array

@@ -10,7 +10,8 @@ only "configure failed" sends a user to the source code.
 Each parameter is either *runtime* (thresholds, ages, the overlay, depth matching: the
 node applies a new value at once) or *load-time* (the model, device, queue, QoS: read
 at configure, so a new value needs deactivate, cleanup, configure, activate; the node
-says so when one is set). ``autostart`` is read-only: it only means something at start-up.
+says so when one is set). ``autostart`` and ``cameras`` are read-only: they only mean
+something at start-up (the cameras decide the node's topics, services and actions).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
+
+from m2sa_ros.cameras import check_camera_names
 
 _DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?|xpu(:\d+)?)$")
 DTYPES = ("", "float32", "bfloat16", "float16")
@@ -92,6 +95,9 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               "target, not only when the command asks for the complete shape."),
     _range("max_queue", 4, "Commands waiting for the model beyond the running one; more get "
            "'queue full'.", 1, 64),
+    _range("max_batch", 0, "Several cameras only: most commands one model call answers when commands "
+           "of several cameras wait together, taken round-robin one per camera per round (0 = as many as "
+           "there are cameras; 1 = no batching).", 0, 64),
     _range("max_command_length", 1000, "Longest accepted command, in characters.", 1, 10_000_000,
            runtime=True),
     _range("depth_tolerance", 0.05, "Largest stamp difference (s) between the colour image and "
@@ -105,6 +111,10 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     _range("heap_trim_period", 5.0, "When idle, hand freed heap pages back to the OS (glibc "
            "malloc_trim) at most this often, in seconds; keeps RSS flat over long runs "
            "(0 = never).", 0.0, 3600.0, runtime=True),
+    ParamSpec("cameras", [], "Camera names served by this one node and its one model, e.g. "
+              "['head', 'wrist']: each has its own topics, service and actions under <camera>/ "
+              "(<camera>/image, <camera>/result, <camera>/segment, ...). Empty: one camera on "
+              "image, result, segment, ... Read-only.", check_camera_names, read_only=True),
     ParamSpec("autostart", True, "Configure and activate at start-up (else wait for lifecycle "
               "transitions). Read-only.", read_only=True),
 )
@@ -131,12 +141,14 @@ class NodeParams:
     image_reliability: str
     amodal: bool
     max_queue: int
+    max_batch: int
     max_command_length: int
     depth_tolerance: float
     centroid_erosion_px: int
     allow_depth_frame_mismatch: bool
     diagnostics_period: float
     heap_trim_period: float
+    cameras: tuple[str, ...]
     autostart: bool
 
 
@@ -146,6 +158,8 @@ assert tuple(f.name for f in fields(NodeParams)) == PARAMETER_NAMES, "PARAMETERS
 def check_value(spec: ParamSpec, value: Any) -> tuple[Any, str | None]:
     """(normalised value, complaint or None) for one parameter: type, then range/choices."""
     expected = type(spec.default)
+    if expected is list:
+        return _check_list(spec, value)
     if expected is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     if type(value) is not expected:
@@ -154,6 +168,17 @@ def check_value(spec: ParamSpec, value: Any) -> tuple[Any, str | None]:
         value = value.strip()
     complaint = spec.check(value) if spec.check else None
     return value, (f"{spec.name}={value!r}: {complaint}" if complaint else None)
+
+
+def _check_list(spec: ParamSpec, value: Any) -> tuple[Any, str | None]:
+    """A string-array parameter as a tuple: rcl gives None for an empty YAML list, [] an empty byte array."""
+    if value is None:
+        value = ()
+    elif isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
+        return value, f"{spec.name}={value!r}: expected a list of strings"
+    value = tuple(v.strip() if isinstance(v, str) else v for v in value)
+    complaint = spec.check(list(value)) if spec.check else None
+    return value, (f"{spec.name}={list(value)!r}: {complaint}" if complaint else None)
 
 
 def validate(values: Mapping[str, Any]) -> NodeParams:

@@ -26,7 +26,11 @@ docs/ROS_INTERFACE.md). What it adds is robotics plumbing only:
 * an RViz overlay and centroid markers computed only when someone subscribes, and
   /diagnostics;
 * SIGINT (once or twice, as ``ros2 launch`` plus a terminal deliver it) and SIGTERM
-  end the node cleanly with exit status 0, every pending command answered.
+  end the node cleanly with exit status 0, every pending command answered;
+* ``cameras: [head, wrist]`` serves several cameras from the one model: each camera's
+  topics, service and actions live under ``<camera>/`` (cameras.py), each has a queue
+  of its own in the worker, served round-robin, and commands of several cameras that
+  wait together are answered by one batched model call (``Segmenter.segment_many``).
 
 Run it as ``m2sa-perception --ros-args --params-file config/perception.yaml`` or
 ``ros2 launch m2sa_ros perception.launch.py``.
@@ -35,6 +39,7 @@ Run it as ``m2sa-perception --ros-args --params-file config/perception.yaml`` or
 from __future__ import annotations
 
 import dataclasses
+import functools
 import gc
 import signal
 import sys
@@ -42,6 +47,7 @@ import threading
 import time
 import traceback
 import uuid
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -67,9 +73,10 @@ from m2sa_core.types import Cancelled
 from m2sa_core.visualize import overlay_targets
 from m2sa_ros.action import Segment as SegmentAction
 from m2sa_ros.action import Track as TrackAction
-from m2sa_ros.centroids import Intrinsics, StampedBuffer, mask_centroid
-from m2sa_ros.diagnostics import NodeStats, build_diagnostics, status_level
-from m2sa_ros.frames import Frame, LatestFrame
+from m2sa_ros.cameras import Camera
+from m2sa_ros.centroids import Intrinsics, mask_centroid
+from m2sa_ros.diagnostics import NodeStats, build_diagnostics_array, status_level
+from m2sa_ros.frames import Frame
 from m2sa_ros.heap import HeapTrimmer, trim_heap_now
 from m2sa_ros.image_conversion import (ImageConversionError, compressed_to_rgb, depth_to_metres,
                                        image_to_rgb, rgb_to_msg)
@@ -80,7 +87,7 @@ from m2sa_ros.node_params import (PARAMETERS, SPECS, NodeParams, ParameterError,
                                   descriptor, validate)
 from m2sa_ros.result_conversion import error_result, result_to_msg
 from m2sa_ros.srv import Segment as SegmentSrv
-from m2sa_ros.tracks import CANCELLED, ERROR_PREFIX, LOST, TIMEOUT, Track, TrackSet, TrackSettings
+from m2sa_ros.tracks import CANCELLED, ERROR_PREFIX, LOST, TIMEOUT, Track, TrackSettings
 from m2sa_ros.worker import CommandWorker, Job
 
 NODE_NAME = "perception_node"
@@ -112,6 +119,18 @@ class TrackFrame:
     """A worker job: the next new camera frame of one track (the newest when it runs)."""
 
     track: Track
+    camera: Camera
+
+
+@dataclass
+class Prepared:
+    """A request ready for the model: its frame chosen, depth bound (see ``_prepare``)."""
+
+    job: Job
+    req: "Request"
+    frame: Frame
+    centroid_fn: Callable[[Any], Any] | None
+    depth_state: str
 
 
 @dataclass
@@ -128,8 +147,15 @@ class Request:
     on_done: Callable[[SegmentationResult], None] | None = None
     keep_prompts: bool = False  # a track's command: the model returns its [SEG] prompts
     on_model_result: Callable[[Any, Frame], None] | None = None  # (m2sa_core Result, its frame)
+    camera: Camera | None = None  # whose frame, queue and topics (set by the node)
     _finished: bool = False
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def finished(self) -> bool:
+        """Answered already (a batch skips such a row's result)."""
+        with self._lock:
+            return self._finished
 
     def claim_finish(self) -> bool:
         """True exactly once: the guard behind "one result per command"."""
@@ -173,13 +199,13 @@ class PerceptionNode(LifecycleNode):
         self._id_prefix = uuid.uuid4().hex[:8]
         self._topic_count = 0
         self._topic_count_lock = threading.Lock()
-        self._latest = LatestFrame(key_prefix=f"{self.get_fully_qualified_name()}:{self._id_prefix}")
-        self._depth = StampedBuffer[Image](capacity=10)
-        self._camera_info = StampedBuffer[CameraInfo](capacity=10)
+        # The single camera of today until configure reads ``cameras``.
+        self._cameras: list[Camera] = [self._new_camera("")]
         self._warned: set[str] = set()
         self._configuring = False
         self._configure_error = ""
-        self.stats = NodeStats()
+        self.stats = NodeStats()  # all cameras; each camera has its own too
+        self.batch_sizes: Counter[int] = Counter()  # batched model calls by their size (several cameras)
         # In-flight service/action callbacks: deactivate waits for them before it
         # destroys the servers, so no reply is lost mid-send.
         self._inflight = 0
@@ -189,17 +215,8 @@ class PerceptionNode(LifecycleNode):
         # take the threads that image and lifecycle callbacks need (None = no cap).
         self.blocking_call_limit: int | None = None
 
-        self._sensor_group = MutuallyExclusiveCallbackGroup()
-        self._command_group = MutuallyExclusiveCallbackGroup()
         self._request_group = ReentrantCallbackGroup()  # blocking service / action callbacks
         self._diag_group = MutuallyExclusiveCallbackGroup()  # never behind a model load
-        self._result_pub = None
-        self._overlay_pub = None
-        self._markers_pub = None
-        self._interfaces: list[Any] = []
-        self._action_server: ActionServer | None = None
-        self._track_server: ActionServer | None = None
-        self._tracks = TrackSet()
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._diag_timer = self.create_timer(1.0, self._publish_diagnostics, callback_group=self._diag_group)
 
@@ -209,6 +226,57 @@ class PerceptionNode(LifecycleNode):
             self._autostart_timer = self.create_timer(0.0, self._autostart)
         elif autostart is not False:
             self.get_logger().error(f"parameter autostart={autostart!r}: expected bool; not starting")
+
+    # ------------------------------------------------------------------ cameras
+    def _new_camera(self, name: str) -> Camera:
+        camera = Camera(name, key_prefix=f"{self.get_fully_qualified_name()}:{self._id_prefix}")
+        # Per camera: one camera's image conversion or command burst never waits on another's.
+        camera.sensor_group = MutuallyExclusiveCallbackGroup()
+        camera.command_group = MutuallyExclusiveCallbackGroup()
+        return camera
+
+    @property
+    def cameras(self) -> list[Camera]:
+        """The cameras served: one nameless camera unless ``cameras`` names several."""
+        return list(self._cameras)
+
+    def camera(self, name: str = "") -> Camera:
+        """A camera by name ("" = the first, the single camera's)."""
+        if not name:
+            return self._cameras[0]
+        for camera in self._cameras:
+            if camera.name == name:
+                return camera
+        raise KeyError(f"no camera {name!r} (cameras: {[c.name for c in self._cameras]})")
+
+    # The single camera's state under its former names (tests and tools reach for them).
+    @property
+    def _latest(self) -> Any:
+        return self._cameras[0].latest
+
+    @property
+    def _depth(self) -> Any:
+        return self._cameras[0].depth
+
+    @property
+    def _camera_info(self) -> Any:
+        return self._cameras[0].camera_info
+
+    @property
+    def _tracks(self) -> Any:
+        return self._cameras[0].tracks
+
+    @property
+    def _result_pub(self) -> Any:
+        return self._cameras[0].result_pub
+
+    @property
+    def _overlay_pub(self) -> Any:
+        return self._cameras[0].overlay_pub
+
+    @property
+    def _markers_pub(self) -> Any:
+        return self._cameras[0].markers_pub
 
     # ------------------------------------------------------------------ lifecycle
     def _autostart(self) -> None:
@@ -252,9 +320,13 @@ class PerceptionNode(LifecycleNode):
         self._heap = HeapTrimmer(params.heap_trim_period)
         self.get_logger().info(f"model {source.source} loaded on {params.device} in "
                                f"{time.monotonic() - started:.1f} s")
-        self._result_pub = self.create_lifecycle_publisher(SegmentationResult, "result", RESULT_QOS)
-        self._overlay_pub = self.create_lifecycle_publisher(Image, "overlay", 1)
-        self._markers_pub = self.create_lifecycle_publisher(MarkerArray, "markers", RESULT_QOS)
+        if tuple(c.name for c in self._cameras) != (params.cameras or ("",)):
+            self._cameras = [self._new_camera(name) for name in params.cameras or ("",)]
+        for camera in self._cameras:
+            camera.result_pub = self.create_lifecycle_publisher(SegmentationResult, camera.topic("result"),
+                                                                RESULT_QOS)
+            camera.overlay_pub = self.create_lifecycle_publisher(Image, camera.topic("overlay"), 1)
+            camera.markers_pub = self.create_lifecycle_publisher(MarkerArray, camera.topic("markers"), RESULT_QOS)
         self._restart_diagnostics_timer(params.diagnostics_period)
         return super().on_configure(state)
 
@@ -268,45 +340,58 @@ class PerceptionNode(LifecycleNode):
         ret = super().on_activate(state)  # enables the lifecycle publishers
         if ret != TransitionCallbackReturn.SUCCESS:
             return ret
+        several = len(self._cameras) > 1
         self._worker = CommandWorker(self._process, self._reject, params.max_queue,
-                                     on_handler_error=self._handler_crashed)
+                                     on_handler_error=self._handler_crashed,
+                                     lanes=tuple(c.lane for c in self._cameras),
+                                     batch_handler=self._process_batch if several else None,
+                                     max_batch=(params.max_batch or len(self._cameras)) if several else 1)
+        for camera in self._cameras:
+            self._open_camera(camera, params)
+        self._active = True
+        listening = "; ".join(f"{self._image_topic(c)}, {self.resolve_topic_name(c.topic('command'))} and "
+                              f"{self.resolve_topic_name(c.topic('command_stamped'))}" for c in self._cameras)
+        self.get_logger().info(f"active: listening on {listening}")
+        return TransitionCallbackReturn.SUCCESS
+
+    def _open_camera(self, camera: Camera, params: NodeParams) -> None:
+        """Subscriptions, service and actions of one camera, under its namespace."""
         reliability = (ReliabilityPolicy.RELIABLE if params.image_reliability == "reliable"
                        else ReliabilityPolicy.BEST_EFFORT)
         image_qos = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST, reliability=reliability)
         depth_qos = QoSProfile(depth=5, history=HistoryPolicy.KEEP_LAST, reliability=reliability)
+        on = functools.partial
         if params.use_compressed:
-            image_sub = self.create_subscription(CompressedImage, "image/compressed", self._on_compressed,
-                                                 image_qos, callback_group=self._sensor_group)
+            image_sub = self.create_subscription(CompressedImage, camera.topic("image/compressed"),
+                                                 on(self._on_compressed, camera=camera), image_qos,
+                                                 callback_group=camera.sensor_group)
         else:
-            image_sub = self.create_subscription(Image, "image", self._on_image, image_qos,
-                                                 callback_group=self._sensor_group)
-        self._interfaces = [
+            image_sub = self.create_subscription(Image, camera.topic("image"), on(self._on_image, camera=camera),
+                                                 image_qos, callback_group=camera.sensor_group)
+        camera.interfaces = [
             image_sub,
-            self.create_subscription(Image, "depth", self._on_depth, depth_qos,
-                                     callback_group=self._sensor_group),
-            self.create_subscription(CameraInfo, "camera_info", self._on_camera_info, depth_qos,
-                                     callback_group=self._sensor_group),
-            self.create_subscription(String, "command", self._on_command, COMMAND_QOS,
-                                     callback_group=self._command_group),
-            self.create_subscription(Command, "command_stamped", self._on_command_stamped, COMMAND_QOS,
-                                     callback_group=self._command_group),
-            self.create_service(SegmentSrv, "segment", self._on_service, callback_group=self._request_group),
+            self.create_subscription(Image, camera.topic("depth"), on(self._on_depth, camera=camera), depth_qos,
+                                     callback_group=camera.sensor_group),
+            self.create_subscription(CameraInfo, camera.topic("camera_info"), on(self._on_camera_info, camera=camera),
+                                     depth_qos, callback_group=camera.sensor_group),
+            self.create_subscription(String, camera.topic("command"), on(self._on_command, camera=camera),
+                                     COMMAND_QOS, callback_group=camera.command_group),
+            self.create_subscription(Command, camera.topic("command_stamped"),
+                                     on(self._on_command_stamped, camera=camera), COMMAND_QOS,
+                                     callback_group=camera.command_group),
+            self.create_service(SegmentSrv, camera.topic("segment"), on(self._on_service, camera=camera),
+                                callback_group=self._request_group),
         ]
-        self._action_server = ActionServer(
-            self, SegmentAction, "segment", execute_callback=self._on_goal,
+        camera.action_server = ActionServer(
+            self, SegmentAction, camera.topic("segment"), execute_callback=on(self._on_goal, camera=camera),
             goal_callback=lambda _goal: GoalResponse.ACCEPT if self._active else GoalResponse.REJECT,
             cancel_callback=lambda _goal: CancelResponse.ACCEPT,
             callback_group=self._request_group)
-        self._track_server = ActionServer(
-            self, TrackAction, "track", execute_callback=self._on_track_goal,
+        camera.track_server = ActionServer(
+            self, TrackAction, camera.topic("track"), execute_callback=on(self._on_track_goal, camera=camera),
             goal_callback=lambda _goal: GoalResponse.ACCEPT if self._active else GoalResponse.REJECT,
             cancel_callback=lambda _goal: CancelResponse.ACCEPT,
             callback_group=self._request_group)
-        self._active = True
-        self.get_logger().info(f"active: listening on {self._image_topic()}, "
-                               f"{self.resolve_topic_name('command')} and "
-                               f"{self.resolve_topic_name('command_stamped')}")
-        return TransitionCallbackReturn.SUCCESS
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._close_interfaces("node deactivated")
@@ -330,20 +415,25 @@ class PerceptionNode(LifecycleNode):
     def _close_interfaces(self, reason: str) -> None:
         """Stop taking commands, answer every pending one, then drop the interfaces."""
         self._active = False
-        self._tracks.end_all(reason)  # before the worker stops: the tracks end with this reason
+        for camera in self._cameras:
+            camera.tracks.end_all(reason)  # before the worker stops: the tracks end with this reason
         if self._worker is not None:
             if not self._worker.stop(f"cancelled: {reason}"):
                 self.get_logger().error("the worker did not stop within 30 s (model ignored cancel)")
             self._worker = None
         with self._inflight_cond:
             self._inflight_cond.wait_for(lambda: self._inflight == 0, timeout=10.0)
-        for entity in self._interfaces:
+        for camera in self._cameras:
+            self._close_camera(camera)
+
+    def _close_camera(self, camera: Camera) -> None:
+        for entity in camera.interfaces:
             if hasattr(entity, "topic_name"):
                 self.destroy_subscription(entity)
             else:
                 self.destroy_service(entity)
-        self._interfaces = []
-        for server in (self._action_server, self._track_server):
+        camera.interfaces = []
+        for server in (camera.action_server, camera.track_server):
             if server is None:
                 continue
             # A goal's result goes out after its execute callback returned (from rclpy's
@@ -353,7 +443,7 @@ class PerceptionNode(LifecycleNode):
             while time.monotonic() < deadline and not all(f.done() for f in futures):
                 time.sleep(0.01)
             server.destroy()
-        self._action_server = self._track_server = None
+        camera.action_server = camera.track_server = None
 
     def _release(self) -> None:
         """Drop the model and everything it holds, and hand the memory back.
@@ -363,17 +453,16 @@ class PerceptionNode(LifecycleNode):
         would run out of device memory. Reference cycles (modules, hooks, exceptions
         that saw activations) are collected first so the blocks are really free.
         """
-        for pub in (self._result_pub, self._overlay_pub, self._markers_pub):
-            if pub is not None:
-                self.destroy_lifecycle_publisher(pub)
-        self._result_pub = self._overlay_pub = self._markers_pub = None
+        for camera in self._cameras:
+            for pub in (camera.result_pub, camera.overlay_pub, camera.markers_pub):
+                if pub is not None:
+                    self.destroy_lifecycle_publisher(pub)
+            camera.result_pub = camera.overlay_pub = camera.markers_pub = None
+            camera.clear()
         device = self._params.device if self._params is not None else "cpu"
         had_model = self._segmenter is not None
         self._segmenter = None
         self._params = None
-        self._latest.clear()
-        self._depth.clear()
-        self._camera_info.clear()
         self._warned.clear()
         if had_model:
             _release_memory(device)
@@ -391,15 +480,18 @@ class PerceptionNode(LifecycleNode):
 
     def _wait_results_acked(self, timeout_s: float = 2.0) -> None:
         """Give reliable subscribers a moment to acknowledge the last results (shutdown)."""
-        pub = self._result_pub
-        if pub is None:
-            return
-        try:
-            from rclpy.duration import Duration
+        from rclpy.duration import Duration
 
-            pub.wait_for_all_acked(Duration(nanoseconds=int(timeout_s * 1e9)))
-        except Exception:  # noqa: BLE001 - best effort while the process ends
-            pass
+        deadline = time.monotonic() + timeout_s
+        for camera in self._cameras:
+            pub = camera.result_pub
+            if pub is None:
+                continue
+            try:
+                left = max(0.0, deadline - time.monotonic())
+                pub.wait_for_all_acked(Duration(nanoseconds=int(left * 1e9)))
+            except Exception:  # noqa: BLE001 - best effort while the process ends
+                pass
 
     # ------------------------------------------------------------------ parameters
     def _check_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
@@ -447,55 +539,59 @@ class PerceptionNode(LifecycleNode):
         self.get_logger().info("applied " + ", ".join(f"{k}={v!r}" for k, v in changes.items()))
 
     # ------------------------------------------------------------------ inputs
-    def _image_topic(self) -> str:
+    def _image_topic(self, camera: Camera | None = None) -> str:
+        camera = camera or self._cameras[0]
         name = "image/compressed" if self._params and self._params.use_compressed else "image"
-        return self.resolve_topic_name(name)
+        return self.resolve_topic_name(camera.topic(name))
 
-    def _on_image(self, msg: Image) -> None:
+    def _on_image(self, msg: Image, camera: Camera | None = None) -> None:
+        camera = camera or self._cameras[0]
         try:
-            self._latest.put(image_to_rgb(msg, what=self._image_topic()), msg.header)
+            camera.latest.put(image_to_rgb(msg, what=self._image_topic(camera)), msg.header)
         except Exception as exc:  # noqa: BLE001 - an exception out of a callback stops the executor
-            error = _conversion_error(exc, self._image_topic())
-            self._latest.put(None, msg.header, error=error, height=msg.height, width=msg.width)
-            self._warn_once(f"image:{error}", f"bad image: {error}")
-        self._schedule_tracks()
+            error = _conversion_error(exc, self._image_topic(camera))
+            camera.latest.put(None, msg.header, error=error, height=msg.height, width=msg.width)
+            self._warn_once(f"image:{camera.name}:{error}", f"bad image: {error}")
+        self._schedule_tracks(camera)
 
-    def _on_compressed(self, msg: CompressedImage) -> None:
+    def _on_compressed(self, msg: CompressedImage, camera: Camera | None = None) -> None:
+        camera = camera or self._cameras[0]
         try:
-            self._latest.put(compressed_to_rgb(msg, what=self._image_topic()), msg.header)
+            camera.latest.put(compressed_to_rgb(msg, what=self._image_topic(camera)), msg.header)
         except Exception as exc:  # noqa: BLE001 - an exception out of a callback stops the executor
-            error = _conversion_error(exc, self._image_topic())
-            self._latest.put(None, msg.header, error=error)
-            self._warn_once(f"image:{error}", f"bad image: {error}")
-        self._schedule_tracks()
+            error = _conversion_error(exc, self._image_topic(camera))
+            camera.latest.put(None, msg.header, error=error)
+            self._warn_once(f"image:{camera.name}:{error}", f"bad image: {error}")
+        self._schedule_tracks(camera)
 
-    def _on_depth(self, msg: Image) -> None:
-        self._depth.push(_stamp_ns(msg.header), msg)
+    def _on_depth(self, msg: Image, camera: Camera | None = None) -> None:
+        (camera or self._cameras[0]).depth.push(_stamp_ns(msg.header), msg)
 
-    def _on_camera_info(self, msg: CameraInfo) -> None:
-        self._camera_info.push(_stamp_ns(msg.header), msg)
+    def _on_camera_info(self, msg: CameraInfo, camera: Camera | None = None) -> None:
+        (camera or self._cameras[0]).camera_info.push(_stamp_ns(msg.header), msg)
 
     def _new_request_id(self) -> str:
         with self._topic_count_lock:
             self._topic_count += 1
             return f"{self._id_prefix}-{self._topic_count}"
 
-    def _on_command(self, msg: String) -> None:
+    def _on_command(self, msg: String, camera: Camera | None = None) -> None:
         self._accept(Request(request_id=self._new_request_id(), command=msg.data, source="topic",
-                             received_ns=self.get_clock().now().nanoseconds))
+                             received_ns=self.get_clock().now().nanoseconds, camera=camera))
 
-    def _on_command_stamped(self, msg: Command) -> None:
+    def _on_command_stamped(self, msg: Command, camera: Camera | None = None) -> None:
         """A command with the planner's request id; its stamp (when set) is when it was given."""
         stamp = _stamp_ns(msg.header)
         self._accept(Request(request_id=msg.request_id or self._new_request_id(), command=msg.text,
-                             source="topic", received_ns=stamp if stamp > 0 else self.get_clock().now().nanoseconds))
+                             source="topic", received_ns=stamp if stamp > 0 else self.get_clock().now().nanoseconds,
+                             camera=camera))
 
-    def _request_from(self, goal: Any, source: str, request_id: str) -> Request:
+    def _request_from(self, goal: Any, source: str, request_id: str, camera: Camera | None = None) -> Request:
         """Request for a service / action goal; an image in the goal is converted here."""
         request_id = goal.request_id or request_id
         request = Request(request_id=request_id, command=goal.command, source=source,
                           received_ns=self.get_clock().now().nanoseconds,
-                          max_image_age=float(goal.max_image_age))
+                          max_image_age=float(goal.max_image_age), camera=camera or self._cameras[0])
         if goal.image.height > 0 or goal.image.width > 0 or len(goal.image.data) > 0:
             header = goal.image.header
             try:
@@ -515,8 +611,9 @@ class PerceptionNode(LifecycleNode):
             self._inflight += 1
             return True
 
-    def _on_service(self, request: SegmentSrv.Request, response: SegmentSrv.Response) -> SegmentSrv.Response:
-        req = self._request_from(request, "service", f"{self._id_prefix}-srv-{uuid.uuid4().hex[:8]}")
+    def _on_service(self, request: SegmentSrv.Request, response: SegmentSrv.Response,
+                    camera: Camera | None = None) -> SegmentSrv.Response:
+        req = self._request_from(request, "service", f"{self._id_prefix}-srv-{uuid.uuid4().hex[:8]}", camera)
         if not self._enter_inflight():
             response.result = self._too_many_calls(req)
             return response
@@ -532,8 +629,9 @@ class PerceptionNode(LifecycleNode):
         finally:
             self._leave_inflight()
 
-    def _on_goal(self, goal_handle: Any) -> Any:
-        req = self._request_from(goal_handle.request, "action", uuid.UUID(bytes=bytes(goal_handle.goal_id.uuid)).hex)
+    def _on_goal(self, goal_handle: Any, camera: Camera | None = None) -> Any:
+        req = self._request_from(goal_handle.request, "action", uuid.UUID(bytes=bytes(goal_handle.goal_id.uuid)).hex,
+                                 camera)
         if not self._enter_inflight():
             goal_handle.abort()
             return SegmentAction.Result(result=self._too_many_calls(req))
@@ -562,7 +660,7 @@ class PerceptionNode(LifecycleNode):
             self._leave_inflight()
 
     # ------------------------------------------------------------------ tracks
-    def _on_track_goal(self, goal_handle: Any) -> Any:
+    def _on_track_goal(self, goal_handle: Any, camera: Camera | None = None) -> Any:
         """The ``track`` action: the command once with the full model, then every new frame.
 
         Blocks its executor thread until the track ends (like the ``segment`` action, it
@@ -572,7 +670,8 @@ class PerceptionNode(LifecycleNode):
         goal = goal_handle.request
         request_id = goal.request_id or uuid.UUID(bytes=bytes(goal_handle.goal_id.uuid)).hex
         req = Request(request_id=request_id, command=goal.command, source="track",
-                      received_ns=self.get_clock().now().nanoseconds, keep_prompts=True)
+                      received_ns=self.get_clock().now().nanoseconds, keep_prompts=True,
+                      camera=camera or self._cameras[0])
         if not self._enter_inflight():
             msg = self._too_many_calls(req)
             return self._end_goal(goal_handle, msg, 0, ERROR_PREFIX + msg.error)
@@ -588,7 +687,9 @@ class PerceptionNode(LifecycleNode):
             msg = self._error(req, f"bad track goal: {exc}")
             self._finish(req, msg)
             return self._end_goal(goal_handle, msg, 0, ERROR_PREFIX + msg.error)
-        track = Track(req.request_id, req.command, settings, time.monotonic(), handle=goal_handle)
+        camera = req.camera or self._cameras[0]
+        track = Track(req.request_id, req.command, settings, time.monotonic(), handle=goal_handle,
+                      camera=camera.name)
         answered = threading.Event()
         answer: list[SegmentationResult] = []
         prompts: list[tuple[Any, str]] = []
@@ -606,7 +707,7 @@ class PerceptionNode(LifecycleNode):
 
         req.on_model_result = lambda result, frame: prompts.append((getattr(result, "prompts", None), frame.key))
         req.on_done = on_done
-        self._tracks.add(track)
+        camera.tracks.add(track)
         try:
             self._accept(req, stop_when=lambda: goal_handle.is_cancel_requested or not track.active)
             while not track.ended.wait(0.05):
@@ -615,7 +716,7 @@ class PerceptionNode(LifecycleNode):
                     track.end("node shutting down")
             self._wait(answered)  # a command still running stops at its next check
         finally:
-            self._tracks.remove(track)
+            camera.tracks.remove(track)
         final = track.last if track.last is not None else (
             answer[0] if answer else self._error(req, track.reason))
         return self._end_goal(goal_handle, final, track.frames, track.reason)
@@ -631,24 +732,26 @@ class PerceptionNode(LifecycleNode):
         self.get_logger().info(f"track {msg.request_id} ended after {frames} frame(s): {reason}")
         return TrackAction.Result(result=msg, frames=frames, reason=reason)
 
-    def _schedule_tracks(self) -> None:
+    def _schedule_tracks(self, camera: Camera | None = None) -> None:
         """Queue the newest frame for each track that wants it (image callback, after each tracked frame)."""
-        worker, frame = self._worker, self._latest.get()
+        camera = camera or self._cameras[0]
+        worker, frame = self._worker, camera.latest.get()
         if worker is None or frame is None or not self._active or frame.error:
             return
-        for track in self._tracks.due(frame.key, time.monotonic()):
-            if not worker.submit(Job(payload=TrackFrame(track), bounded=False)):
+        for track in camera.tracks.due(frame.key, time.monotonic()):
+            job = Job(payload=TrackFrame(track, camera), bounded=False, lane=camera.lane, batchable=False)
+            if not worker.submit(job):
                 track.dropped()
 
-    def _process_track_frame(self, track: Track) -> None:
-        """Worker thread: one tracked frame of ``track`` on the newest camera frame."""
-        segmenter, params, frame = self._segmenter, self._params, self._latest.get()
+    def _process_track_frame(self, track: Track, camera: Camera) -> None:
+        """Worker thread: one tracked frame of ``track`` on the newest frame of its camera."""
+        segmenter, params, frame = self._segmenter, self._params, camera.latest.get()
         if segmenter is None or params is None or frame is None or frame.rgb is None:
             track.dropped()
             return
         if not track.take(frame.key, time.monotonic()):
             return
-        centroid_fn, _ = self._centroid_fn(frame)
+        centroid_fn, _ = self._centroid_fn(frame, camera)
         started = time.monotonic()
         try:
             result, state = segmenter.track(frame.rgb, track.prompts, track.state,
@@ -671,15 +774,16 @@ class PerceptionNode(LifecycleNode):
 
         def deliver(seq: int) -> None:
             self.stats.record(True, msg.inference_ms, "")
-            pub = self._result_pub
+            camera.stats.record(True, msg.inference_ms, "")
+            pub = camera.result_pub
             if pub is not None:
                 pub.publish(msg)
             track.handle.publish_feedback(TrackAction.Feedback(result=msg, frame_seq=seq))
 
         if track.record(result, state, msg, deliver):
-            self._publish_overlay(frame, result)
-            self._publish_markers(msg)
-        self._schedule_tracks()  # a newer frame may have come while this one ran
+            self._publish_overlay(frame, result, camera)
+            self._publish_markers(msg, camera)
+        self._schedule_tracks(camera)  # a newer frame may have come while this one ran
 
     def _too_many_calls(self, req: Request) -> SegmentationResult:
         msg = self._error(req, f"queue full: {self.blocking_call_limit} service/action calls already "
@@ -701,6 +805,8 @@ class PerceptionNode(LifecycleNode):
     def _accept(self, req: Request, stop_when: Callable[[], bool] | None = None) -> None:
         """Answer at once (bad command, inactive, queue full) or queue for the worker."""
         params, worker = self._params, self._worker
+        if req.camera is None:
+            req.camera = self._cameras[0]
         # Same cleaning as the prompt builder: control characters alone count as empty.
         command = sanitize_command(req.command)
         if not self._active or params is None or worker is None:
@@ -715,13 +821,15 @@ class PerceptionNode(LifecycleNode):
                 req, f"command too long: {len(req.command)} characters > max_command_length "
                      f"{params.max_command_length}"))
             return
-        if not worker.submit(Job(payload=req, stop_when=stop_when)):
+        if not worker.submit(Job(payload=req, stop_when=stop_when, lane=req.camera.lane)):
+            where = f" for camera {req.camera.name}" if req.camera.name else ""
             self._finish(req, self._error(
-                req, f"queue full: {worker.max_queue} commands already waiting (max_queue)"))
+                req, f"queue full: {worker.max_queue} commands already waiting{where} (max_queue)"))
 
     def _error(self, req: Request, error: str, frame: Frame | None = None,
                inference_ms: float = 0.0) -> SegmentationResult:
-        frame = frame if frame is not None else (req.frame or self._latest.get())
+        camera = req.camera or self._cameras[0]
+        frame = frame if frame is not None else (req.frame or camera.latest.get())
         if frame is None:
             return error_result(error, request_id=req.request_id, command=req.command,
                                 inference_ms=inference_ms)
@@ -732,15 +840,16 @@ class PerceptionNode(LifecycleNode):
         """The frame a request refers to, or the reason it cannot be used."""
         params = self._params
         assert params is not None
+        camera = req.camera or self._cameras[0]
         frame = req.frame
         if frame is None:
-            frame = self._latest.get()
+            frame = camera.latest.get()
             if frame is None and params.wait_for_image > 0:
                 if req.on_feedback:
                     req.on_feedback("waiting_for_image", "")
-                frame = self._latest.wait(params.wait_for_image, should_stop=job.should_stop)
+                frame = camera.latest.wait(params.wait_for_image, should_stop=job.should_stop)
             if frame is None:
-                return None, (f"no image yet: nothing received on {self._image_topic()} "
+                return None, (f"no image yet: nothing received on {self._image_topic(camera)} "
                               f"(waited {params.wait_for_image:.1f} s)")
         if frame.error:
             return frame, f"bad image: {frame.error}"
@@ -751,30 +860,44 @@ class PerceptionNode(LifecycleNode):
                 return frame, f"image too old: {age:.2f} s > max_image_age {limit:.2f} s"
         return frame, ""
 
-    def _process(self, job: Job) -> None:
-        """Worker thread: one command from frame to published result (or one tracked frame)."""
-        if isinstance(job.payload, TrackFrame):
-            self._process_track_frame(job.payload.track)
-            return
+    def _prepare(self, job: Job) -> Prepared | None:
+        """Worker thread: choose the request's frame and bind its depth; None when it was answered here.
+
+        Answered here: node not configured, cancelled, no usable frame.
+        """
         req: Request = job.payload
-        params, segmenter = self._params, self._segmenter
-        if params is None or segmenter is None:
+        if self._params is None or self._segmenter is None:
             self._finish(req, self._error(req, "node is not configured"))
-            return
+            return None
         if job.should_stop():
             self._finish(req, self._error(req, job.cancel_reason or "cancelled"))
-            return
+            return None
         frame, problem = self._resolve_frame(req, job)
         if job.should_stop():
             self._finish(req, self._error(req, job.cancel_reason or "cancelled", frame))
-            return
+            return None
         if problem:
             self._finish(req, self._error(req, problem, frame))
-            return
+            return None
         assert frame is not None and frame.rgb is not None
         # Depth and intrinsics are bound now, before the model runs: at 30 Hz the depth
         # buffer holds a third of a second, and a 7B model takes longer than that.
-        centroid_fn, depth_state = self._centroid_fn(frame)
+        centroid_fn, depth_state = self._centroid_fn(frame, req.camera)
+        return Prepared(job, req, frame, centroid_fn, depth_state)
+
+    def _process(self, job: Job) -> None:
+        """Worker thread: one command from frame to published result (or one tracked frame)."""
+        if isinstance(job.payload, TrackFrame):
+            self._process_track_frame(job.payload.track, job.payload.camera)
+            return
+        ready = self._prepare(job)
+        if ready is not None:
+            self._run_one(ready)
+
+    def _run_one(self, ready: Prepared) -> None:
+        """One command through ``Segmenter.segment``, with stage and partial-answer feedback."""
+        job, req, frame = ready.job, ready.req, ready.frame
+        segmenter = self._segmenter
         stage = ["encoding"]
 
         def on_stage(name: str) -> None:
@@ -787,7 +910,6 @@ class PerceptionNode(LifecycleNode):
                 req.on_feedback(stage[0], text)
 
         started = time.monotonic()
-        failed = out_of_memory = False
         try:
             extra = {"keep_prompts": True} if req.keep_prompts else {}
             result = segmenter.segment(frame.rgb, req.command, frame_key=frame.key or None,
@@ -797,19 +919,100 @@ class PerceptionNode(LifecycleNode):
             self._finish(req, self._error(req, job.cancel_reason or "cancelled", frame, elapsed))
             return
         except Exception as exc:  # noqa: BLE001 - a model failure is an answer, not a crash
-            elapsed = (time.monotonic() - started) * 1000.0
-            self.get_logger().error(f"model failure on request {req.request_id}: {traceback.format_exc()}")
-            self._finish(req, self._error(req, f"model failure: {type(exc).__name__}: {exc}", frame, elapsed))
-            failed, out_of_memory = True, _is_out_of_memory(exc)
-        if failed:
-            if out_of_memory:
-                # Outside the except block: the exception, its traceback and the frames
-                # it holds (activations, KV cache) are unreachable now and can be freed.
-                _release_memory(params.device)
+            out_of_memory = self._model_failed([ready], exc, started)
+        else:
+            self._deliver(ready, result, (time.monotonic() - started) * 1000.0)
+            self._after_model()
             return
+        # Outside the except block: the exception, its traceback and the frames it holds
+        # (activations, KV cache) are unreachable now and can be freed.
+        self._release_after_failure(out_of_memory)
+
+    def _process_batch(self, jobs: list[Job]) -> None:
+        """Worker thread: commands of several cameras answered by one batched model call.
+
+        Each request gets its own frame (its camera's), its own result on its camera's
+        topic and exactly one answer. A request cancelled meanwhile is answered at once
+        and its row's result dropped; the call itself stops only when every row is
+        cancelled. A model without ``segment_many`` answers the requests one by one.
+        """
+        ready = [r for r in (self._prepare(job) for job in jobs if not isinstance(job.payload, TrackFrame))
+                 if r is not None]
+        for job in jobs:  # the worker never batches tracked frames; should one come, it still runs
+            if isinstance(job.payload, TrackFrame):
+                self._process(job)
+        segment_many = getattr(self._segmenter, "segment_many", None)
+        if len(ready) <= 1 or segment_many is None:
+            for one in ready:
+                self._run_one(one)
+            return
+
+        def cancelled_rows() -> bool:
+            """Answer newly cancelled rows; True when no row is left to compute."""
+            for one in ready:
+                if one.job.should_stop() and not one.req.finished:
+                    self._finish(one.req, self._error(one.req, one.job.cancel_reason or "cancelled", one.frame))
+            return all(one.req.finished for one in ready)
+
+        def on_stage(name: str) -> None:
+            for one in ready:
+                if one.req.on_feedback and not one.req.finished:
+                    one.req.on_feedback(name, "")
+
+        started = time.monotonic()
+        try:
+            results = segment_many([one.frame.rgb for one in ready], [one.req.command for one in ready],
+                                   [one.frame.key or None for one in ready], on_stage=on_stage,
+                                   should_stop=cancelled_rows, keep_prompts=[one.req.keep_prompts for one in ready])
+        except Cancelled:
+            cancelled_rows()
+            for one in ready:  # every row was cancelled; this only covers a model raising on its own
+                if not one.req.finished:
+                    self._finish(one.req, self._error(one.req, "cancelled", one.frame))
+            return
+        except Exception as exc:  # noqa: BLE001 - a model failure is an answer, not a crash
+            out_of_memory = self._model_failed(ready, exc, started)
+        else:
+            self._deliver_batch(ready, results, started)
+            return
+        self._release_after_failure(out_of_memory)
+
+    def _deliver_batch(self, ready: list[Prepared], results: list[Any], started: float) -> None:
         elapsed = (time.monotonic() - started) * 1000.0
-        if depth_state == "missing":  # the matching depth frame may have arrived meanwhile
-            centroid_fn, _ = self._centroid_fn(frame)
+        self.batch_sizes[len(ready)] += 1
+        for one, result in zip(ready, results):
+            if one.job.should_stop() and not one.req.finished:
+                self._finish(one.req, self._error(one.req, one.job.cancel_reason or "cancelled", one.frame, elapsed))
+            if not one.req.finished:
+                self._deliver(one, result, elapsed)
+        del results
+        self._after_model()
+
+    def _model_failed(self, rows: list[Prepared], exc: Exception, started: float) -> bool:
+        """Every request of a failed model call gets ``model failure: ...``; True when out of memory.
+
+        Called inside the caller's ``except`` (for the traceback); the caller gives the
+        memory back after it, when the exception is unreachable.
+        """
+        elapsed = (time.monotonic() - started) * 1000.0
+        names = ", ".join(one.req.request_id for one in rows)
+        self.get_logger().error(f"model failure on request {names}: {traceback.format_exc()}")
+        for one in rows:
+            if not one.req.finished:
+                self._finish(one.req, self._error(one.req, f"model failure: {type(exc).__name__}: {exc}",
+                                                  one.frame, elapsed))
+        return _is_out_of_memory(exc)
+
+    def _release_after_failure(self, out_of_memory: bool) -> None:
+        if out_of_memory and self._params is not None:
+            _release_memory(self._params.device)
+
+    def _deliver(self, ready: Prepared, result: Any, elapsed: float) -> None:
+        """A model result -> the request's one SegmentationResult, overlay and markers."""
+        req, frame, centroid_fn = ready.req, ready.frame, ready.centroid_fn
+        camera = req.camera or self._cameras[0]
+        if ready.depth_state == "missing":  # the matching depth frame may have arrived meanwhile
+            centroid_fn, _ = self._centroid_fn(frame, camera)
         try:
             msg = result_to_msg(result, request_id=req.request_id, command=req.command,
                                 header=frame.header, image_shape=frame.rgb.shape, inference_ms=elapsed,
@@ -821,9 +1024,10 @@ class PerceptionNode(LifecycleNode):
         if req.on_model_result is not None:
             req.on_model_result(result, frame)
         self._finish(req, msg)
-        self._publish_overlay(frame, result)
-        self._publish_markers(msg)
-        del result, msg  # before trimming: the answer's masks are garbage now
+        self._publish_overlay(frame, result, camera)
+        self._publish_markers(msg, camera)
+
+    def _after_model(self) -> None:
         worker = self._worker
         if worker is not None and worker.depth == 0:  # idle: trimming delays no one
             self._heap.maybe_trim()
@@ -845,21 +1049,26 @@ class PerceptionNode(LifecycleNode):
             track.end(f"{ERROR_PREFIX}internal error: {type(exc).__name__}: {exc}")
             return
         req: Request = job.payload
+        if req.finished:  # a batch failed after this request was answered
+            return
         self.get_logger().error(f"internal error on request {req.request_id}: "
                                 f"{''.join(traceback.format_exception(exc))}")
         self._finish(req, self._error(req, f"internal error: {type(exc).__name__}: {exc}"))
 
     def _finish(self, req: Request, msg: SegmentationResult) -> None:
-        """Publish the one result of a request and hand it to its caller."""
+        """Publish the one result of a request on its camera's topic and hand it to its caller."""
         if not req.claim_finish():
             self.get_logger().error(f"request {req.request_id} answered twice; second answer dropped")
             return
+        camera = req.camera or self._cameras[0]
         self.stats.record(msg.success, msg.inference_ms, msg.error)
+        camera.stats.record(msg.success, msg.inference_ms, msg.error)
         if not msg.success:
             # repr: user text with newlines or escape codes must not forge log lines.
-            self.get_logger().warning(f"{req.source} command {req.request_id} "
+            where = f"camera {camera.name}: " if camera.name else ""
+            self.get_logger().warning(f"{where}{req.source} command {req.request_id} "
                                       f"{req.command[:80]!r}: {msg.error}")
-        pub = self._result_pub
+        pub = camera.result_pub
         if pub is not None:
             try:
                 pub.publish(msg)
@@ -869,8 +1078,8 @@ class PerceptionNode(LifecycleNode):
             req.on_done(msg)
 
     # ------------------------------------------------------------------ outputs
-    def _centroid_fn(self, frame: Frame) -> tuple[Callable[[Any], Any] | None, str]:
-        """Bind the depth frame and intrinsics nearest to ``frame``.
+    def _centroid_fn(self, frame: Frame, camera: Camera | None = None) -> tuple[Callable[[Any], Any] | None, str]:
+        """Bind the depth frame and intrinsics of ``camera`` nearest to ``frame``.
 
         Returns (centroid function, "bound") or (None, why): "missing" when no depth /
         camera_info is within ``depth_tolerance`` yet (worth another look later),
@@ -878,35 +1087,37 @@ class PerceptionNode(LifecycleNode):
         """
         params = self._params
         assert params is not None
+        camera = camera or self._cameras[0]
+        depth_topic = self.resolve_topic_name(camera.topic("depth"))
         tolerance = int(params.depth_tolerance * 1e9)
-        depth_msg = self._depth.nearest(frame.stamp_ns, tolerance)
-        info = self._camera_info.nearest(frame.stamp_ns, tolerance)
+        depth_msg = camera.depth.nearest(frame.stamp_ns, tolerance)
+        info = camera.camera_info.nearest(frame.stamp_ns, tolerance)
         if depth_msg is None or info is None:
             return None, "missing"
         depth_frame, colour_frame = depth_msg.header.frame_id, frame.header.frame_id
         if depth_frame and colour_frame and depth_frame != colour_frame and not params.allow_depth_frame_mismatch:
             self._warn_once(
-                f"depth-frame:{depth_frame}:{colour_frame}",
-                f"no centroids: depth on {self.resolve_topic_name('depth')} is in frame '{depth_frame}' but the "
+                f"depth-frame:{camera.name}:{depth_frame}:{colour_frame}",
+                f"no centroids: depth on {depth_topic} is in frame '{depth_frame}' but the "
                 f"colour image is in '{colour_frame}'; publish depth registered to the colour camera (e.g. "
                 f"aligned_depth_to_color), or set allow_depth_frame_mismatch:=true if it is registered anyway")
             return None, "refused"
         try:
-            depth = depth_to_metres(depth_msg, what=self.resolve_topic_name("depth"))
+            depth = depth_to_metres(depth_msg, what=depth_topic)
             intrinsics = Intrinsics.from_k(info.k, info.width or depth.shape[1], info.height or depth.shape[0])
         except (ImageConversionError, ValueError) as exc:
-            self._warn_once(f"depth:{exc}", f"no centroids: {exc}")
+            self._warn_once(f"depth:{camera.name}:{exc}", f"no centroids: {exc}")
             return None, "refused"
         if depth.shape != (frame.height, frame.width):
             self._warn_once(
-                f"depth-size:{depth.shape}:{frame.height}x{frame.width}",
+                f"depth-size:{camera.name}:{depth.shape}:{frame.height}x{frame.width}",
                 f"no centroids: depth image is {depth.shape[1]}x{depth.shape[0]} but the colour image is "
                 f"{frame.width}x{frame.height}; publish depth registered to the colour camera "
                 f"(e.g. aligned_depth_to_color)")
             return None, "refused"
         if (intrinsics.height, intrinsics.width) != depth.shape:
             self._warn_once(
-                f"info-size:{intrinsics.width}x{intrinsics.height}:{depth.shape}",
+                f"info-size:{camera.name}:{intrinsics.width}x{intrinsics.height}:{depth.shape}",
                 f"no centroids: camera_info is {intrinsics.width}x{intrinsics.height} but depth is "
                 f"{depth.shape[1]}x{depth.shape[0]}")
             return None, "refused"
@@ -916,8 +1127,8 @@ class PerceptionNode(LifecycleNode):
 
         return centroid, "bound"
 
-    def _publish_overlay(self, frame: Frame, result: Any) -> None:
-        params, pub = self._params, self._overlay_pub
+    def _publish_overlay(self, frame: Frame, result: Any, camera: Camera | None = None) -> None:
+        params, pub = self._params, (camera or self._cameras[0]).overlay_pub
         if params is None or pub is None or not params.publish_overlay or pub.get_subscription_count() == 0:
             return
         try:
@@ -925,8 +1136,8 @@ class PerceptionNode(LifecycleNode):
         except Exception as exc:  # noqa: BLE001 - the overlay is a nicety, never fatal
             self._warn_once(f"overlay:{type(exc).__name__}", f"overlay failed: {exc}")
 
-    def _publish_markers(self, msg: SegmentationResult) -> None:
-        pub = self._markers_pub
+    def _publish_markers(self, msg: SegmentationResult, camera: Camera | None = None) -> None:
+        pub = (camera or self._cameras[0]).markers_pub
         if pub is None or pub.get_subscription_count() == 0:
             return
         try:
@@ -943,33 +1154,44 @@ class PerceptionNode(LifecycleNode):
         return "inactive" if self._segmenter is not None else "unconfigured"
 
     def _publish_diagnostics(self) -> None:
+        """One status for the single camera; one per camera, named after it, with several."""
         params, worker, source = self._params, self._worker, self._source
-        stats = self.stats.snapshot()
-        depth = worker.depth if worker else 0
         state = self.lifecycle_state()
-        level, message = status_level(state, bool(source and source.is_preset and self._segmenter is not None),
-                                      depth, worker.max_queue if worker else 0, self._configure_error)
-        values: dict[str, Any] = {
-            "model": source.source if source and self._segmenter is not None else "",
-            "device": params.device if params else "",
-            "state": state,
-            "queue_depth": depth,
-            "max_queue": worker.max_queue if worker else (params.max_queue if params else 0),
-            "busy": bool(worker and worker.busy),
-            "last_latency_ms": stats["last_latency_ms"],
-            "mean_latency_ms": stats["mean_latency_ms"],
-            "results": stats["results"],
-            "errors": stats["errors"],
-            "queue_full": stats["queue_full"],
-            "last_error": stats["last_error"],
-        }
+        untrained = bool(source and source.is_preset and self._segmenter is not None)
+        several = len(self._cameras) > 1
         cache = getattr(self._segmenter, "cache_stats", None) if self._segmenter is not None else None
-        if isinstance(cache, dict):
-            values.update({f"cache_{k}": v for k, v in cache.items()})
+        statuses = []
+        for camera in self._cameras:
+            stats = camera.stats.snapshot() if several else self.stats.snapshot()
+            depth = worker.depth_of(camera.lane) if worker else 0
+            level, message = status_level(state, untrained, depth, worker.max_queue if worker else 0,
+                                          self._configure_error)
+            values: dict[str, Any] = {
+                "model": source.source if source and self._segmenter is not None else "",
+                "device": params.device if params else "",
+                "state": state,
+                "queue_depth": depth,
+                "max_queue": worker.max_queue if worker else (params.max_queue if params else 0),
+                "busy": bool(worker and worker.busy_with(camera.lane)),
+                "last_latency_ms": stats["last_latency_ms"],
+                "mean_latency_ms": stats["mean_latency_ms"],
+                "results": stats["results"],
+                "errors": stats["errors"],
+                "queue_full": stats["queue_full"],
+                "last_error": stats["last_error"],
+            }
+            if several:
+                # The model and its batches are shared: the same figures under every camera.
+                values = {"camera": camera.name, **values, "cameras": ", ".join(c.name for c in self._cameras),
+                          "batched_calls": sum(self.batch_sizes.values()),
+                          "batched_commands": sum(n * k for n, k in self.batch_sizes.items())}
+            if isinstance(cache, dict):
+                values.update({f"cache_{k}": v for k, v in cache.items()})
+            name = f"{self.get_fully_qualified_name()}: m2sa perception"
+            statuses.append((f"{name} ({camera.name})" if several else name, level, message, values))
         try:
-            self._diag_pub.publish(build_diagnostics(
-                f"{self.get_fully_qualified_name()}: m2sa perception", values["device"] or "none",
-                level, message, values, stamp=self.get_clock().now().to_msg()))
+            self._diag_pub.publish(build_diagnostics_array(
+                statuses, params.device if params else "none", stamp=self.get_clock().now().to_msg()))
         except Exception as exc:  # noqa: BLE001 - shutting down
             self.get_logger().debug(f"diagnostics not published: {exc}")
 
@@ -1056,13 +1278,15 @@ def main(args: list[str] | None = None) -> int:
     spinner: threading.Thread | None = None
     try:
         node = PerceptionNode()
-        # Threads: sensors, commands, lifecycle services, diagnostics, timers, plus one
-        # per service/action call that can usefully wait (the running command and a
-        # full queue).
+        # Threads: sensors and commands (per camera), lifecycle services, diagnostics,
+        # timers, plus one per service/action call that can usefully wait (per camera:
+        # the running command and a full queue).
         max_queue = node.get_parameter("max_queue").value
-        waiting = max_queue + 1 if isinstance(max_queue, int) and 0 < max_queue <= 64 else 5
+        names = node.get_parameter("cameras").value
+        cameras = len(names) if isinstance(names, (list, tuple)) and 0 < len(names) <= 64 else 1
+        waiting = (max_queue + 1 if isinstance(max_queue, int) and 0 < max_queue <= 64 else 5) * cameras
         node.blocking_call_limit = waiting
-        executor = MultiThreadedExecutor(num_threads=waiting + 5)
+        executor = MultiThreadedExecutor(num_threads=waiting + 3 + 2 * cameras)
         executor.add_node(node)
         spinner = threading.Thread(target=executor.spin, name="m2sa-executor", daemon=True)
         spinner.start()

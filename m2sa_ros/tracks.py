@@ -10,6 +10,10 @@ stopping, an error) and that it ends exactly once, with the first reason given.
 Fairness with ordinary commands comes from :meth:`Track.want_frame`: a track never has
 more than one frame waiting in the worker's queue, so a command queued behind tracked
 frames waits for at most one frame per running track.
+
+Tracks are per camera: a node serving several cameras keeps one :class:`TrackSet` per
+camera, a track follows its own camera's frames (``Track.camera`` names it) and its
+frames wait in that camera's queue.
 """
 
 from __future__ import annotations
@@ -73,8 +77,9 @@ class Track:
     """
 
     def __init__(self, request_id: str, command: str, settings: TrackSettings, started_at: float,
-                 handle: Any = None) -> None:
+                 handle: Any = None, camera: str = "") -> None:
         self.request_id = request_id
+        self.camera = camera  # the camera whose frames it follows ("" = the single camera)
         self.handle = handle  # the node's way to deliver feedback (its goal handle)
         self.command = command
         self.settings = settings

@@ -211,7 +211,7 @@ def test_two_tracks_and_a_command_share_the_worker_and_deactivate_ends_both(grap
 
     def watching_submit(job):
         if isinstance(job.payload, TrackFrame):
-            queued_before.append(sum(1 for j in list(worker._queue.queue)
+            queued_before.append(sum(1 for j in worker.queued()
                                      if isinstance(getattr(j, "payload", None), TrackFrame)
                                      and j.payload.track is job.payload.track))
         return submit(job)
