@@ -95,9 +95,9 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               "target, not only when the command asks for the complete shape."),
     _range("max_queue", 4, "Commands waiting for the model beyond the running one; more get "
            "'queue full'.", 1, 64),
-    _range("max_batch", 0, "Several cameras only: most commands one model call answers when commands "
-           "of several cameras wait together, taken round-robin one per camera per round (0 = as many as "
-           "there are cameras; 1 = no batching).", 0, 64),
+    _range("max_batch", 4, "Several cameras only: most commands one model call answers when commands "
+           "wait together, taken round-robin one per camera per round, so every waiting camera gets in "
+           "(1 = no batching).", 1, 64),
     _range("max_command_length", 1000, "Longest accepted command, in characters.", 1, 10_000_000,
            runtime=True),
     _range("depth_tolerance", 0.05, "Largest stamp difference (s) between the colour image and "

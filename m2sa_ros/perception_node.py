@@ -345,7 +345,7 @@ class PerceptionNode(LifecycleNode):
                                      on_handler_error=self._handler_crashed,
                                      lanes=tuple(c.lane for c in self._cameras),
                                      batch_handler=self._process_batch if several else None,
-                                     max_batch=(params.max_batch or len(self._cameras)) if several else 1)
+                                     max_batch=params.max_batch if several else 1)
         for camera in self._cameras:
             self._open_camera(camera, params)
         self._active = True

@@ -211,10 +211,10 @@ def test_two_cameras_each_command_one_result_on_its_own_topic_and_waiting_comman
             # The batched answer is the one the model gives this command on this camera's frame alone.
             alone = model.segment(frames[name], result.command)
             assert result.answer == alone.answer and len(result.targets) == len(alone.targets)
-    # head-0 alone; then the wrist (next in turn) and the head together; then the wrist's second.
-    assert [(kind, n) for kind, n, _ in seg.calls] == [("segment", 1), ("segment_many", 2), ("segment", 1)]
-    assert seg.calls[1][2] == [texts["wrist-0"], texts["head-1"]]
-    assert node.batch_sizes == {2: 1}
+    # head-0 alone; then the three waiting in one call, round-robin from the wrist (next in turn).
+    assert [(kind, n) for kind, n, _ in seg.calls] == [("segment", 1), ("segment_many", 3)]
+    assert seg.calls[1][2] == [texts["wrist-0"], texts["head-1"], texts["wrist-1"]]
+    assert node.batch_sizes == {3: 1}
 
     def by_camera(array: Any) -> dict[str, dict[str, str]]:
         return {s.name: {kv.key: kv.value for kv in s.values} for s in array.status}
