@@ -206,6 +206,7 @@ class PerceptionNode(LifecycleNode):
         self._configure_error = ""
         self.stats = NodeStats()  # all cameras; each camera has its own too
         self.batch_sizes: Counter[int] = Counter()  # batched model calls by their size (several cameras)
+        self._batch_lock = threading.Lock()  # the worker counts, the diagnostics timer reads
         # In-flight service/action callbacks: deactivate waits for them before it
         # destroys the servers, so no reply is lost mid-send.
         self._inflight = 0
@@ -979,7 +980,8 @@ class PerceptionNode(LifecycleNode):
 
     def _deliver_batch(self, ready: list[Prepared], results: list[Any], started: float) -> None:
         elapsed = (time.monotonic() - started) * 1000.0
-        self.batch_sizes[len(ready)] += 1
+        with self._batch_lock:
+            self.batch_sizes[len(ready)] += 1
         for one, result in zip(ready, results):
             if one.job.should_stop() and not one.req.finished:
                 self._finish(one.req, self._error(one.req, one.job.cancel_reason or "cancelled", one.frame, elapsed))
@@ -1182,9 +1184,11 @@ class PerceptionNode(LifecycleNode):
             }
             if several:
                 # The model and its batches are shared: the same figures under every camera.
+                with self._batch_lock:
+                    batches = dict(self.batch_sizes)
                 values = {"camera": camera.name, **values, "cameras": ", ".join(c.name for c in self._cameras),
-                          "batched_calls": sum(self.batch_sizes.values()),
-                          "batched_commands": sum(n * k for n, k in self.batch_sizes.items())}
+                          "batched_calls": sum(batches.values()),
+                          "batched_commands": sum(n * k for n, k in batches.items())}
             if isinstance(cache, dict):
                 values.update({f"cache_{k}": v for k, v in cache.items()})
             name = f"{self.get_fully_qualified_name()}: m2sa perception"
