@@ -4,24 +4,28 @@
 A robot with a head and a wrist camera can run one perception node per camera (one
 model copy each) or one node with ``cameras: [head, wrist]`` (one model, commands of
 both cameras batched into one model call). This script measures both set-ups in one
-run, each node as its own ``m2sa-perception`` process on loopback DDS:
+run. Three node processes (``m2sa-perception`` on loopback DDS) live through the whole
+run: the two-camera node and two single-camera nodes A and B. In each of ``--rounds``
+rounds, one after the other:
 
-1. **one node, two cameras**: both cameras stream and both are kept busy (closed loop:
-   ``--outstanding`` commands in flight per camera, the next sent as soon as one is
-   answered); commands/s, latency publish -> result, the node's RSS;
-2. **two single-camera nodes**, both busy the same way at the same time: the summed
-   RSS of the two processes (and their combined commands/s, for reference);
-3. **one single-camera node** of step 2, alone busy (the other stopped): commands/s.
+1. **one node, two cameras**: both of its cameras stream and are kept busy (closed
+   loop: ``--outstanding`` commands in flight per camera, the next sent as soon as one
+   is answered);
+2. **one single-camera node**: node A's camera alone, kept busy the same way;
+3. (first round only) **two single-camera nodes**, A and B busy at once, for reference.
 
-Reported: RSS ratio one node / (node A + node B) (target <= 0.6), commands/s of the
-two-camera node / the one single-camera node (target >= 1.5), p95 latency of each. RSS
-is each process's peak over the samples taken while it was busy. Every command must get
-exactly one result (lost and duplicated are counted). The node processes run with
-``OMP_NUM_THREADS=--threads`` (default 1), so one node is one core of model compute and
+Only the cameras of the phase stream; the other nodes idle. Alternating the set-ups in
+rounds keeps a machine whose load drifts (a shared CI box) from favouring either one;
+the throughput ratio is the median of the rounds' ratios. Reported: RSS of the
+two-camera node / (RSS of A + RSS of B), each the process's peak over the run (target
+<= 0.6); commands/s of the two-camera node with both cameras busy / node A alone busy
+(target >= 1.5); latency publish -> result, p50 and p95. Every command must get exactly
+one result (lost and duplicated are counted). The nodes run with
+``OMP_NUM_THREADS=--threads`` (default 1): one node is one core of model compute, so
 the throughput ratio is batching's, not more threads'.
 
     .venv/bin/python bench/bench_multicamera.py
-    .venv/bin/python bench/bench_multicamera.py --commands 60 --outstanding 3 --no-write
+    .venv/bin/python bench/bench_multicamera.py --rounds 1 --commands 20 --no-write
 """
 
 from __future__ import annotations
@@ -60,15 +64,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--sample-period", type=float, default=0.25, help="seconds between RSS samples")
     p.add_argument("--startup-timeout", type=float, default=180.0)
     p.add_argument("--result-timeout", type=float, default=120.0)
-    p.add_argument("--quick", action="store_true", help="8 commands per camera on a 160x120 stream")
+    p.add_argument("--rounds", type=int, default=3, help="rounds alternating the set-ups (default 3)")
+    p.add_argument("--quick", action="store_true", help="1 round, 8 commands per camera, a 160x120 stream")
     p.add_argument("--results", type=Path, default=RESULTS, help="markdown file to append to")
     p.add_argument("--no-write", action="store_true", help="print only")
     p.add_argument("--json", type=Path, default=None, help="also write the report as JSON here")
     p.add_argument("--log-dir", default=None, help="where the nodes' logs go (default: a temp dir)")
     args = p.parse_args(argv)
     if args.quick:
-        args.commands, args.width, args.height = 8, 160, 120
-    for name in ("commands", "outstanding", "width", "height", "max_new_tokens", "max_queue", "threads"):
+        args.commands, args.width, args.height, args.rounds = 8, 160, 120, 1
+    for name in ("commands", "rounds", "outstanding", "width", "height", "max_new_tokens", "max_queue", "threads"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
     if args.outstanding > args.max_queue + 1:
@@ -79,71 +84,98 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 # ----------------------------------------------------------------------------- driving
+class Camera(load.Robot):
+    """A load.Robot whose stream can pause: only the cameras of the phase being measured publish."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.streaming = threading.Event()
+
+    def _stream(self) -> None:
+        period = 1.0 / self.fps
+        i = 0
+        while not self._camera_stop.is_set():
+            if not self.streaming.wait(0.1):
+                continue
+            msg = self._frames[i % len(self._frames)]
+            now = self.node.get_clock().now().nanoseconds
+            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now, 1_000_000_000)
+            try:
+                self.image_pub.publish(msg)
+            except Exception:  # noqa: BLE001 - context shutting down at the end
+                return
+            self.images_published += 1
+            i += 1
+            self._camera_stop.wait(period)
+
+    def forget(self) -> None:
+        """Start a phase afresh: the same command texts are sent again."""
+        with self.lock:
+            self.outcomes.clear()
+            self.results_received = 0
+
+
 def drive(robot: load.Robot, label: str, commands: int, outstanding: int, timeout: float) -> None:
     """Closed loop on one camera: ``outstanding`` commands in flight until ``commands`` were sent."""
     for i in range(commands):
         if not robot.wait_outstanding(outstanding - 1, timeout):
             raise TimeoutError(f"{label}: no result within {timeout:.0f} s")
-        # The same texts in every phase, so answers (and their lengths) are comparable.
+        # The same texts in every set-up, so answers (and their lengths) are comparable.
         robot.send(f"{label} {i}: {COMMANDS[i % len(COMMANDS)]}")
     robot.wait_outstanding(0, timeout)
 
 
-def busy(robots: dict[str, load.Robot], args: argparse.Namespace) -> dict[str, Any]:
-    """Keep every robot's camera busy at once; per-camera summaries and the combined commands/s."""
+def busy(cameras: dict[str, Camera], args: argparse.Namespace) -> dict[str, Any]:
+    """Keep the given cameras busy at once; counts, latencies and the combined commands/s."""
+    for camera in cameras.values():
+        camera.forget()
+        camera.streaming.set()
+    time.sleep(0.5)  # fresh frames in the nodes
     errors: list[BaseException] = []
 
-    def run(name: str, robot: load.Robot) -> None:
+    def run(label: str, camera: Camera) -> None:
         try:
-            drive(robot, name, args.commands, args.outstanding, args.result_timeout)
+            drive(camera, label, args.commands, args.outstanding, args.result_timeout)
         except BaseException as exc:  # noqa: BLE001 - reported after the join
             errors.append(exc)
 
-    threads = [threading.Thread(target=run, args=item, daemon=True) for item in robots.items()]
+    threads = [threading.Thread(target=run, args=(f"cam{k}", camera), daemon=True)
+               for k, camera in enumerate(cameras.values())]
     started = time.monotonic()
     for thread in threads:
         thread.start()
     for thread in threads:
         thread.join()
+    for camera in cameras.values():
+        camera.streaming.clear()
     if errors:
         raise errors[0]
     time.sleep(1.0)  # a duplicated result would arrive now
-    summaries = {name: load.summarise(robot) for name, robot in robots.items()}
-    last = max(r[0] for robot in robots.values() for o in robot.outcomes.values() for r in o.results)
-    succeeded = sum(s["succeeded"] for s in summaries.values())
-    latencies = [(o.results[0][0] - o.sent_at) * 1e3 for robot in robots.values()
-                 for o in robot.outcomes.values() if o.results and o.results[0][1]]
+    summaries = [load.summarise(camera) for camera in cameras.values()]
+    outcomes = [o for camera in cameras.values() for o in camera.outcomes.values()]
+    last = max(r[0] for o in outcomes for r in o.results)
     return {
-        "cameras": summaries,
         "elapsed_s": last - started,
-        "commands_per_s": succeeded / (last - started),
-        "succeeded": succeeded,
-        "lost": sum(s["lost"] for s in summaries.values()),
-        "duplicated": sum(s["duplicated"] for s in summaries.values()),
-        "errors": sum(sum(s["errors"].values()) for s in summaries.values()),
-        "p50_ms": load.percentile(latencies, 50),
-        "p95_ms": load.percentile(latencies, 95),
+        "succeeded": sum(s["succeeded"] for s in summaries),
+        "lost": sum(s["lost"] for s in summaries),
+        "duplicated": sum(s["duplicated"] for s in summaries),
+        "errors": sum(sum(s["errors"].values()) for s in summaries),
+        "latencies_ms": [(o.results[0][0] - o.sent_at) * 1e3 for o in outcomes if o.results and o.results[0][1]],
     }
 
 
-class Robots:
-    """One load.Robot per camera namespace, started, warmed up (one answered probe each) and closed."""
-
-    def __init__(self, namespaces: dict[str, str], args: argparse.Namespace) -> None:
-        self.robots = {name: load.Robot(ns, args.width, args.height, args.fps, seed=i)
-                       for i, (name, ns) in enumerate(namespaces.items())}
-
-    def start(self, nodes: list[load.NodeProcess], timeout: float) -> None:
-        node_of = {name: nodes[min(i, len(nodes) - 1)] for i, name in enumerate(self.robots)}
-        for name, robot in self.robots.items():
-            robot.wait_for_node(node_of[name], timeout)
-            robot.start_camera()
-        for name, robot in self.robots.items():
-            robot.wait_until_answering(node_of[name], timeout)
-
-    def close(self) -> None:
-        for robot in self.robots.values():
-            robot.close()
+def totals(phases: list[dict[str, Any]]) -> dict[str, Any]:
+    """One set-up over its rounds: commands/s, latency percentiles, counts."""
+    latencies = [ms for p in phases for ms in p["latencies_ms"]]
+    succeeded = sum(p["succeeded"] for p in phases)
+    return {
+        "commands_per_s": succeeded / sum(p["elapsed_s"] for p in phases),
+        "per_round_commands_per_s": [p["succeeded"] / p["elapsed_s"] for p in phases],
+        "succeeded": succeeded,
+        "p50_ms": load.percentile(latencies, 50),
+        "p95_ms": load.percentile(latencies, 95),
+        **{k: sum(p[k] for p in phases) for k in ("lost", "duplicated", "errors")},
+    }
 
 
 class BatchWatch:
@@ -174,12 +206,8 @@ class BatchWatch:
         return {k: self._values.get(k, 0) - self._base[k] for k in self._base}
 
 
-def peak_rss(sampler: load.ProcessSampler) -> float:
-    return max(s.rss_mib for s in sampler.samples)
-
-
 def run(args: argparse.Namespace) -> dict[str, Any]:
-    """The three phases; the report dict."""
+    """Start the three nodes, alternate the set-ups in rounds, stop everything; the report dict."""
     load.isolated_dds_env()
     os.environ["OMP_NUM_THREADS"] = str(args.threads)  # the node processes inherit it
     model_params, model_line = load.choose_model(args.model_path)
@@ -190,63 +218,56 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
                               "params": {**params, "max_batch": args.max_batch},
                               "stream": f"{args.width}x{args.height} rgb8 at {args.fps:g} Hz per camera",
                               "commands_per_camera": args.commands, "outstanding": args.outstanding,
-                              "threads": args.threads}
-
-    # 1. One node, two cameras.
-    ns = load.new_namespace()
-    node = load.NodeProcess({**params, "cameras": list(CAMERAS), "max_batch": args.max_batch}, ns,
-                            logs / "two_cameras.log")
-    robots = None
+                              "threads": args.threads, "rounds": args.rounds}
+    ns = {name: load.new_namespace() for name in ("two", "a", "b")}
+    nodes = {"two": load.NodeProcess({**params, "cameras": list(CAMERAS), "max_batch": args.max_batch}, ns["two"],
+                                     logs / "two_cameras.log"),
+             "a": load.NodeProcess(params, ns["a"], logs / "single_a.log"),
+             "b": load.NodeProcess(params, ns["b"], logs / "single_b.log")}
+    cameras: dict[str, Camera] = {}
     try:
-        robots = Robots({name: f"{ns}/{name}" for name in CAMERAS}, args)
-        batching = BatchWatch(robots.robots[CAMERAS[0]], ns)
-        robots.start([node], args.startup_timeout)
+        where = {"head": (f"{ns['two']}/head", "two"), "wrist": (f"{ns['two']}/wrist", "two"),
+                 "a": (ns["a"], "a"), "b": (ns["b"], "b")}
+        for k, (name, (namespace, _)) in enumerate(where.items()):
+            cameras[name] = Camera(namespace, args.width, args.height, args.fps, seed=k % 2)
+        batching = BatchWatch(cameras["head"], ns["two"])
+        for name, camera in cameras.items():
+            camera.wait_for_node(nodes[where[name][1]], args.startup_timeout)
+            camera.start_camera()
+            camera.streaming.set()
+        for name, camera in cameras.items():
+            camera.wait_until_answering(nodes[where[name][1]], args.startup_timeout)
+            camera.streaming.clear()
         batching.reset()
-        sampler = load.ProcessSampler(node.pid, args.sample_period, lambda: 0).start()
-        report["one_node"] = busy(robots.robots, args)
-        sampler.stop()
-        report["one_node"]["rss_mib"] = peak_rss(sampler)
-        report["one_node"]["batching"] = batching.latest()
-    finally:
-        if robots is not None:
-            robots.close()
-        node.stop()
-
-    # 2. Two single-camera nodes, both busy; 3. one of them alone.
-    namespaces = {name: load.new_namespace() for name in CAMERAS}
-    nodes = [load.NodeProcess(params, namespaces[name], logs / f"single_{name}.log") for name in CAMERAS]
-    robots = None
-    try:
-        robots = Robots(namespaces, args)
-        robots.start(nodes, args.startup_timeout)
-        samplers = [load.ProcessSampler(n.pid, args.sample_period, lambda: 0).start() for n in nodes]
-        report["two_nodes"] = busy(robots.robots, args)
-        for sampler in samplers:
+        samplers = {key: load.ProcessSampler(node.pid, args.sample_period, lambda: 0).start()
+                    for key, node in nodes.items()}
+        phases: dict[str, list[dict[str, Any]]] = {"one_node": [], "single_node": [], "two_nodes": []}
+        for r in range(args.rounds):
+            phases["one_node"].append(busy({n: cameras[n] for n in ("head", "wrist")}, args))
+            phases["single_node"].append(busy({"a": cameras["a"]}, args))
+            if r == 0:
+                phases["two_nodes"].append(busy({n: cameras[n] for n in ("a", "b")}, args))
+        report["one_node_batching"] = batching.latest()
+        for sampler in samplers.values():
             sampler.stop()
-        report["two_nodes"]["rss_mib"] = [peak_rss(s) for s in samplers]
-        nodes[1].stop()
-        robots.robots[CAMERAS[1]].close()
-        alone = {CAMERAS[0]: robots.robots.pop(CAMERAS[0])}
-        robots.robots.pop(CAMERAS[1])
-        for robot in alone.values():  # forget phase 2's commands: same texts again
-            with robot.lock:
-                robot.outcomes.clear()
-                robot.results_received = 0
-        sampler = load.ProcessSampler(nodes[0].pid, args.sample_period, lambda: 0).start()
-        report["single_node"] = busy(alone, args)
-        sampler.stop()
-        report["single_node"]["rss_mib"] = peak_rss(sampler)
-        robots.robots = alone
+        rss = {key: max(s.rss_mib for s in sampler.samples) for key, sampler in samplers.items()}
     finally:
-        if robots is not None:
-            robots.close()
-        for n in nodes:
-            n.stop()
-
-    one, two, single = report["one_node"], report["two_nodes"], report["single_node"]
-    report["rss_ratio"] = one["rss_mib"] / sum(two["rss_mib"])
-    report["throughput_ratio"] = one["commands_per_s"] / single["commands_per_s"]
-    report["exactly_one_result"] = all(p["lost"] == 0 and p["duplicated"] == 0 for p in (one, two, single))
+        for camera in cameras.values():
+            camera.close()
+        for node in nodes.values():
+            node.stop()
+    for key, values in phases.items():
+        report[key] = totals(values)
+    report["one_node"]["rss_mib"] = rss["two"]
+    report["two_nodes"]["rss_mib"] = [rss["a"], rss["b"]]
+    report["single_node"]["rss_mib"] = rss["a"]
+    report["rss_ratio"] = rss["two"] / (rss["a"] + rss["b"])
+    ratios = [one / single for one, single in zip(report["one_node"]["per_round_commands_per_s"],
+                                                  report["single_node"]["per_round_commands_per_s"])]
+    report["throughput_ratios"] = ratios
+    report["throughput_ratio"] = float(sorted(ratios)[len(ratios) // 2]) if len(ratios) % 2 else \
+        float(sum(sorted(ratios)[len(ratios) // 2 - 1:len(ratios) // 2 + 1]) / 2)
+    report["exactly_one_result"] = all(report[k]["lost"] == 0 and report[k]["duplicated"] == 0 for k in phases)
     return report
 
 
@@ -263,10 +284,11 @@ def markdown(report: dict[str, Any], cmd: str) -> str:
         f"- command: `{cmd}` (commit {report['revision']})",
         f"- model: {report['model']}; max_new_tokens {p['max_new_tokens']}, max_queue {p['max_queue']} per camera, "
         f"max_batch {p['max_batch']}, device cpu, OMP_NUM_THREADS={report['threads']} per node process",
-        f"- load: each camera busy, {report['outstanding']} commands in flight (the next sent when one is "
-        f"answered), {report['commands_per_camera']} commands per camera per set-up",
+        f"- load: each busy camera keeps {report['outstanding']} commands in flight (the next sent when one is "
+        f"answered), {report['commands_per_camera']} commands per camera per phase; {report['rounds']} rounds "
+        f"alternating the set-ups (all three nodes alive throughout; RSS is each process's peak over the run)",
         "",
-        "| set-up | commands/s | p50 ms | p95 ms | RSS MiB (peak while busy) | lost / duplicated / errors |",
+        "| set-up | commands/s | p50 ms | p95 ms | RSS MiB (peak) | lost / duplicated / errors |",
         "| --- | --- | --- | --- | --- | --- |",
         f"| one node, `cameras: [head, wrist]`, both busy | {one['commands_per_s']:.2f} | {one['p50_ms']:.0f} | "
         f"{one['p95_ms']:.0f} | {one['rss_mib']:.0f} | {one['lost']} / {one['duplicated']} / {one['errors']} |",
@@ -279,10 +301,11 @@ def markdown(report: dict[str, Any], cmd: str) -> str:
         "",
         f"- **RSS ratio** one node / two nodes: **{report['rss_ratio']:.2f}** (target <= 0.6: {rss_ok})",
         f"- **commands/s ratio** one node, both cameras busy / one single-camera node: "
-        f"**{report['throughput_ratio']:.2f}x** (target >= 1.5x: {tput_ok})",
+        f"**{report['throughput_ratio']:.2f}x** (median of the rounds: "
+        f"{', '.join(f'{r:.2f}' for r in report['throughput_ratios'])}; target >= 1.5x: {tput_ok})",
         f"- exactly one result per command in every set-up: {report['exactly_one_result']}; the two-camera "
-        f"node answered {one['batching'].get('batched_commands', 0)} of its {one['succeeded']} commands in "
-        f"{one['batching'].get('batched_calls', 0)} batched model calls",
+        f"node answered {report['one_node_batching'].get('batched_commands', 0)} of its {one['succeeded']} "
+        f"commands in {report['one_node_batching'].get('batched_calls', 0)} batched model calls",
     ])
 
 
