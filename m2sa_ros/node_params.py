@@ -26,6 +26,8 @@ from m2sa_ros.cameras import check_camera_names
 
 _DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?|xpu(:\d+)?)$")
 DTYPES = ("", "float32", "bfloat16", "float16")
+# m2sa_core.model.quantization.MODES, spelled out so reading parameters never imports torch (tested equal).
+QUANTIZATIONS = ("none", "int8", "int4")
 RELIABILITIES = ("best_effort", "reliable")
 
 
@@ -75,6 +77,9 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("device", "cpu", "Torch device for the model: cpu, cuda, cuda:N, mps.", _check_device),
     ParamSpec("dtype", "", "Model dtype: float32, bfloat16, float16; empty = bfloat16 on GPU, "
               "float32 on CPU.", _one_of(DTYPES)),
+    ParamSpec("quantization", "none", "Load the language model quantized (bitsandbytes): none, int8 "
+              "(LLM.int8) or int4 (NF4); vision towers and SAM stay in dtype. 13b fits a 24 GB GPU "
+              "with int8.", _one_of(QUANTIZATIONS)),
     _range("max_new_tokens", 256, "Longest answer generated, in tokens; a longer one is cut and "
            "the result says truncated.", 1, 4096),
     _range("mask_threshold", 0.0, "Logit threshold of the masks (0 = probability 0.5).", -100.0, 100.0,
@@ -131,6 +136,7 @@ class NodeParams:
     preset: str
     device: str
     dtype: str
+    quantization: str
     max_new_tokens: int
     mask_threshold: float
     frame_cache_size: int

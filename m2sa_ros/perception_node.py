@@ -111,7 +111,8 @@ def load_segmenter(params: NodeParams, source: ModelSource) -> Any:
     return Segmenter.from_pretrained(source.source, device=params.device, dtype=dtype,
                                      frame_cache_size=params.frame_cache_size,
                                      max_new_tokens=params.max_new_tokens,
-                                     mask_threshold=params.mask_threshold, amodal=params.amodal)
+                                     mask_threshold=params.mask_threshold, amodal=params.amodal,
+                                     quantization=params.quantization)
 
 
 @dataclass(frozen=True)

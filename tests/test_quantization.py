@@ -132,3 +132,20 @@ def test_eval_cli_takes_the_flag(tmp_path):
     assert out.is_file()
     with pytest.raises(SystemExit):
         eval_main(["--model", str(SHIPPED_MODEL), "--data", data, "--out", str(out), "--quantization", "int5"])
+
+
+def test_node_parameter_loads_the_language_model_quantized():
+    """The node's ``quantization`` parameter reaches Segmenter.from_pretrained (the node's own factory)."""
+    pytest.importorskip("rclpy")
+    from m2sa_core.model.quantization import MODES
+    from m2sa_ros.model_source import resolve_model_source
+    from m2sa_ros.node_params import PARAMETERS, QUANTIZATIONS, ParameterError, validate
+    from m2sa_ros.perception_node import load_segmenter
+
+    assert QUANTIZATIONS == MODES
+    defaults = {spec.name: spec.default for spec in PARAMETERS}
+    params = validate({**defaults, "quantization": "int8"})
+    seg = load_segmenter(params, resolve_model_source(str(SHIPPED_MODEL), ""))
+    assert all(is_quantized(layer) for _, layer in language_model_linears(seg.model))
+    with pytest.raises(ParameterError, match="quantization='int3': must be one of"):
+        validate({**defaults, "quantization": "int3"})
