@@ -183,11 +183,3 @@ def test_checkpoint_overrides_and_freeze_are_checked(world, tmp_path):
     bad_freeze = _stage_config("3_m2sa", world, tmp_path, f"model.init_from={first}", "model.freeze=[sam.typo.]")
     with pytest.raises(ValueError, match="no parameter name starts with 'sam.typo.'"):
         train(bad_freeze)
-
-
-def test_conversations_never_answer_a_functional_question_in_words(world):
-    # The functional questions belong to M2SA training with their [SEG] tokens; answered in
-    # words during language pretraining they teach the model to drop its masks.
-    functional = {q for e in json.loads((world / "MMR_train.json").read_text()) for q in e["questions"]}
-    asked = {r.question for r in read_dataset(world / "conversations_train.json")}
-    assert asked and not asked & functional

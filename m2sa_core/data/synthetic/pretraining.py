@@ -7,11 +7,9 @@ pretrained on image-text data; the tiny model has to earn both from this world f
 * :func:`mask_annotation_entry` lists every object and every part of an image with its
   visible and complete mask (the ``mask_annotations`` layout), for SAM's stage;
 * :func:`conversation_entry` asks and answers questions about the image in words (the
-  ``image_conversations`` layout): what is in it, counts, parts, what kind of thing a
-  label is, left and right, what is hidden. For the language model's stage: the world's
-  names and instance labels before it must reason with them. The functional questions
-  are left to M2SA training: answered here in words, the same question would teach the
-  model to answer it without its ``[SEG]`` tokens (a first staged run did exactly that).
+  ``image_conversations`` layout): what is in it, counts, parts, left and right, what is
+  hidden, and what each thing is for (the train paraphrases only). For the language
+  model's stage: the world's names and instance labels before it must reason with them.
 
 Both are written for the train images only, so nothing of val/test leaks.
 """
@@ -51,6 +49,10 @@ def _listing(labels: list[str], article: str = "the") -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
+def _capital(text: str) -> str:
+    return text[0].upper() + text[1:]
+
+
 def _region(obj: SceneObject, part: str) -> dict[str, Any]:
     visible = obj.parts_visible[part] if part else obj.visible
     amodal = obj.parts_amodal[part] if part else obj.amodal
@@ -70,8 +72,10 @@ def _pick(rng: np.random.Generator, options: tuple[str, ...]) -> str:
     return options[int(rng.integers(len(options)))]
 
 
-def scene_conversations(scene: Scene, rng: np.random.Generator) -> list[dict[str, str]]:
-    """Questions about ``scene`` answered in words."""
+def scene_conversations(scene: Scene, rng: np.random.Generator, function_answers: list[tuple[str, str]]
+                        ) -> list[dict[str, str]]:
+    """Questions about ``scene`` answered in words; ``function_answers`` are (question, answer
+    without masks) pairs of the scene's functional questions."""
     objects = sorted(scene.objects, key=_centre_x)
     labels = [_label(o) for o in objects]
     out = [{"question": _pick(rng, DESCRIBE), "answer": f"I see {_listing(labels)}."}]
@@ -92,10 +96,17 @@ def scene_conversations(scene: Scene, rng: np.random.Generator) -> list[dict[str
     hidden = [_label(o) for o in objects if o.occluded]
     out.append({"question": _pick(rng, HIDDEN),
                 "answer": f"Yes: {_listing(hidden)}." if hidden else "No, everything is fully visible."})
+    out.extend({"question": q, "answer": a} for q, a in function_answers)
     return out
 
 
-def conversation_entry(scene: Scene, rng: np.random.Generator, image_id: int, file_name: str) -> dict[str, Any]:
+def conversation_entry(scene: Scene, rng: np.random.Generator, image_id: int, file_name: str,
+                       function_answers: list[tuple[str, str]]) -> dict[str, Any]:
     h, w = scene.image.shape[:2]
     return {"image_id": image_id, "file_name": file_name, "height": h, "width": w,
-            "conversations": scene_conversations(scene, rng)}
+            "conversations": scene_conversations(scene, rng, function_answers)}
+
+
+def text_answer(answer_template: str) -> str:
+    """A functional answer without its masks: "Press the tv_1's button {seg}." -> "Press the tv_1's button."."""
+    return _capital(answer_template.replace(" {seg}", ""))

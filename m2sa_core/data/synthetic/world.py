@@ -35,7 +35,7 @@ import numpy as np
 
 from m2sa_core.data.labels import category_of
 from m2sa_core.data.rle import encode_mask
-from m2sa_core.data.synthetic.pretraining import conversation_entry, mask_annotation_entry
+from m2sa_core.data.synthetic.pretraining import conversation_entry, mask_annotation_entry, text_answer
 from m2sa_core.data.synthetic.questions import Question, sample_questions
 from m2sa_core.data.synthetic.scene import Scene, render_scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
@@ -197,9 +197,10 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
             mmr[gen.split].append(mmr_entry(gen, gen.questions))
             masks[gen.split].append(mask_annotation_entry(gen.scene, gen.image_id, gen.file_name))
             if gen.split == "train":
+                answers = [(q.question, text_answer(q.answer)) for q in gen.questions]
                 # Its own stream: the images and questions stay those of earlier versions.
                 rng = np.random.default_rng(np.random.SeedSequence([seed, index, 1]))
-                conversations_train.append(conversation_entry(gen.scene, rng, gen.image_id, gen.file_name))
+                conversations_train.append(conversation_entry(gen.scene, rng, gen.image_id, gen.file_name, answers))
             continue
         by_split: dict[str, list[Question]] = {}
         for q in gen.questions:
