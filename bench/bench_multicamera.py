@@ -85,28 +85,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 # ----------------------------------------------------------------------------- driving
 class Camera(load.Robot):
-    """A load.Robot whose stream can pause: only the cameras of the phase being measured publish."""
+    """A load.Robot whose stream starts paused: only the cameras of the phase being measured publish."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.streaming = threading.Event()
-
-    def _stream(self) -> None:
-        period = 1.0 / self.fps
-        i = 0
-        while not self._camera_stop.is_set():
-            if not self.streaming.wait(0.1):
-                continue
-            msg = self._frames[i % len(self._frames)]
-            now = self.node.get_clock().now().nanoseconds
-            msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now, 1_000_000_000)
-            try:
-                self.image_pub.publish(msg)
-            except Exception:  # noqa: BLE001 - context shutting down at the end
-                return
-            self.images_published += 1
-            i += 1
-            self._camera_stop.wait(period)
+        self.streaming.clear()
 
     def forget(self) -> None:
         """Start a phase afresh: the same command texts are sent again."""

@@ -238,6 +238,9 @@ class Robot:
             msg.data = rng.integers(0, 256, (height, width, 3), dtype=np.uint8).tobytes()
             self._frames.append(msg)
         self._camera_stop = threading.Event()
+        # Cleared, the stream pauses (a bench measuring one camera of several); set by default.
+        self.streaming = threading.Event()
+        self.streaming.set()
         self._camera = threading.Thread(target=self._stream, name="camera", daemon=True)
 
     # -- camera
@@ -249,6 +252,9 @@ class Robot:
         next_at = time.monotonic()
         i = 0
         while not self._camera_stop.is_set():
+            if not self.streaming.wait(0.1):
+                next_at = time.monotonic()  # paused: resume at the rate, without a burst
+                continue
             msg = self._frames[i % len(self._frames)]
             now = self.node.get_clock().now().nanoseconds
             msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now, 1_000_000_000)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 from m2sa_core.data.records import (
     DataError,
@@ -82,6 +82,20 @@ def parse_layout_image(entry: Any, index: int, image_root: Path, split: str) -> 
     return LayoutImage(image_id, require_image_file(image_root, file_name, what), height, width, split)
 
 
+def layout_images(json_path: Path, image_root: str | Path, log: ProblemLog, dataset: str, items_key: str
+                  ) -> Iterator[tuple[LayoutImage, list[Any]]]:
+    """(image, its ``items_key`` list) per valid image entry; a bad entry is reported to ``log`` and skipped."""
+    images, split = read_layout_images(json_path, dataset)
+    for index, entry in enumerate(images):
+        try:
+            image = parse_layout_image(entry, index, Path(image_root), split)
+            items = require(entry, items_key, list, f"images[{index}]")
+        except ValueError as exc:
+            log.report(entry_image_id(entry, index), None, str(exc))
+            continue
+        yield image, items
+
+
 def read_layout_records(json_path: Path, image_root: str | Path, strict: bool, dataset: str, items_key: str,
                         parse_item: ItemParser) -> tuple[list[SegRecord], list[DataProblem]]:
     """Records of a project-layout file: per image entry, ``parse_item`` for each of its ``items_key``.
@@ -90,15 +104,8 @@ def read_layout_records(json_path: Path, image_root: str | Path, strict: bool, d
     (lenient) or raised (strict); the rest of the file is still read.
     """
     log = ProblemLog(json_path, strict)
-    images, split = read_layout_images(json_path, dataset)
     records: list[SegRecord] = []
-    for index, entry in enumerate(images):
-        try:
-            image = parse_layout_image(entry, index, Path(image_root), split)
-            items = require(entry, items_key, list, f"images[{index}]")
-        except ValueError as exc:
-            log.report(entry_image_id(entry, index), None, str(exc))
-            continue
+    for image, items in layout_images(json_path, image_root, log, dataset, items_key):
         for q_index, item in enumerate(items):
             try:
                 records.append(parse_item(item, q_index, image))

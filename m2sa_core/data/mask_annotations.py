@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from m2sa_core.data.labels import parse_label_before
-from m2sa_core.data.layout import parse_layout_image, read_layout_images
+from m2sa_core.data.layout import layout_images
 from m2sa_core.data.mmr import target_from_annotation
-from m2sa_core.data.records import ProblemLog, SegDataset, entry_image_id, require
+from m2sa_core.data.records import ProblemLog, SegDataset
 
 DATASET = "mask_annotations"
 
@@ -35,18 +35,11 @@ def read_mask_annotations(json_path: str | Path, image_root: str | Path, strict:
     """Read a mask-annotation file; a bad image entry or annotation is reported and skipped."""
     json_path = Path(json_path)
     log = ProblemLog(json_path, strict)
-    images, split = read_layout_images(json_path, DATASET)
     records = []
-    for index, entry in enumerate(images):
-        try:
-            image = parse_layout_image(entry, index, Path(image_root), split)
-            annotations = require(entry, "annotations", list, f"images[{index}]")
-        except ValueError as exc:
-            log.report(entry_image_id(entry, index), None, str(exc))
-            continue
+    for image, regions in layout_images(json_path, image_root, log, DATASET, "annotations"):
         targets = []
-        for a_index, ann in enumerate(annotations):
-            what = f"images[{index}]['annotations'][{a_index}]"
+        for a_index, ann in enumerate(regions):
+            what = f"annotations[{a_index}]"
             try:
                 targets.append(_target(ann, image.height, image.width, what))
             except ValueError as exc:

@@ -212,14 +212,26 @@ class GroundTruth:
 
     @classmethod
     def load(cls, path: str | Path) -> "GroundTruth":
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError as exc:
-            raise BagError(f"ground truth {path} does not exist") from exc
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise BagError(f"ground truth {path} is not valid JSON: {exc}") from exc
-        return cls.from_json(data, str(path))
+        return cls.from_json(read_sidecar_json(path, "ground truth"), str(path))
+
+
+def read_sidecar_json(path: str | Path, what: str) -> Any:
+    """The JSON of a sidecar file; a missing or malformed file is a one-line BagError naming ``what``."""
+    path = Path(path)
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise BagError(f"{what} {path} does not exist") from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise BagError(f"{what} {path} is not valid JSON: {exc}") from exc
+
+
+def sidecar_to_load(bag: str | Path, file_name: str, override: str | Path | None) -> Path | None:
+    """``override`` when given (it must exist), else the bag's own ``file_name``; None when the bag has none."""
+    if override is not None:
+        return Path(override)
+    path = Path(bag) / file_name
+    return path if path.is_file() else None
 
 
 def ground_truth_path(bag: str | Path) -> Path:
@@ -229,10 +241,8 @@ def ground_truth_path(bag: str | Path) -> Path:
 
 def load_ground_truth(bag: str | Path, override: str | Path | None = None) -> GroundTruth | None:
     """The bag's sidecar (or ``override``); None for a bag without ground truth."""
-    path = Path(override) if override is not None else ground_truth_path(bag)
-    if override is None and not path.is_file():
-        return None
-    return GroundTruth.load(path)
+    path = sidecar_to_load(bag, GROUND_TRUTH_FILE, override)
+    return None if path is None else GroundTruth.load(path)
 
 
 # --------------------------------------------------------------------------- planning

@@ -33,7 +33,7 @@ import numpy as np
 
 from m2sa_ros.bag.record import (COMMAND_TOPIC, DEFAULT_FRAME_ID, DEFAULT_START_NS, IMAGE_TOPIC, BagError, BagPlan,
                                  GroundTruth, GroundTruthCommand, GroundTruthFrame, GroundTruthTarget, PlannedCommand,
-                                 PlannedFrame, write_bag)
+                                 PlannedFrame, read_sidecar_json, sidecar_to_load, write_bag)
 
 TRACKING_GROUND_TRUTH_FILE = "tracking_ground_truth.json"
 TRACKING_GROUND_TRUTH_FORMAT = "m2sa_ros/bag_tracking_ground_truth"
@@ -137,14 +137,7 @@ class TrackingGroundTruth:
 
     @classmethod
     def load(cls, path: str | Path) -> "TrackingGroundTruth":
-        path = Path(path)
-        try:
-            data = json.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError as exc:
-            raise BagError(f"tracking ground truth {path} does not exist") from exc
-        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-            raise BagError(f"tracking ground truth {path} is not valid JSON: {exc}") from exc
-        return cls.from_json(data, str(path))
+        return cls.from_json(read_sidecar_json(path, "tracking ground truth"), str(path))
 
 
 def tracking_ground_truth_path(bag: str | Path) -> Path:
@@ -154,10 +147,8 @@ def tracking_ground_truth_path(bag: str | Path) -> Path:
 
 def load_tracking_ground_truth(bag: str | Path, override: str | Path | None = None) -> TrackingGroundTruth | None:
     """The bag's tracking sidecar (or ``override``); None for a bag without one."""
-    path = Path(override) if override is not None else tracking_ground_truth_path(bag)
-    if override is None and not path.is_file():
-        return None
-    return TrackingGroundTruth.load(path)
+    path = sidecar_to_load(bag, TRACKING_GROUND_TRUTH_FILE, override)
+    return None if path is None else TrackingGroundTruth.load(path)
 
 
 # --------------------------------------------------------------------------- rendering
