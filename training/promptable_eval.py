@@ -21,6 +21,7 @@ from m2sa_core.metrics import mask_iou
 from m2sa_core.model.m2sa import AMODAL_MASK_TOKEN, VISIBLE_MASK_TOKEN
 from m2sa_core.model.preprocess import ImageProcessor
 from m2sa_core.model.promptable import prompted_mask_logits
+from m2sa_core.types import mask_bbox
 
 
 def central_point(mask: np.ndarray) -> list[float]:
@@ -41,7 +42,7 @@ def evaluate_promptable(model, records: Sequence, max_items: int = 0) -> dict[st
     for record in chosen:
         h, w = record.height, record.width
         image = processor(record.load_image())
-        (rh, rw), scale = image["resize_size"], None
+        rh, rw = image["resize_size"]
         scale = torch.tensor([rw / w, rh / h], dtype=torch.float32)
         embedding, _ = model.encode_sam(image["sam_image"][None])
         visible = [t.mask(h, w) for t in record.targets]
@@ -49,11 +50,8 @@ def evaluate_promptable(model, records: Sequence, max_items: int = 0) -> dict[st
         keep = [i for i, m in enumerate(visible) if m.any()]
         if not keep:
             continue
-        boxes = []
-        for i in keep:
-            ys, xs = np.nonzero(visible[i])
-            boxes.append([xs.min(), ys.min(), xs.max() + 1, ys.max() + 1])
-        box_t = torch.tensor(boxes, dtype=torch.float32) * scale.repeat(2)
+        boxes = [mask_bbox(visible[i]) for i in keep]  # x, y, w, h
+        box_t = torch.tensor([[x, y, x + bw, y + bh] for x, y, bw, bh in boxes], dtype=torch.float32) * scale.repeat(2)
         points = torch.tensor([[central_point(visible[i])] for i in keep], dtype=torch.float32) * scale
         labels = torch.ones(points.shape[:2], dtype=torch.long)
         for kind, prompt in (("box", dict(boxes=box_t, points=None, point_labels=None)),

@@ -77,7 +77,7 @@ class MicroBatches(torch.utils.data.Dataset):
 
     def _make(self, record, draw):
         sample = self.builder.build(record, rng=random.Random(draw.seed))
-        if self.single_seg and not self.prompted:
+        if self.single_seg:
             sample = to_single_seg(sample, self.builder.tokenizer, self.builder.use_im_start_end)
         return sample
 

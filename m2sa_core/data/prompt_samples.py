@@ -23,6 +23,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from m2sa_core.data.records import DataError, SegRecord
+from m2sa_core.types import mask_bbox
 
 PROMPT_KINDS = ("box", "points", "box+point")
 MAX_POSITIVE_POINTS = 3
@@ -43,9 +44,8 @@ class PromptSample:
 
 
 def _box(mask: np.ndarray, rng: random.Random, jitter: float) -> list[float]:
-    ys, xs = np.nonzero(mask)
-    x0, y0, x1, y1 = float(xs.min()), float(ys.min()), float(xs.max() + 1), float(ys.max() + 1)
-    w, h = x1 - x0, y1 - y0
+    x, y, w, h = (float(v) for v in mask_bbox(mask))
+    x0, y0, x1, y1 = x, y, x + w, y + h
     noise = [rng.uniform(-jitter, jitter) for _ in range(4)]
     height, width = mask.shape
     return [min(max(x0 + noise[0] * w, 0.0), width), min(max(y0 + noise[1] * h, 0.0), height),

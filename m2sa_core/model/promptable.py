@@ -78,9 +78,9 @@ def promptable_forward(model: M2SAModel, batch: dict) -> M2SAOutput:
         if tuple(gt.shape[-2:]) != tuple(batch["original_sizes"][b]):
             raise ValueError(f"sample {sample_id}: gt masks are {tuple(gt.shape[-2:])}, the image "
                              f"{tuple(batch['original_sizes'][b])}")
-        size = (model.config.sam.image_size, tuple(low_res.shape[-2:]))
-        gt = low_res_targets(gt, batch["resize_sizes"][b], *size).to(masks.device)
-        gt_amodal = low_res_targets(batch["gt_amodal_masks"][b], batch["resize_sizes"][b], *size).to(masks.device)
+        frame = (batch["resize_sizes"][b], model.config.sam.image_size, tuple(low_res.shape[-2:]))
+        gt = low_res_targets(gt, *frame).to(masks.device)
+        gt_amodal = low_res_targets(batch["gt_amodal_masks"][b], *frame).to(masks.device)
         losses.add_sample(sample_id, masks, amodal, masks.new_zeros((masks.shape[0], 2)), gt, gt_amodal, None)
         pred_masks.append(masks)
         pred_amodal.append(amodal)
