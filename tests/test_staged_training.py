@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+import re
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +18,9 @@ from safetensors.torch import load_file
 from m2sa_core.data.prompt_samples import PromptSampleBuilder
 from m2sa_core.data.readers import read_dataset
 from m2sa_core.data.synthetic import main as synth_main
+from m2sa_core.data.synthetic.knowledge import OBJECT_WORDS, PART_WORDS
+from m2sa_core.data.synthetic.questions import MULTI_FUNCTIONS, OBJECT_FUNCTIONS, PART_FUNCTIONS
+from m2sa_core.data.synthetic.shapes import CATEGORIES
 from m2sa_core.model.batch import collate_prompted
 from m2sa_core.model.preprocess import ImageProcessor
 from m2sa_core.model.presets import build_preset
@@ -81,6 +85,26 @@ def test_pretraining_sets_cover_every_region_and_only_train_images(world):
         for name in names:
             assert f"the {name}" in record.answer_template
     assert all(not r.targets for r in conversations)
+
+
+def test_knowledge_ties_the_worlds_words_to_the_image_without_reusing_a_question(world):
+    knowledge = read_dataset(world / "knowledge_train.json")
+    mmr_train = json.loads((world / "MMR_train.json").read_text())
+    assert {r.image_id for r in knowledge} == {e["image_id"] for e in mmr_train}
+    masks = {r.image_id: r for r in read_dataset(world / "masks_train.json")}
+    functional = [re.compile(re.escape(p).replace(re.escape("{name}"), ".+"))
+                  for fn in OBJECT_FUNCTIONS + PART_FUNCTIONS + MULTI_FUNCTIONS for p in fn.phrasings]
+    for record in knowledge:
+        assert not record.targets
+        # No knowledge question is a functional question, held-out or not.
+        assert not any(f.fullmatch(record.question) for f in functional), record.question
+        # Every label an answer names is a region of that image.
+        present = {t.label for t in masks[record.image_id].targets}
+        for label in re.findall(r"the ([a-z_()]+_[0-9]+(?:'s [a-z_]+)?)", record.answer_template):
+            assert label in present, (record.answer_template, present)
+    # Every category and part of the world has its words.
+    assert set(OBJECT_WORDS) == set(CATEGORIES)
+    assert set(PART_WORDS) == {(c, p) for c, spec in CATEGORIES.items() for p in spec.parts}
 
 
 def test_prompts_ask_for_their_region_in_sam_coordinates(world):

@@ -1,0 +1,193 @@
+"""World knowledge about the synthetic world's things, asked and answered about an image.
+
+A real LLaVA knows from its text pretraining that cocoa is drunk from a mug and that a
+mouse moves the pointer; M2SA's reasoning leans on that knowledge. The tiny model's
+language model starts from nothing, and the functional questions alone pair each
+object with only the few words of its train paraphrases, so a held-out paraphrase
+("Where could I serve a cup of cocoa?") names things it has never linked to anything.
+
+This module is the tiny model's stand-in for that knowledge: for every category, part
+and group of the world, a broad list of words and phrases people associate with it
+(uses, contents, actions, places), and short facts using them. They describe the world,
+not the questions: the question templates below are generic ("Which thing here goes with
+cocoa?"), never a functional question's sentence. Entries are grounded in the image
+(the answer names the instance, "the mug_1"), so stage 2 links the words to what is in
+view, the way stage 3 will have to. Written to ``knowledge_train.json`` (the
+``image_conversations`` layout) for the train images only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from m2sa_core.data.labels import make_label
+from m2sa_core.data.synthetic.scene import Scene, SceneObject
+from m2sa_core.data.synthetic.shapes import CATEGORIES
+
+OBJECT_WORDS: dict[str, tuple[str, ...]] = {
+    "television_set": ("watching films", "a movie", "a series", "the evening news", "TV programmes", "a show",
+                       "the football match", "a documentary", "cartoons", "sitting in front of a screen",
+                       "the living room", "broadcasts", "a device for watching", "channels"),
+    "remote_control": ("changing the channel", "the volume", "zapping", "the sofa", "batteries",
+                       "infrared signals", "pointing at the TV", "switching programmes", "muting the sound",
+                       "controlling from a distance", "not getting up", "buttons in the hand"),
+    "mug": ("coffee", "tea", "hot chocolate", "cocoa", "a latte", "breakfast", "the morning", "a warm drink",
+            "serving a hot drink", "a cup", "pouring hot coffee", "sipping tea", "ceramic", "herbal tea"),
+    "bottle": ("water", "juice", "a hike", "staying hydrated", "a screw cap", "refilling", "a cold drink",
+               "pouring into a glass", "lemonade", "a picnic", "thirst", "carrying a drink", "plastic"),
+    "knife": ("slicing bread", "cutting", "vegetables", "an apple", "spreading butter", "chopping onions",
+              "something sharp", "a tool for the kitchen", "carving", "a blade", "peeling fruit", "dicing"),
+    "laptop_computer": ("writing an email", "slides for a meeting", "browsing the internet", "working in a cafe",
+                        "homework", "documents", "typing", "studying", "a video call", "programming",
+                        "a device to open and work on", "the web", "spreadsheets"),
+    "lamp": ("light", "reading at night", "a dark room", "the desk", "the evening", "brightness", "a book",
+             "a bulb", "seeing better", "lighting up the page", "switching on when it is dark", "illumination"),
+    "pan_(for_cooking)": ("frying an egg", "pancakes", "the stove", "cooking vegetables", "searing a steak",
+                          "an omelette", "oil", "a utensil for frying", "sauteing", "dinner on the hob",
+                          "browning meat", "a hot kitchen"),
+    "mouse_(computer_equipment)": ("the cursor", "clicking", "selecting things on a computer",
+                                   "sliding on the desk", "an alternative to a touchpad", "the pointer",
+                                   "the monitor", "a gadget next to a computer", "scrolling", "dragging files",
+                                   "steering on screen", "double-clicking"),
+}
+
+PART_WORDS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("television_set", "button"): ("switching on", "turning it on", "powering up", "starting it", "pressing",
+                                   "pushing", "switching off"),
+    ("television_set", "screen"): ("the picture", "moving images", "the programme", "lighting up",
+                                   "the film", "watching", "where the show appears"),
+    ("remote_control", "button"): ("the channel", "the volume", "pushing with the thumb", "switching programmes",
+                                   "pressing", "little bits to push"),
+    ("remote_control", "body"): ("the palm", "holding", "gripping", "the hand", "sitting in the hand",
+                                 "zapping while holding"),
+    ("mug", "handle"): ("gripping", "not burning the fingers", "carrying", "staying cool", "picking it up",
+                        "the fingers", "holding a hot drink"),
+    ("mug", "body"): ("the coffee", "the tea", "milk", "the drink", "the liquid", "filling", "keeping the drink"),
+    ("bottle", "cap"): ("twisting", "unscrewing", "opening", "keeping it closed", "sealing", "coming off first"),
+    ("bottle", "label"): ("reading", "the brand", "printed information", "the contents", "the ingredients",
+                          "what is written"),
+    ("bottle", "body"): ("pouring", "grabbing", "the water", "wrapping the hand around", "squeezing",
+                         "holding to pour"),
+    ("knife", "blade"): ("cutting", "touching the bread", "being sharp", "keeping away from fingers",
+                         "slicing a tomato", "the cutting edge"),
+    ("knife", "handle"): ("holding safely", "gripping", "not cutting myself", "the hand", "being safe to grab",
+                          "picking it up"),
+    ("laptop_computer", "keyboard"): ("typing", "writing an email", "the keys", "a password", "keystrokes",
+                                      "letters", "entering text"),
+    ("laptop_computer", "touchpad"): ("the cursor", "replacing a mouse", "tapping", "clicking without a mouse",
+                                      "the pointer", "swiping", "scrolling"),
+    ("laptop_computer", "screen"): ("documents", "a video call", "looking while working", "windows",
+                                    "a web page", "displaying"),
+    ("lamp", "shade"): ("where the light comes out", "glowing", "softening the bulb's light", "tilting",
+                        "aiming the light", "covering the bulb"),
+    ("lamp", "base"): ("standing on the desk", "not tipping over", "touching the table", "being heavy",
+                       "the bottom", "staying upright"),
+    ("lamp", "pipe"): ("connecting base and shade", "holding the shade up", "being thin", "running upward",
+                       "carrying the cable", "the stem"),
+    ("pan_(for_cooking)", "handle"): ("holding while cooking", "flipping a pancake", "lifting off the stove",
+                                      "staying out of the heat", "taking it", "moving it"),
+    ("pan_(for_cooking)", "bottom"): ("the eggs", "getting hot", "the food", "oiling", "frying",
+                                      "sizzling onions"),
+    ("mouse_(computer_equipment)", "left_button"): ("opening a file", "selecting an icon", "double-clicking",
+                                                    "the main click", "following a link"),
+    ("mouse_(computer_equipment)", "right_button"): ("the context menu", "more options", "right-clicking",
+                                                     "copy and paste", "the extra menu"),
+    ("mouse_(computer_equipment)", "body"): ("the palm", "moving it", "pushing across the desk",
+                                             "the hand lying on it", "dragging", "grabbing"),
+}
+
+# Groups of targets and the words that fit all of them; asked when two or more categories
+# of a group are in view.
+GROUP_WORDS: tuple[tuple[tuple[tuple[str, str], ...], tuple[str, ...]], ...] = (
+    ((("mug", ""), ("bottle", "")), ("drinking", "quenching thirst", "holding drinks", "beverages",
+                                     "filling with water", "a sip")),
+    ((("knife", ""), ("pan_(for_cooking)", "")), ("the kitchen", "a chef", "cooking dinner", "preparing food",
+                                                  "a stir-fry", "a recipe")),
+    ((("television_set", ""), ("remote_control", ""), ("laptop_computer", ""), ("mouse_(computer_equipment)", ""),
+      ("lamp", "")), ("electricity", "a power cut", "plugs and batteries", "going dark without power",
+                      "electrical devices", "the power switch")),
+    ((("television_set", "screen"), ("laptop_computer", "screen")), ("pictures", "videos", "displays",
+                                                                     "images", "lighting up with pictures")),
+    ((("mug", "handle"), ("knife", "handle"), ("pan_(for_cooking)", "handle")), ("holding", "gripping",
+                                                                                 "the hand", "being made for hands")),
+    ((("television_set", "button"), ("remote_control", "button"), ("mouse_(computer_equipment)", "left_button"),
+      ("mouse_(computer_equipment)", "right_button")), ("pressing", "pushing with a finger", "clicking",
+                                                        "being pressed")),
+)
+
+# The words of the R2SM intents: what "complete" and "visible" mean.
+VIEW_WORDS: dict[str, tuple[str, ...]] = {
+    "hidden": ("hidden", "occluded", "covered", "obscured", "behind something", "out of view"),
+    "visible": ("visible", "in view", "as it appears", "what can be seen", "not hidden", "in sight"),
+    "complete": ("whole", "complete", "entire", "full shape", "all of it", "including the hidden part"),
+}
+
+OBJECT_QUESTIONS = ("Which thing here goes with {kw}?", "What here has to do with {kw}?",
+                    "Which object here do you think of for {kw}?", "Name what in this picture fits {kw}.")
+PART_QUESTIONS = ("Which part of the {label} goes with {kw}?", "What part of the {label} has to do with {kw}?",
+                  "Name the part of the {label} that fits {kw}.")
+GROUP_QUESTIONS = ("Which things here go with {kw}?", "What here has to do with {kw}?")
+FACT_QUESTIONS = ("What is the {label} for?", "Tell me about the {label}.", "What do people do with the {label}?")
+VIEW_QUESTIONS = ("What does {kw} mean?", "Explain the word {kw}.")
+VIEW_MEANINGS = {"hidden": "Something in front covers it, so part of it cannot be seen.",
+                 "visible": "Only the part that can be seen, without what is covered.",
+                 "complete": "The entire shape, the covered part included."}
+
+
+def _pick(rng: np.random.Generator, options: tuple[str, ...]) -> str:
+    return options[int(rng.integers(len(options)))]
+
+
+def _listing(labels: list[str]) -> str:
+    items = [f"the {lab}" for lab in labels]
+    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+
+
+def _capital(text: str) -> str:
+    return text[0].upper() + text[1:]
+
+
+def _fact(rng: np.random.Generator, category: str, label: str) -> str:
+    words = OBJECT_WORDS[category]
+    a, b = rng.choice(len(words), size=2, replace=False)
+    return f"The {label} is a {CATEGORIES[category].spoken[0]}. It goes with {words[int(a)]} and {words[int(b)]}."
+
+
+def knowledge_conversations(scene: Scene, rng: np.random.Generator) -> list[dict[str, str]]:
+    """Questions tying the world's words to what ``scene`` shows, answered in words."""
+    out: list[dict[str, str]] = []
+
+    def labels_of(category: str, part: str = "") -> list[str]:
+        return [make_label(o.category, o.instance, part) for o in scene.instances(category)]
+
+    present = scene.categories()
+    for category in present:
+        kw = _pick(rng, OBJECT_WORDS[category])
+        out.append({"question": _pick(rng, OBJECT_QUESTIONS).format(kw=kw),
+                    "answer": _capital(_listing(labels_of(category))) + "."})
+        obj: SceneObject = scene.instances(category)[int(rng.integers(len(scene.instances(category))))]
+        part = _pick(rng, CATEGORIES[category].parts)
+        # Half the time by its spoken name, as the functional questions say it ("the TV").
+        named = make_label(obj.category, obj.instance) if rng.random() < 0.5 else _pick(rng, CATEGORIES[category].spoken)
+        out.append({"question": _pick(rng, PART_QUESTIONS).format(label=named, kw=_pick(rng, PART_WORDS[category, part])),
+                    "answer": f"The {make_label(obj.category, obj.instance, part)}."})
+    category = _pick(rng, tuple(present))
+    label = _pick(rng, tuple(labels_of(category)))
+    out.append({"question": _pick(rng, FACT_QUESTIONS).format(label=label), "answer": _fact(rng, category, label)})
+    for members, words in GROUP_WORDS:
+        if len({cat for cat, _ in members if cat in present}) >= 2:
+            labels = [lab for cat, part in members if cat in present for lab in labels_of(cat, part)]
+            out.append({"question": _pick(rng, GROUP_QUESTIONS).format(kw=_pick(rng, words)),
+                        "answer": _capital(_listing(labels)) + "."})
+    meaning = _pick(rng, tuple(VIEW_WORDS))
+    out.append({"question": _pick(rng, VIEW_QUESTIONS).format(kw=f'"{_pick(rng, VIEW_WORDS[meaning])}"'),
+                "answer": VIEW_MEANINGS[meaning]})
+    return out
+
+
+def knowledge_entry(scene: Scene, rng: np.random.Generator, image_id: int, file_name: str) -> dict[str, Any]:
+    h, w = scene.image.shape[:2]
+    return {"image_id": image_id, "file_name": file_name, "height": h, "width": w,
+            "conversations": knowledge_conversations(scene, rng)}
