@@ -102,6 +102,19 @@ def test_knowledge_ties_the_worlds_words_to_the_image_without_reusing_a_question
         present = {t.label for t in masks[record.image_id].targets}
         for label in re.findall(r"the ([a-z_()]+_[0-9]+(?:'s [a-z_]+)?)", record.answer_template):
             assert label in present, (record.answer_template, present)
+    # With masks for stage 3: the same questions, one mask per named target, each inside the
+    # named object's region.
+    seg = read_dataset(world / "knowledge_seg_train.json", image_root=world / "images")
+    assert len(seg) and {r.image_id for r in seg} <= {e["image_id"] for e in mmr_train}
+    worded = {(r.image_id, r.question) for r in knowledge}
+    for record in seg:
+        assert (record.image_id, record.question) in worded
+        assert record.answer_template.count("{seg}") == len(record.targets) >= 1
+        regions = {t.label: t for t in masks[record.image_id].targets}
+        for target in record.targets:
+            assert target.label in record.answer_template
+            assert np.array_equal(target.mask(record.height, record.width),
+                                  regions[target.label].mask(record.height, record.width))
     # Every category and part of the world has its words.
     assert set(OBJECT_WORDS) == set(CATEGORIES)
     assert set(PART_WORDS) == {(c, p) for c, spec in CATEGORIES.items() for p in spec.parts}

@@ -12,8 +12,9 @@ and group of the world, a broad list of words and phrases people associate with 
 not the questions: the question templates below are generic ("Which thing here goes with
 cocoa?"), never a functional question's sentence. Entries are grounded in the image
 (the answer names the instance, "the mug_1"), so stage 2 links the words to what is in
-view, the way stage 3 will have to. Written to ``knowledge_train.json`` (the
-``image_conversations`` layout) for the train images only.
+view, the way stage 3 will have to. Written for the train images only, twice: in words
+(``knowledge_train.json``, the ``image_conversations`` layout, for stage 2) and with
+masks (``knowledge_seg_train.json``, the MMR layout, for stage 3).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from m2sa_core.data.labels import make_label
+from m2sa_core.data.synthetic.questions import Question, join_targets
 from m2sa_core.data.synthetic.scene import Scene, SceneObject
 from m2sa_core.data.synthetic.shapes import CATEGORIES
 
@@ -140,9 +142,9 @@ def _pick(rng: np.random.Generator, options: tuple[str, ...]) -> str:
     return options[int(rng.integers(len(options)))]
 
 
-def _listing(labels: list[str]) -> str:
-    items = [f"the {lab}" for lab in labels]
-    return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
+def _answer(targets_text: str) -> str:
+    """"The mug_1 {seg}." from "the mug_1 {seg}"."""
+    return _capital(targets_text) + "."
 
 
 def _capital(text: str) -> str:
@@ -155,39 +157,49 @@ def _fact(rng: np.random.Generator, category: str, label: str) -> str:
     return f"The {label} is a {CATEGORIES[category].spoken[0]}. It goes with {words[int(a)]} and {words[int(b)]}."
 
 
-def knowledge_conversations(scene: Scene, rng: np.random.Generator) -> list[dict[str, str]]:
-    """Questions tying the world's words to what ``scene`` shows, answered in words."""
-    out: list[dict[str, str]] = []
+def knowledge_questions(scene: Scene, rng: np.random.Generator) -> list[Question | dict[str, str]]:
+    """Questions tying the world's words to what ``scene`` shows, in asking order.
 
-    def labels_of(category: str, part: str = "") -> list[str]:
-        return [make_label(o.category, o.instance, part) for o in scene.instances(category)]
+    A question whose answer names things in view is a :class:`Question` (one ``{seg}``
+    per named target, as every M2SA answer); a fact is a question/answer dict in words. Stage 2 reads both as text (:func:`knowledge_entry`); stage 3 reads the
+    first with their masks (``knowledge_seg_train.json``), so that the words are tied to
+    masks in the answer style of segmentation, not to a text-only listing.
+    """
+    items: list[Question | dict[str, str]] = []
+
+    def instances(category: str, part: str = "") -> list[tuple[int, str]]:
+        return [(i, part) for i, o in enumerate(scene.objects) if o.category == category]
+
+    def add(question: str, targets: list[tuple[int, str]]) -> None:
+        labels = [make_label(scene.objects[i].category, scene.objects[i].instance, p) for i, p in targets]
+        items.append(Question("knowledge", question, _answer(join_targets(labels)), targets, "modal", "knowledge"))
 
     present = scene.categories()
     for category in present:
         kw = _pick(rng, OBJECT_WORDS[category])
-        out.append({"question": _pick(rng, OBJECT_QUESTIONS).format(kw=kw),
-                    "answer": _capital(_listing(labels_of(category))) + "."})
+        add(_pick(rng, OBJECT_QUESTIONS).format(kw=kw), instances(category))
         obj: SceneObject = scene.instances(category)[int(rng.integers(len(scene.instances(category))))]
         part = _pick(rng, CATEGORIES[category].parts)
         # Half the time by its spoken name, as the functional questions say it ("the TV").
         named = make_label(obj.category, obj.instance) if rng.random() < 0.5 else _pick(rng, CATEGORIES[category].spoken)
-        out.append({"question": _pick(rng, PART_QUESTIONS).format(label=named, kw=_pick(rng, PART_WORDS[category, part])),
-                    "answer": f"The {make_label(obj.category, obj.instance, part)}."})
+        add(_pick(rng, PART_QUESTIONS).format(label=named, kw=_pick(rng, PART_WORDS[category, part])),
+            [(scene.objects.index(obj), part)])
     category = _pick(rng, tuple(present))
-    label = _pick(rng, tuple(labels_of(category)))
-    out.append({"question": _pick(rng, FACT_QUESTIONS).format(label=label), "answer": _fact(rng, category, label)})
+    label = _pick(rng, tuple(make_label(category, o.instance) for o in scene.instances(category)))
+    items.append({"question": _pick(rng, FACT_QUESTIONS).format(label=label), "answer": _fact(rng, category, label)})
     for members, words in GROUP_WORDS:
         if len({cat for cat, _ in members if cat in present}) >= 2:
-            labels = [lab for cat, part in members if cat in present for lab in labels_of(cat, part)]
-            out.append({"question": _pick(rng, GROUP_QUESTIONS).format(kw=_pick(rng, words)),
-                        "answer": _capital(_listing(labels)) + "."})
+            targets = [(i, part) for cat, part in members if cat in present for i, _ in instances(cat)]
+            add(_pick(rng, GROUP_QUESTIONS).format(kw=_pick(rng, words)), targets)
     meaning = _pick(rng, tuple(VIEW_WORDS))
-    out.append({"question": _pick(rng, VIEW_QUESTIONS).format(kw=f'"{_pick(rng, VIEW_WORDS[meaning])}"'),
-                "answer": VIEW_MEANINGS[meaning]})
-    return out
+    items.append({"question": _pick(rng, VIEW_QUESTIONS).format(kw=f'"{_pick(rng, VIEW_WORDS[meaning])}"'),
+                  "answer": VIEW_MEANINGS[meaning]})
+    return items
 
 
-def knowledge_entry(scene: Scene, rng: np.random.Generator, image_id: int, file_name: str) -> dict[str, Any]:
-    h, w = scene.image.shape[:2]
-    return {"image_id": image_id, "file_name": file_name, "height": h, "width": w,
-            "conversations": knowledge_conversations(scene, rng)}
+def knowledge_entry(image_id: int, file_name: str, height: int, width: int,
+                    items: list[Question | dict[str, str]]) -> dict[str, Any]:
+    """The ``image_conversations`` entry of one image: every knowledge item in words."""
+    words = [{"question": it.question, "answer": it.answer.replace(" {seg}", "")} if isinstance(it, Question)
+             else it for it in items]
+    return {"image_id": image_id, "file_name": file_name, "height": height, "width": width, "conversations": words}

@@ -19,8 +19,9 @@ Files (all image paths relative to ``DIR/images``):
   pretraining sets (every object and part with its masks; the train images' questions
   answered in words), see
   :mod:`m2sa_core.data.synthetic.pretraining`;
-* ``knowledge_train.json``: what the world's things are for, in many words, tied to the
-  train images (:mod:`m2sa_core.data.synthetic.knowledge`).
+* ``knowledge_train.json``, ``knowledge_seg_train.json``: what the world's things are for,
+  in many words, tied to the train images, in words and with masks
+  (:mod:`m2sa_core.data.synthetic.knowledge`).
 
 Every annotation also carries ``amodal_segmentation``, the complete mask.
 """
@@ -37,7 +38,7 @@ import numpy as np
 
 from m2sa_core.data.labels import category_of
 from m2sa_core.data.rle import encode_mask
-from m2sa_core.data.synthetic.knowledge import knowledge_entry
+from m2sa_core.data.synthetic.knowledge import knowledge_entry, knowledge_questions
 from m2sa_core.data.synthetic.pretraining import conversation_entry, mask_annotation_entry, text_answer
 from m2sa_core.data.synthetic.questions import Question, sample_questions
 from m2sa_core.data.synthetic.scene import Scene, render_scene
@@ -187,7 +188,7 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
     mmr: dict[str, list] = {name: [] for name in MMR_FILES}
     r2sm, amodal = [], []
     masks: dict[str, list] = {"train": [], "val": []}
-    conversations_train, knowledge_train = [], []
+    conversations_train, knowledge_train, knowledge_seg_train = [], [], []
     indices = range(n_images)
     if progress:
         from tqdm import tqdm
@@ -205,7 +206,10 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
                 rng = np.random.default_rng(np.random.SeedSequence([seed, index, 1]))
                 conversations_train.append(conversation_entry(gen.scene, rng, gen.image_id, gen.file_name, answers))
                 rng = np.random.default_rng(np.random.SeedSequence([seed, index, 2]))
-                knowledge_train.append(knowledge_entry(gen.scene, rng, gen.image_id, gen.file_name))
+                items = knowledge_questions(gen.scene, rng)
+                h, w = gen.scene.image.shape[:2]
+                knowledge_train.append(knowledge_entry(gen.image_id, gen.file_name, h, w, items))
+                knowledge_seg_train.append(mmr_entry(gen, [it for it in items if isinstance(it, Question)]))
             continue
         by_split: dict[str, list[Question]] = {}
         for q in gen.questions:
@@ -237,6 +241,8 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
                 {"dataset": "image_conversations", "version": 1, "split": "train", "generator": generator,
                  "images": knowledge_train})
     counts["knowledge_train.json"] = sum(len(e["conversations"]) for e in knowledge_train)
+    _write_json(out_dir / "knowledge_seg_train.json", knowledge_seg_train)
+    counts["knowledge_seg_train.json"] = sum(len(e["questions"]) for e in knowledge_seg_train)
     counts["r2sm_test.json"] = sum(len(e["queries"]) for e in r2sm)
     counts["amodal_reasonseg_test.json"] = sum(len(e["questions"]) for e in amodal)
     return counts
