@@ -25,7 +25,8 @@ import numpy as np
 
 from m2sa_core.data.labels import make_label
 from m2sa_core.data.synthetic.questions import Question, join_targets
-from m2sa_core.data.synthetic.scene import Scene, SceneObject
+from m2sa_core.data.synthetic.pretraining import text_answer
+from m2sa_core.data.synthetic.scene import Scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
 
 OBJECT_WORDS: dict[str, tuple[str, ...]] = {
@@ -161,14 +162,15 @@ def knowledge_questions(scene: Scene, rng: np.random.Generator) -> list[Question
     """Questions tying the world's words to what ``scene`` shows, in asking order.
 
     A question whose answer names things in view is a :class:`Question` (one ``{seg}``
-    per named target, as every M2SA answer); a fact is a question/answer dict in words. Stage 2 reads both as text (:func:`knowledge_entry`); stage 3 reads the
-    first with their masks (``knowledge_seg_train.json``), so that the words are tied to
+    per named target, as every M2SA answer); a fact is a question/answer dict in words.
+    Stage 2 reads both as text (:func:`knowledge_entry`); stage 3 reads the first with
+    their masks (``knowledge_seg_train.json``), so that the words are tied to
     masks in the answer style of segmentation, not to a text-only listing.
     """
     items: list[Question | dict[str, str]] = []
 
-    def instances(category: str, part: str = "") -> list[tuple[int, str]]:
-        return [(i, part) for i, o in enumerate(scene.objects) if o.category == category]
+    def indices(category: str) -> list[int]:
+        return [i for i, o in enumerate(scene.objects) if o.category == category]
 
     def add(question: str, targets: list[tuple[int, str]]) -> None:
         labels = [make_label(scene.objects[i].category, scene.objects[i].instance, p) for i, p in targets]
@@ -177,19 +179,21 @@ def knowledge_questions(scene: Scene, rng: np.random.Generator) -> list[Question
     present = scene.categories()
     for category in present:
         kw = _pick(rng, OBJECT_WORDS[category])
-        add(_pick(rng, OBJECT_QUESTIONS).format(kw=kw), instances(category))
-        obj: SceneObject = scene.instances(category)[int(rng.integers(len(scene.instances(category))))]
+        same = indices(category)
+        add(_pick(rng, OBJECT_QUESTIONS).format(kw=kw), [(i, "") for i in same])
+        owner = same[int(rng.integers(len(same)))]
+        obj = scene.objects[owner]
         part = _pick(rng, CATEGORIES[category].parts)
         # Half the time by its spoken name, as the functional questions say it ("the TV").
         named = make_label(obj.category, obj.instance) if rng.random() < 0.5 else _pick(rng, CATEGORIES[category].spoken)
         add(_pick(rng, PART_QUESTIONS).format(label=named, kw=_pick(rng, PART_WORDS[category, part])),
-            [(scene.objects.index(obj), part)])
+            [(owner, part)])
     category = _pick(rng, tuple(present))
     label = _pick(rng, tuple(make_label(category, o.instance) for o in scene.instances(category)))
     items.append({"question": _pick(rng, FACT_QUESTIONS).format(label=label), "answer": _fact(rng, category, label)})
     for members, words in GROUP_WORDS:
         if len({cat for cat, _ in members if cat in present}) >= 2:
-            targets = [(i, part) for cat, part in members if cat in present for i, _ in instances(cat)]
+            targets = [(i, part) for cat, part in members if cat in present for i in indices(cat)]
             add(_pick(rng, GROUP_QUESTIONS).format(kw=_pick(rng, words)), targets)
     meaning = _pick(rng, tuple(VIEW_WORDS))
     items.append({"question": _pick(rng, VIEW_QUESTIONS).format(kw=f'"{_pick(rng, VIEW_WORDS[meaning])}"'),
@@ -197,9 +201,10 @@ def knowledge_questions(scene: Scene, rng: np.random.Generator) -> list[Question
     return items
 
 
-def knowledge_entry(image_id: int, file_name: str, height: int, width: int,
+def knowledge_entry(scene: Scene, image_id: int, file_name: str,
                     items: list[Question | dict[str, str]]) -> dict[str, Any]:
     """The ``image_conversations`` entry of one image: every knowledge item in words."""
-    words = [{"question": it.question, "answer": it.answer.replace(" {seg}", "")} if isinstance(it, Question)
-             else it for it in items]
-    return {"image_id": image_id, "file_name": file_name, "height": height, "width": width, "conversations": words}
+    h, w = scene.image.shape[:2]
+    words = [{"question": it.question, "answer": text_answer(it.answer)} if isinstance(it, Question) else it
+             for it in items]
+    return {"image_id": image_id, "file_name": file_name, "height": h, "width": w, "conversations": words}

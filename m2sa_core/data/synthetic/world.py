@@ -207,8 +207,7 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
                 conversations_train.append(conversation_entry(gen.scene, rng, gen.image_id, gen.file_name, answers))
                 rng = np.random.default_rng(np.random.SeedSequence([seed, index, 2]))
                 items = knowledge_questions(gen.scene, rng)
-                h, w = gen.scene.image.shape[:2]
-                knowledge_train.append(knowledge_entry(gen.image_id, gen.file_name, h, w, items))
+                knowledge_train.append(knowledge_entry(gen.scene, gen.image_id, gen.file_name, items))
                 knowledge_seg_train.append(mmr_entry(gen, [it for it in items if isinstance(it, Question)]))
             continue
         by_split: dict[str, list[Question]] = {}
@@ -224,28 +223,25 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
     for name, entries in mmr.items():
         _write_json(out_dir / f"MMR_{name}.json", entries)
         counts[f"MMR_{name}.json"] = sum(len(e["questions"]) for e in entries)
-    header = {"version": 1, "split": "test", "generator": {"seed": seed, "images": n_images, "size": size}}
-    _write_json(out_dir / "r2sm_test.json", {"dataset": "r2sm", **header, "images": r2sm})
-    _write_json(out_dir / "amodal_reasonseg_test.json", {"dataset": "amodal_reasonseg", **header, "images": amodal})
     generator = {"seed": seed, "images": n_images, "size": size}
+    _write_layout(out_dir / "r2sm_test.json", "r2sm", "test", generator, r2sm)
+    _write_layout(out_dir / "amodal_reasonseg_test.json", "amodal_reasonseg", "test", generator, amodal)
     for split, entries in masks.items():
-        _write_json(out_dir / f"masks_{split}.json",
-                    {"dataset": "mask_annotations", "version": 1, "split": split, "generator": generator,
-                     "images": entries})
+        _write_layout(out_dir / f"masks_{split}.json", "mask_annotations", split, generator, entries)
         counts[f"masks_{split}.json"] = sum(len(e["annotations"]) for e in entries)
-    _write_json(out_dir / "conversations_train.json",
-                {"dataset": "image_conversations", "version": 1, "split": "train", "generator": generator,
-                 "images": conversations_train})
-    counts["conversations_train.json"] = sum(len(e["conversations"]) for e in conversations_train)
-    _write_json(out_dir / "knowledge_train.json",
-                {"dataset": "image_conversations", "version": 1, "split": "train", "generator": generator,
-                 "images": knowledge_train})
-    counts["knowledge_train.json"] = sum(len(e["conversations"]) for e in knowledge_train)
+    for name, entries in (("conversations_train.json", conversations_train), ("knowledge_train.json", knowledge_train)):
+        _write_layout(out_dir / name, "image_conversations", "train", generator, entries)
+        counts[name] = sum(len(e["conversations"]) for e in entries)
     _write_json(out_dir / "knowledge_seg_train.json", knowledge_seg_train)
     counts["knowledge_seg_train.json"] = sum(len(e["questions"]) for e in knowledge_seg_train)
     counts["r2sm_test.json"] = sum(len(e["queries"]) for e in r2sm)
     counts["amodal_reasonseg_test.json"] = sum(len(e["questions"]) for e in amodal)
     return counts
+
+
+def _write_layout(path: Path, dataset: str, split: str, generator: dict[str, int], images: list) -> None:
+    """A file of the project layouts: one header (docs/DATASETS.md), then the image entries."""
+    _write_json(path, {"dataset": dataset, "version": 1, "split": split, "generator": generator, "images": images})
 
 
 def _write_json(path: Path, data: Any) -> None:
