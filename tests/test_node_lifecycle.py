@@ -66,12 +66,14 @@ def test_signals_end_the_node_with_exit_0_and_every_command_answered(tmp_path, s
     reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
     results: list = []
     queue_depths: list[str] = []
+    busy: list[str] = []
     probe.create_subscription(SegmentationResult, f"{ns}/result", results.append, reliable)
 
     def on_diagnostics(msg: DiagnosticArray) -> None:
         for status in msg.status:
             if status.name.startswith(ns + "/"):
                 queue_depths.extend(kv.value for kv in status.values if kv.key == "queue_depth")
+                busy.extend(kv.value for kv in status.values if kv.key == "busy")
 
     probe.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
     images = probe.create_publisher(Image, f"{ns}/image", reliable)
@@ -89,7 +91,26 @@ def test_signals_end_the_node_with_exit_0_and_every_command_answered(tmp_path, s
             raise AssertionError("the node's topics never matched")
         from node_harness import good_image
 
-        for i in range(3):  # they wait (wait_for_image) for the image below
+        # A reliable, volatile reader drops what a writer sent before the reader itself
+        # matched it, and the publisher's subscription count only says the writer side has
+        # matched. So c0 is (re)sent until the node holds it (busy waiting for the image
+        # below); once it does, both sides have matched and c1, c2 cannot be lost.
+        def node_holds_c0() -> bool:
+            busy.clear()
+            for _ in range(100):  # ten diagnostics periods and more
+                executor.spin_once(timeout_sec=0.1)
+                assert proc.poll() is None
+                if "True" in busy:
+                    return True
+            return False
+
+        for _ in range(5):
+            commands.publish(Command(request_id="c0", text="what can I drink from?"))
+            if node_holds_c0():
+                break
+        else:
+            raise AssertionError("the node never took command c0")
+        for i in (1, 2):  # they queue behind c0, which waits (wait_for_image) for the image below
             commands.publish(Command(request_id=f"c{i}", text="what can I drink from?"))
         lines: list[str] = []
         thinking = threading.Event()
