@@ -18,8 +18,8 @@ from safetensors.torch import load_file
 from m2sa_core.data.prompt_samples import PromptSampleBuilder
 from m2sa_core.data.readers import read_dataset
 from m2sa_core.data.synthetic import main as synth_main
-from m2sa_core.data.synthetic.knowledge import OBJECT_WORDS, PART_WORDS
-from m2sa_core.data.synthetic.questions import MULTI_FUNCTIONS, OBJECT_FUNCTIONS, PART_FUNCTIONS
+from m2sa_core.data.synthetic.knowledge import OBJECT_AND_PART_QUESTIONS, OBJECT_WORDS, PART_WORDS
+from m2sa_core.data.synthetic.questions import MIXED_PHRASINGS, MULTI_FUNCTIONS, OBJECT_FUNCTIONS, PART_FUNCTIONS
 from m2sa_core.data.synthetic.shapes import CATEGORIES
 from m2sa_core.model.batch import collate_prompted
 from m2sa_core.model.preprocess import ImageProcessor
@@ -92,8 +92,9 @@ def test_knowledge_ties_the_worlds_words_to_the_image_without_reusing_a_question
     mmr_train = json.loads((world / "MMR_train.json").read_text())
     assert {r.image_id for r in knowledge} == {e["image_id"] for e in mmr_train}
     masks = {r.image_id: r for r in read_dataset(world / "masks_train.json")}
-    functional = [re.compile(re.escape(p).replace(re.escape("{name}"), ".+"))
-                  for fn in OBJECT_FUNCTIONS + PART_FUNCTIONS + MULTI_FUNCTIONS for p in fn.phrasings]
+    phrasings = [p for fn in OBJECT_FUNCTIONS + PART_FUNCTIONS + MULTI_FUNCTIONS for p in fn.phrasings]
+    functional = [re.compile(re.escape(p).replace(re.escape("{name}"), ".+").replace(re.escape("{action}"), ".+"))
+                  for p in phrasings + list(MIXED_PHRASINGS)]
     for record in knowledge:
         assert not record.targets
         # No knowledge question is a functional question, held-out or not.
@@ -107,14 +108,26 @@ def test_knowledge_ties_the_worlds_words_to_the_image_without_reusing_a_question
     seg = read_dataset(world / "knowledge_seg_train.json", image_root=world / "images")
     assert len(seg) and {r.image_id for r in seg} <= {e["image_id"] for e in mmr_train}
     worded = {(r.image_id, r.question) for r in knowledge}
+    joined = [re.compile(re.escape(p).replace(re.escape("{name}"), ".+").replace(re.escape("{kw}"), ".+"))
+              for p in OBJECT_AND_PART_QUESTIONS]
+    n_joined = 0
     for record in seg:
-        assert (record.image_id, record.question) in worded
+        assert not any(f.fullmatch(record.question) for f in functional), record.question
+        if (record.image_id, record.question) not in worded:
+            # An object together with one of its parts, asked without the word "part".
+            assert any(j.fullmatch(record.question) for j in joined), record.question
+            assert "part" not in record.question.lower()
+            n_joined += 1
+            pairs = list(zip(record.targets[::2], record.targets[1::2]))
+            assert pairs and len(record.targets) == 2 * len(pairs)
+            assert all(o.label + "'s " in p.label and "'s " not in o.label for o, p in pairs), record.targets
         assert record.answer_template.count("{seg}") == len(record.targets) >= 1
         regions = {t.label: t for t in masks[record.image_id].targets}
         for target in record.targets:
             assert target.label in record.answer_template
             assert np.array_equal(target.mask(record.height, record.width),
                                   regions[target.label].mask(record.height, record.width))
+    assert n_joined >= len({r.image_id for r in seg})  # one per category in view
     # Every category and part of the world has its words.
     assert set(OBJECT_WORDS) == set(CATEGORIES)
     assert set(PART_WORDS) == {(c, p) for c, spec in CATEGORIES.items() for p in spec.parts}

@@ -14,7 +14,8 @@ cocoa?"), never a functional question's sentence. Entries are grounded in the im
 (the answer names the instance, "the mug_1"), so stage 2 links the words to what is in
 view, the way stage 3 will have to. Written for the train images only, twice: in words
 (``knowledge_train.json``, the ``image_conversations`` layout, for stage 2) and with
-masks (``knowledge_seg_train.json``, the MMR layout, for stage 3).
+masks (``knowledge_seg_train.json``, the MMR layout, for stage 3), where questions for
+an object together with one of its parts join them.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from m2sa_core.data.labels import make_label
-from m2sa_core.data.synthetic.questions import Question, join_targets
+from m2sa_core.data.synthetic.questions import MAX_TARGETS, Question, join_targets
 from m2sa_core.data.synthetic.pretraining import text_answer
 from m2sa_core.data.synthetic.scene import Scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
@@ -132,6 +133,15 @@ OBJECT_QUESTIONS = ("Which thing here goes with {kw}?", "What here has to do wit
 PART_QUESTIONS = ("Which part of the {label} goes with {kw}?", "What part of the {label} has to do with {kw}?",
                   "Name the part of the {label} that fits {kw}.")
 GROUP_QUESTIONS = ("Which things here go with {kw}?", "What here has to do with {kw}?")
+# An object together with one of its parts, joined the many ways people do, and never by
+# the word "part": the functional mixed questions of the train split all say "part", so
+# without these the model ties a two-target answer to that one word.
+OBJECT_AND_PART_QUESTIONS = ("Show me the {name} and what on it goes with {kw}.",
+                             "Find the {name}, plus the bit of it for {kw}.",
+                             "Mark the {name} together with the spot for {kw}.",
+                             "I'd like the {name} as well as whatever on it fits {kw}.",
+                             "Outline the {name}, and the piece of it that has to do with {kw}.",
+                             "Where is the {name}? And on it, what is for {kw}?")
 FACT_QUESTIONS = ("What is the {label} for?", "Tell me about the {label}.", "What do people do with the {label}?")
 VIEW_QUESTIONS = ("What does {kw} mean?", "Explain the word {kw}.")
 VIEW_MEANINGS = {"hidden": "Something in front covers it, so part of it cannot be seen.",
@@ -199,6 +209,30 @@ def knowledge_questions(scene: Scene, rng: np.random.Generator) -> list[Question
     items.append({"question": _pick(rng, VIEW_QUESTIONS).format(kw=f'"{_pick(rng, VIEW_WORDS[meaning])}"'),
                   "answer": VIEW_MEANINGS[meaning]})
     return items
+
+
+def object_and_part_questions(scene: Scene, rng: np.random.Generator) -> list[Question]:
+    """One question per category in view asking for an object and one of its parts.
+
+    Targets are laid out as the functional mixed questions lay them out: named by
+    instance ("the mug_1"), that object and its part; named by category ("the mug"),
+    every instance of it, each followed by its part. Written with masks only
+    (``knowledge_seg_train.json``, stage 3): they teach the answer's shape, not words.
+    """
+    questions = []
+    for category in scene.categories():
+        same = [i for i, o in enumerate(scene.objects) if o.category == category]
+        part = _pick(rng, CATEGORIES[category].parts)
+        if rng.random() < 0.5:
+            owner = same[int(rng.integers(len(same)))]
+            name, owners = make_label(category, scene.objects[owner].instance), [owner]
+        else:
+            name, owners = _pick(rng, CATEGORIES[category].spoken), same
+        targets = [t for i in owners for t in ((i, ""), (i, part))][:MAX_TARGETS]
+        labels = [make_label(scene.objects[i].category, scene.objects[i].instance, p) for i, p in targets]
+        question = _pick(rng, OBJECT_AND_PART_QUESTIONS).format(name=name, kw=_pick(rng, PART_WORDS[category, part]))
+        questions.append(Question("knowledge", question, _answer(join_targets(labels)), targets, "modal", "knowledge"))
+    return questions
 
 
 def knowledge_entry(scene: Scene, image_id: int, file_name: str,

@@ -38,7 +38,7 @@ import numpy as np
 
 from m2sa_core.data.labels import category_of
 from m2sa_core.data.rle import encode_mask
-from m2sa_core.data.synthetic.knowledge import knowledge_entry, knowledge_questions
+from m2sa_core.data.synthetic.knowledge import knowledge_entry, knowledge_questions, object_and_part_questions
 from m2sa_core.data.synthetic.pretraining import conversation_entry, mask_annotation_entry, text_answer
 from m2sa_core.data.synthetic.questions import Question, sample_questions
 from m2sa_core.data.synthetic.scene import Scene, render_scene
@@ -208,7 +208,9 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
                 rng = np.random.default_rng(np.random.SeedSequence([seed, index, 2]))
                 items = knowledge_questions(gen.scene, rng)
                 knowledge_train.append(knowledge_entry(gen.scene, gen.image_id, gen.file_name, items))
-                knowledge_seg_train.append(mmr_entry(gen, [it for it in items if isinstance(it, Question)]))
+                # Drawn after the worded items, which stay those of earlier versions.
+                both = object_and_part_questions(gen.scene, rng)
+                knowledge_seg_train.append(mmr_entry(gen, [it for it in items if isinstance(it, Question)] + both))
             continue
         by_split: dict[str, list[Question]] = {}
         for q in gen.questions:
