@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent  # the venv link resolves to the checkout
+REPO = Path(__file__).resolve().parents[2]  # m2sa_ros/bag/demo.py; the venv link resolves to the checkout
 DEFAULT_MODEL = REPO / "models" / "m2sa-tiny-synth"
 DEFAULT_OUT = REPO / "runs" / "demo"
 DEMO_SEED = 2026  # not the training seed (0): scenes the shipped model has never seen
