@@ -3,10 +3,9 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
-
-from pathlib import Path
 
 from m2sa_ros.bag.demo import DEFAULT_MODEL, DEFAULT_OUT, main, results_table
 

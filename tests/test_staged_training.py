@@ -87,14 +87,21 @@ def test_pretraining_sets_cover_every_region_and_only_train_images(world):
     assert all(not r.targets for r in conversations)
 
 
+def _template_regex(template: str) -> re.Pattern[str]:
+    """A question template as a pattern: each ``{name}``, ``{action}`` or ``{kw}`` matches any text."""
+    pattern = re.escape(template)
+    for slot in ("{name}", "{action}", "{kw}"):
+        pattern = pattern.replace(re.escape(slot), ".+")
+    return re.compile(pattern)
+
+
 def test_knowledge_ties_the_worlds_words_to_the_image_without_reusing_a_question(world):
     knowledge = read_dataset(world / "knowledge_train.json")
     mmr_train = json.loads((world / "MMR_train.json").read_text())
     assert {r.image_id for r in knowledge} == {e["image_id"] for e in mmr_train}
     masks = {r.image_id: r for r in read_dataset(world / "masks_train.json")}
     phrasings = [p for fn in OBJECT_FUNCTIONS + PART_FUNCTIONS + MULTI_FUNCTIONS for p in fn.phrasings]
-    functional = [re.compile(re.escape(p).replace(re.escape("{name}"), ".+").replace(re.escape("{action}"), ".+"))
-                  for p in phrasings + list(MIXED_PHRASINGS)]
+    functional = [_template_regex(p) for p in phrasings + list(MIXED_PHRASINGS)]
     for record in knowledge:
         assert not record.targets
         # No knowledge question is a functional question, held-out or not.
@@ -108,8 +115,7 @@ def test_knowledge_ties_the_worlds_words_to_the_image_without_reusing_a_question
     seg = read_dataset(world / "knowledge_seg_train.json", image_root=world / "images")
     assert len(seg) and {r.image_id for r in seg} <= {e["image_id"] for e in mmr_train}
     worded = {(r.image_id, r.question) for r in knowledge}
-    joined = [re.compile(re.escape(p).replace(re.escape("{name}"), ".+").replace(re.escape("{kw}"), ".+"))
-              for p in OBJECT_AND_PART_QUESTIONS]
+    joined = [_template_regex(p) for p in OBJECT_AND_PART_QUESTIONS]
     n_joined = 0
     for record in seg:
         assert not any(f.fullmatch(record.question) for f in functional), record.question

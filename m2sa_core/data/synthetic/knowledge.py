@@ -168,6 +168,17 @@ def _fact(rng: np.random.Generator, category: str, label: str) -> str:
     return f"The {label} is a {CATEGORIES[category].spoken[0]}. It goes with {words[int(a)]} and {words[int(b)]}."
 
 
+def _indices(scene: Scene, category: str) -> list[int]:
+    """Object indices of every instance of ``category`` in view."""
+    return [i for i, o in enumerate(scene.objects) if o.category == category]
+
+
+def _question(scene: Scene, text: str, targets: list[tuple[int, str]]) -> Question:
+    """A knowledge question whose answer names ``targets``, one ``{seg}`` each."""
+    labels = [make_label(scene.objects[i].category, scene.objects[i].instance, p) for i, p in targets]
+    return Question("knowledge", text, _answer(join_targets(labels)), targets, "modal", "knowledge")
+
+
 def knowledge_questions(scene: Scene, rng: np.random.Generator) -> list[Question | dict[str, str]]:
     """Questions tying the world's words to what ``scene`` shows, in asking order.
 
@@ -179,17 +190,13 @@ def knowledge_questions(scene: Scene, rng: np.random.Generator) -> list[Question
     """
     items: list[Question | dict[str, str]] = []
 
-    def indices(category: str) -> list[int]:
-        return [i for i, o in enumerate(scene.objects) if o.category == category]
-
     def add(question: str, targets: list[tuple[int, str]]) -> None:
-        labels = [make_label(scene.objects[i].category, scene.objects[i].instance, p) for i, p in targets]
-        items.append(Question("knowledge", question, _answer(join_targets(labels)), targets, "modal", "knowledge"))
+        items.append(_question(scene, question, targets))
 
     present = scene.categories()
     for category in present:
         kw = _pick(rng, OBJECT_WORDS[category])
-        same = indices(category)
+        same = _indices(scene, category)
         add(_pick(rng, OBJECT_QUESTIONS).format(kw=kw), [(i, "") for i in same])
         owner = same[int(rng.integers(len(same)))]
         obj = scene.objects[owner]
@@ -203,7 +210,7 @@ def knowledge_questions(scene: Scene, rng: np.random.Generator) -> list[Question
     items.append({"question": _pick(rng, FACT_QUESTIONS).format(label=label), "answer": _fact(rng, category, label)})
     for members, words in GROUP_WORDS:
         if len({cat for cat, _ in members if cat in present}) >= 2:
-            targets = [(i, part) for cat, part in members if cat in present for i in indices(cat)]
+            targets = [(i, part) for cat, part in members if cat in present for i in _indices(scene, cat)]
             add(_pick(rng, GROUP_QUESTIONS).format(kw=_pick(rng, words)), targets)
     meaning = _pick(rng, tuple(VIEW_WORDS))
     items.append({"question": _pick(rng, VIEW_QUESTIONS).format(kw=f'"{_pick(rng, VIEW_WORDS[meaning])}"'),
@@ -221,7 +228,7 @@ def object_and_part_questions(scene: Scene, rng: np.random.Generator) -> list[Qu
     """
     questions = []
     for category in scene.categories():
-        same = [i for i, o in enumerate(scene.objects) if o.category == category]
+        same = _indices(scene, category)
         part = _pick(rng, CATEGORIES[category].parts)
         if rng.random() < 0.5:
             owner = same[int(rng.integers(len(same)))]
@@ -229,9 +236,8 @@ def object_and_part_questions(scene: Scene, rng: np.random.Generator) -> list[Qu
         else:
             name, owners = _pick(rng, CATEGORIES[category].spoken), same
         targets = [t for i in owners for t in ((i, ""), (i, part))][:MAX_TARGETS]
-        labels = [make_label(scene.objects[i].category, scene.objects[i].instance, p) for i, p in targets]
         question = _pick(rng, OBJECT_AND_PART_QUESTIONS).format(name=name, kw=_pick(rng, PART_WORDS[category, part]))
-        questions.append(Question("knowledge", question, _answer(join_targets(labels)), targets, "modal", "knowledge"))
+        questions.append(_question(scene, question, targets))
     return questions
 
 
