@@ -11,6 +11,10 @@ synthetic test splits with the generative protocol against per-target ground tru
 (what a robot needs: one mask per target), and by the IoU of the union of predicted
 masks against the union of ground-truth masks (fair to the single-[SEG] variant, which
 can only ever give one mask). Results go to ``--out``/ablation.json and a markdown table.
+
+The variants are independent: ``--variant multi_fusion`` trains and scores one, so they
+can run side by side (four processes on one GPU); each keeps its scores in
+``--out``/TAG/scores.json, and a run over all variants afterwards only assembles the table.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from m2sa_core.data.builder import SampleBuilder
 from m2sa_core.inference import Segmenter
 from m2sa_core.metrics import IoUAccumulator, SegmentationEvaluator
 from training.config import DataSourceConfig, load_config
+from training.distributed import DistInfo, resolve_device
 from training.sources import open_source
 from training.train import train
 
@@ -38,11 +43,12 @@ VARIANTS = (
     ("single [SEG] + early fusion", "single", True),
     ("single [SEG], no early fusion (LISA-style)", "single", False),
 )
+TAGS = tuple(f"{seg_mode}_{'fusion' if fusion else 'nofusion'}" for _, seg_mode, fusion in VARIANTS)
 TEST_FILES = ("MMR_test_obj_only.json", "MMR_test_part_only.json", "MMR_test_mixed.json")
 
 
-def score(model_dir: Path, data_dir: Path, max_items: int) -> dict:
-    segmenter = Segmenter.from_pretrained(model_dir)
+def score(model_dir: Path, data_dir: Path, max_items: int, device: str = "cpu") -> dict:
+    segmenter = Segmenter.from_pretrained(model_dir, device=device)
     builder = SampleBuilder(segmenter.tokenizer)
     per_target = SegmentationEvaluator("generative")
     union = IoUAccumulator()
@@ -60,6 +66,21 @@ def score(model_dir: Path, data_dir: Path, max_items: int) -> dict:
             union.add(pred_union, np.any(gts, axis=0))
     reports = {k: v.as_dict() for k, v in per_target.report().items()}
     return {"per_target": reports, "union": {"giou": union.giou, "ciou": union.ciou, "count": union.count}}
+
+
+def run_variant(config, run_dir: Path, data_dir: Path, max_items: int) -> dict:
+    """Train (or resume) one variant and score it once: the scores are kept beside its
+    model, so a later run (the table over variants trained side by side) reuses them."""
+    scores_file = run_dir / "scores.json"
+    if scores_file.exists():
+        return json.loads(scores_file.read_text())
+    start = time.perf_counter()
+    final = run_dir / "final"
+    if not (final / "model.safetensors").exists():
+        train(config, resume=True)
+    result = {"train_s": time.perf_counter() - start, "scores": score(final, data_dir, max_items, str(resolve_device(config.device, DistInfo())))}
+    scores_file.write_text(json.dumps(result, indent=2))
+    return result
 
 
 SPLIT_COLUMNS = (("test_obj_only", "obj"), ("test_part_only", "part"), ("test_mixed", "mixed"))
@@ -93,25 +114,26 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=800, help="training steps per variant (same for all)")
     parser.add_argument("--out", default="runs/ablation")
     parser.add_argument("--max-items", type=int, default=60, help="questions per test split")
+    parser.add_argument("--variant", action="append", choices=TAGS, default=None,
+                        help="train and score only this variant (repeatable; default: all four)")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args(argv)
     out = Path(args.out)
     results = []
-    for title, seg_mode, fusion in VARIANTS:
-        tag = f"{seg_mode}_{'fusion' if fusion else 'nofusion'}"
+    for (title, seg_mode, fusion), tag in zip(VARIANTS, TAGS):
+        if args.variant and tag not in args.variant:
+            continue
         config = load_config(args.config, [*args.overrides, f"out_dir={out / tag}", f"seg_mode={seg_mode}",
                                            f"optim.max_steps={args.steps}", "eval_data=[]",
                                            f"model.overrides={{use_early_fusion: {str(fusion).lower()}}}"])
         data_dir = Path(args.data_dir) if args.data_dir else Path(config.data[0].path).parent
-        start = time.perf_counter()
-        final = out / tag / "final"
-        if not (final / "model.safetensors").exists():
-            train(config, resume=True)
-        elapsed = time.perf_counter() - start
-        results.append({"variant": title, "seg_mode": seg_mode, "early_fusion": fusion, "steps": args.steps,
-                        "train_s": elapsed, "scores": score(final, data_dir, args.max_items)})
-        (out / "ablation.json").write_text(json.dumps(results, indent=2))
+        results.append(run_variant(config, out / tag, data_dir, args.max_items))
+        results[-1].update(variant=title, seg_mode=seg_mode, early_fusion=fusion, steps=args.steps)
+        if not args.variant:
+            (out / "ablation.json").write_text(json.dumps(results, indent=2))
         print(f"[ablation] {title}: {results[-1]['scores']['per_target']['all']}", flush=True)
+    if args.variant:
+        return 0
     command = "python -m training.ablation " + " ".join(argv if argv is not None else sys.argv[1:])
     table = markdown(results, command)
     (out / "ablation.md").write_text(table + "\n")
