@@ -180,3 +180,27 @@ def test_cli_writes_the_dataset(tmp_path, capsys):
     assert "MMR_train.json" in out and (tmp_path / "d" / "MMR_test_mixed.json").is_file()
     with pytest.raises(SystemExit):
         main(["--out", str(tmp_path / "e"), "--images", "0"])
+
+
+def test_views_train_asks_each_instance_of_a_several_target_view_question_by_name(world):
+    """R2SM asks for one instance at a time ("... I mean the bottle_2."): the train split
+    asks the same, one named question per target of every visible/complete question
+    about several instances, with that target's mask and the asked mask type."""
+    train = {e["image_id"]: e for e in load(world, "MMR_train.json")}
+    named = {}
+    for entry in load(world, "views_train.json"):
+        source = train[entry["image_id"]]  # train images only
+        for q, answer, anns, kind in zip(entry["questions"], entry["text_answers"], entry["answers"],
+                                         entry["mask_types"]):
+            asked, label = re.fullmatch(r"(.+) I mean the (\S+)\.", q).groups()
+            assert len(anns) == 1 and answer.count("{seg}") == 1 and f"the {label} {{seg}}" in answer
+            k = source["questions"].index(asked)
+            assert source["mask_types"][k] == kind == ("amodal" if source["question_families"][k] == "amodal"
+                                                       else "modal")
+            labels = re.findall(r"the (\S+) \{seg\}", source["text_answers"][k])
+            assert anns[0]["segmentation"] == source["answers"][k][labels.index(label)]["segmentation"]
+            named.setdefault((entry["image_id"], k), set()).add(label)
+    expected = {(i, k): set(re.findall(r"the (\S+) \{seg\}", e["text_answers"][k]))
+                for i, e in train.items() for k, fam in enumerate(e["question_families"])
+                if fam in ("amodal", "visible") and len(e["answers"][k]) > 1}
+    assert expected and named == expected

@@ -326,6 +326,32 @@ def _labels(scene: Scene, targets: list[tuple[int, str]]) -> list[str]:
     return [make_label(scene.objects[i].category, scene.objects[i].instance, part) for i, part in targets]
 
 
+def name_instance(question: str, label: str) -> str:
+    """A view question narrowed to one instance, the way R2SM asks for a single target."""
+    return f"{question} I mean the {label}."
+
+
+VIEW_ANSWERS = {"amodal": AMODAL_ANSWERS, "visible": VISIBLE_ANSWERS}
+
+
+def named_view_questions(scene: Scene, question: Question, rng: np.random.Generator) -> list[Question]:
+    """One single-target question per instance of a visible/complete question about several.
+
+    R2SM asks for one instance at a time ("... I mean the bottle_2."); the view family asks
+    for every instance of the category, so without these the model has never seen an
+    instance named after the question, and answers such a query with every instance.
+    """
+    if question.family not in VIEW_ANSWERS or len(question.targets) < 2:
+        return []
+    out = []
+    for target in question.targets:
+        label = _labels(scene, [target])[0]
+        out.append(Question(question.family, name_instance(question.question, label),
+                            _answer(rng, VIEW_ANSWERS[question.family], [label]), [target],
+                            question.mask_type, question.function))
+    return out
+
+
 def candidate_questions(scene: Scene, rng: np.random.Generator, held_out: bool) -> dict[str, list[Question]]:
     """Every question that fits the scene, grouped by family."""
     out: dict[str, list[Question]] = {f: [] for f in FAMILIES}

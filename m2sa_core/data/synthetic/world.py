@@ -21,7 +21,10 @@ Files (all image paths relative to ``DIR/images``):
   :mod:`m2sa_core.data.synthetic.pretraining`;
 * ``knowledge_train.json``, ``knowledge_seg_train.json``: what the world's things are for,
   in many words, tied to the train images, in words and with masks
-  (:mod:`m2sa_core.data.synthetic.knowledge`).
+  (:mod:`m2sa_core.data.synthetic.knowledge`);
+* ``views_train.json``: the train images' visible/complete questions about several
+  instances, asked again for one named instance each, as R2SM asks
+  (``questions.named_view_questions``).
 
 Every annotation also carries ``amodal_segmentation``, the complete mask.
 """
@@ -40,7 +43,7 @@ from m2sa_core.data.labels import category_of
 from m2sa_core.data.rle import encode_mask
 from m2sa_core.data.synthetic.knowledge import knowledge_entry, knowledge_questions, object_and_part_questions
 from m2sa_core.data.synthetic.pretraining import conversation_entry, mask_annotation_entry, text_answer
-from m2sa_core.data.synthetic.questions import Question, sample_questions
+from m2sa_core.data.synthetic.questions import Question, name_instance, named_view_questions, sample_questions
 from m2sa_core.data.synthetic.scene import Scene, render_scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
 from m2sa_core.types import MaskType, mask_bbox
@@ -148,7 +151,7 @@ def r2sm_entry(gen: GeneratedImage) -> dict[str, Any] | None:
             obj = gen.scene.objects[i]
             text = q.question
             if len(q.targets) > 1:  # one target per R2SM query: name the instance
-                text = f"{q.question} I mean the {obj.category}_{obj.instance}."
+                text = name_instance(q.question, f"{obj.category}_{obj.instance}")
             queries.append({"text": text, "mask_type": q.mask_type, "category_name": ann["category_name"],
                             "label": f"{obj.category}_{obj.instance}", "segmentation": ann["segmentation"],
                             "bbox": ann["bbox"]})
@@ -188,7 +191,7 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
     mmr: dict[str, list] = {name: [] for name in MMR_FILES}
     r2sm, amodal = [], []
     masks: dict[str, list] = {"train": [], "val": []}
-    conversations_train, knowledge_train, knowledge_seg_train = [], [], []
+    conversations_train, knowledge_train, knowledge_seg_train, views_train = [], [], [], []
     indices = range(n_images)
     if progress:
         from tqdm import tqdm
@@ -211,6 +214,10 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
                 # Drawn after the worded items, which stay those of earlier versions.
                 both = object_and_part_questions(gen.scene, rng)
                 knowledge_seg_train.append(mmr_entry(gen, [it for it in items if isinstance(it, Question)] + both))
+                rng = np.random.default_rng(np.random.SeedSequence([seed, index, 3]))
+                named = [n for q in gen.questions for n in named_view_questions(gen.scene, q, rng)]
+                if named:
+                    views_train.append(mmr_entry(gen, named))
             continue
         by_split: dict[str, list[Question]] = {}
         for q in gen.questions:
@@ -234,8 +241,9 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
     for name, entries in (("conversations_train.json", conversations_train), ("knowledge_train.json", knowledge_train)):
         _write_layout(out_dir / name, "image_conversations", "train", generator, entries)
         counts[name] = sum(len(e["conversations"]) for e in entries)
-    _write_json(out_dir / "knowledge_seg_train.json", knowledge_seg_train)
-    counts["knowledge_seg_train.json"] = sum(len(e["questions"]) for e in knowledge_seg_train)
+    for name, entries in (("knowledge_seg_train.json", knowledge_seg_train), ("views_train.json", views_train)):
+        _write_json(out_dir / name, entries)
+        counts[name] = sum(len(e["questions"]) for e in entries)
     counts["r2sm_test.json"] = sum(len(e["queries"]) for e in r2sm)
     counts["amodal_reasonseg_test.json"] = sum(len(e["questions"]) for e in amodal)
     return counts
