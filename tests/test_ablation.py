@@ -1,0 +1,39 @@
+"""The ablation's variants trained apart (side by side on one GPU) make the same table as
+one run over all four: each keeps its scores, and the assembling run reuses them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from m2sa_core.data.synthetic import main as synth_main
+from training.ablation import TAGS, main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.slow
+def test_a_variant_run_alone_is_reused_by_the_table(tmp_path):
+    world = tmp_path / "world"
+    assert synth_main(["--out", str(world), "--images", "12", "--seed", "5", "--size", "128", "--quiet"]) == 0
+    config = tmp_path / "tiny.yaml"
+    config.write_text((REPO / "training" / "tiny_synth.yaml").read_text().replace("data/synth", str(world)))
+    out = tmp_path / "ablation"
+    common = ["--config", str(config), "--steps", "1", "--out", str(out), "--data-dir", str(world),
+              "--max-items", "1"]
+    overrides = ["optim.batch_size=2", "optim.warmup_steps=1", "num_workers=0", "checkpoint_every=1"]
+
+    assert main([*common, "--variant", "single_nofusion", *overrides]) == 0
+    assert sorted(p.name for p in out.iterdir()) == ["single_nofusion"]  # one variant, no table
+    alone = json.loads((out / "single_nofusion" / "scores.json").read_text())
+    assert alone["scores"]["per_target"]["all"]["samples"] == 3  # one question of each test split
+
+    assert main([*common, *overrides]) == 0
+    table = json.loads((out / "ablation.json").read_text())
+    assert [r["seg_mode"] + ("_fusion" if r["early_fusion"] else "_nofusion") for r in table] == list(TAGS)
+    reused = next(r for r in table if r["seg_mode"] == "single" and not r["early_fusion"])
+    assert reused["scores"] == alone["scores"] and reused["train_s"] == alone["train_s"]
+    rows = [line for line in (out / "ablation.md").read_text().splitlines() if line.startswith("| ")]
+    assert len(rows) == 5  # the header and the four variants
