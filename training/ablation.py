@@ -78,7 +78,9 @@ def run_variant(config, run_dir: Path, data_dir: Path, max_items: int) -> dict:
     final = run_dir / "final"
     if not (final / "model.safetensors").exists():
         train(config, resume=True)
-    result = {"train_s": time.perf_counter() - start, "scores": score(final, data_dir, max_items, str(resolve_device(config.device, DistInfo())))}
+    train_s = time.perf_counter() - start
+    device = str(resolve_device(config.device, DistInfo()))  # score where it trained
+    result = {"train_s": train_s, "scores": score(final, data_dir, max_items, device)}
     scores_file.write_text(json.dumps(result, indent=2))
     return result
 

@@ -149,11 +149,11 @@ def r2sm_entry(gen: GeneratedImage) -> dict[str, Any] | None:
         for i, part in q.targets:
             ann = _annotation(gen, i, part, q.mask_type)
             obj = gen.scene.objects[i]
-            text = q.question
-            if len(q.targets) > 1:  # one target per R2SM query: name the instance
-                text = name_instance(q.question, f"{obj.category}_{obj.instance}")
+            label = f"{obj.category}_{obj.instance}"
+            # One target per R2SM query: a question about several instances names one.
+            text = name_instance(q.question, label) if len(q.targets) > 1 else q.question
             queries.append({"text": text, "mask_type": q.mask_type, "category_name": ann["category_name"],
-                            "label": f"{obj.category}_{obj.instance}", "segmentation": ann["segmentation"],
+                            "label": label, "segmentation": ann["segmentation"],
                             "bbox": ann["bbox"]})
     if not queries:
         return None
