@@ -4,8 +4,9 @@ A thin rclpy lifecycle node over ``m2sa_core.inference.Segmenter`` (docs/ARCHITE
 docs/ROS_INTERFACE.md). What it adds is robotics plumbing only:
 
 * lifecycle: configure validates the parameters and loads the model, activate opens
-  the topics / service / action and starts the worker, deactivate closes them,
-  cleanup frees the model and the GPU cache; ``autostart`` does configure + activate
+  the topics / service / actions and starts the worker, deactivate closes the topics
+  and service (the actions stay until cleanup, refusing goals while inactive), cleanup
+  frees the model and the GPU cache; ``autostart`` does configure + activate
   at start-up. The lifecycle services and /diagnostics have callback groups of their
   own, so a model that takes minutes to load blocks neither;
 * parameters carry ranges in their descriptors; runtime ones apply at once, load-time
@@ -384,6 +385,12 @@ class PerceptionNode(LifecycleNode):
             self.create_service(SegmentSrv, camera.topic("segment"), on(self._on_service, camera=camera),
                                 callback_group=self._request_group),
         ]
+        if camera.action_server is not None:
+            return  # kept from an earlier activation: it refused goals while inactive
+        # The actions live from the first activate to cleanup, refusing goals while the
+        # node is inactive (as nav2's lifecycle action servers do): rclpy sends a result
+        # from an executor task after the execute callback returns, so destroying the
+        # server at deactivate could drop the result of a goal that deactivate ended.
         camera.action_server = ActionServer(
             self, SegmentAction, camera.topic("segment"), execute_callback=on(self._on_goal, camera=camera),
             goal_callback=lambda _goal: GoalResponse.ACCEPT if self._active else GoalResponse.REJECT,
@@ -400,17 +407,20 @@ class PerceptionNode(LifecycleNode):
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
+        self._destroy_actions()
         self._release()
         return super().on_cleanup(state)
 
     def on_shutdown(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._close_interfaces("node shutting down")
+        self._destroy_actions()
         self._release()
         return TransitionCallbackReturn.SUCCESS
 
     def on_error(self, state: LifecycleState) -> TransitionCallbackReturn:
         self.get_logger().error(f"error while in state '{state.label}': releasing everything")
         self._close_interfaces("node error")
+        self._destroy_actions()
         self._release()
         return TransitionCallbackReturn.SUCCESS
 
@@ -435,17 +445,27 @@ class PerceptionNode(LifecycleNode):
             else:
                 self.destroy_service(entity)
         camera.interfaces = []
-        for server in (camera.action_server, camera.track_server):
-            if server is None:
-                continue
-            # A goal's result goes out after its execute callback returned (from rclpy's
-            # result future); destroying the server before that would drop it.
-            futures = list(getattr(server, "_result_futures", {}).values())
-            deadline = time.monotonic() + 2.0
-            while time.monotonic() < deadline and not all(f.done() for f in futures):
-                time.sleep(0.01)
+
+    def _destroy_actions(self) -> None:
+        """Destroy the action servers once the results of ended goals have gone out.
+
+        A goal's result leaves from an executor task that rclpy schedules when the
+        result future completes, so a completed future is not yet a sent result; the
+        grace after the futures covers that task. Called at cleanup, shutdown and
+        close, long after deactivate ended the goals in the usual sequence.
+        """
+        servers = [s for camera in self._cameras for s in (camera.action_server, camera.track_server)
+                   if s is not None]
+        futures = [f for server in servers for f in getattr(server, "_result_futures", {}).values()]
+        deadline = time.monotonic() + 2.0
+        while time.monotonic() < deadline and not all(f.done() for f in futures):
+            time.sleep(0.01)
+        if futures:
+            time.sleep(0.2)
+        for server in servers:
             server.destroy()
-        camera.action_server = camera.track_server = None
+        for camera in self._cameras:
+            camera.action_server = camera.track_server = None
 
     def _release(self) -> None:
         """Drop the model and everything it holds, and hand the memory back.
@@ -478,6 +498,7 @@ class PerceptionNode(LifecycleNode):
     def close(self, reason: str = "node shutting down") -> None:
         """Stop the worker (answering pending commands) and destroy the node."""
         self.stop(reason)
+        self._destroy_actions()
         self.destroy_node()
 
     def _wait_results_acked(self, timeout_s: float = 2.0) -> None:

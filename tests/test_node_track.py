@@ -255,3 +255,38 @@ def test_two_tracks_and_a_command_share_the_worker_and_deactivate_ends_both(grap
         assert done.result.frames == len(goal.seqs()) - 1
         assert done.result.result.request_id == goal.feedback[0].result.request_id
     assert seg.calls == 3  # two answers and the ordinary command: tracked frames never call segment
+
+
+def test_a_track_ended_by_deactivate_gets_its_result_even_when_the_send_is_late(graph, monkeypatch):
+    """rclpy sends a goal's result from an executor task after the goal ends; a busy
+    executor runs that task late. Deactivate must not destroy the action server under
+    it: the goal's one result still arrives, new goals are refused while inactive, and
+    cleanup removes the action."""
+    from action_msgs.msg import GoalStatus
+    from rclpy.action.server import ActionServer
+    from rclpy.lifecycle import TransitionCallbackReturn
+    from sensor_msgs.msg import Image
+
+    from m2sa_ros.action import Track
+
+    send = ActionServer._send_result_response
+
+    def late_send(self, request_header, future):
+        time.sleep(0.5)  # the executor was busy elsewhere
+        return send(self, request_header, future)
+
+    node = graph.add_node(TrackingBoxes())
+    graph.start(node)
+    graph.publish_frame(node, graph.publisher(Image, "image", 1), _image(_scene(seed=1), _now_ns(node)))
+    client = _client(graph)
+    goal = Goal(graph, client, command="the mug", request_id="late")
+    goal.wait_frames(1)
+    monkeypatch.setattr(ActionServer, "_send_result_response", late_send)
+    assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+    done = goal.result()
+    assert done.status == GoalStatus.STATUS_ABORTED and done.result.reason == "node deactivated"
+
+    refused = client.send_goal_async(Track.Goal(command="the mug"))
+    assert not _wait(lambda: refused.done() and refused.result(), 30, "the refusal").accepted
+    assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+    _wait(lambda: not client.server_is_ready(), 10, "the track action to go away")
