@@ -204,3 +204,39 @@ def test_views_train_asks_each_instance_of_a_several_target_view_question_by_nam
                 for i, e in train.items() for k, fam in enumerate(e["question_families"])
                 if fam in ("amodal", "visible") and len(e["answers"][k]) > 1}
     assert expected and named == expected
+
+
+def test_view_words_train_words_each_view_request_afresh_without_held_out_clauses(world):
+    """The visible/complete requests worded from the view lexicon: for each such train
+    question, one rewording about all its instances and one per named instance when it
+    has several, each with the source's masks and mask type; no wording carries a
+    clause of a held-out phrasing, so the held-out test still measures generalisation."""
+    from m2sa_core.data.synthetic.view_wording import HELD_OUT_CLAUSES
+
+    train = {e["image_id"]: e for e in load(world, "MMR_train.json")}
+    held_out = _held_out_texts()
+    kinds, wordings = set(), set()
+    entries = load(world, "view_words_train.json")
+    assert entries
+    for entry in entries:
+        source = train[entry["image_id"]]  # train images only
+        rows = iter(zip(entry["questions"], entry["text_answers"], entry["answers"], entry["mask_types"]))
+        for k, family in enumerate(source["question_families"]):
+            if family not in ("amodal", "visible"):
+                continue
+            anns = source["answers"][k]
+            labels = re.findall(r"the (\S+) \{seg\}", source["text_answers"][k])
+            expected = [(None, anns)] + ([(lab, [a]) for lab, a in zip(labels, anns)] if len(anns) > 1 else [])
+            for label, want in expected:
+                question, answer, got, kind = next(rows)
+                assert kind == source["mask_types"][k] == ("amodal" if family == "amodal" else "modal")
+                assert [a["segmentation"] for a in got] == [a["segmentation"] for a in want]
+                assert answer.count("{seg}") == len(want)
+                if label is not None:
+                    question = re.fullmatch(rf"(.+) I mean the {re.escape(label)}\.", question).group(1)
+                assert question not in held_out
+                assert not any(clause in question.lower() for clause in HELD_OUT_CLAUSES), question
+                kinds.add(kind)
+                wordings.add(re.sub(r"the .+?([,.?]| as | but | only | with )", r"the NAME\1", question, count=1))
+        assert next(rows, None) is None  # nothing else in the entry
+    assert kinds == {"amodal", "modal"} and len(wordings) > 20

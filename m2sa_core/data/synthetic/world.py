@@ -24,7 +24,9 @@ Files (all image paths relative to ``DIR/images``):
   (:mod:`m2sa_core.data.synthetic.knowledge`);
 * ``views_train.json``: the train images' visible/complete questions about several
   instances, asked again for one named instance each, as R2SM asks
-  (``questions.named_view_questions``).
+  (``questions.named_view_questions``);
+* ``view_words_train.json``: the same visible/complete requests worded afresh from the
+  view lexicon, without any clause of the held-out phrasings (:mod:`view_wording`).
 
 Every annotation also carries ``amodal_segmentation``, the complete mask.
 """
@@ -44,6 +46,7 @@ from m2sa_core.data.rle import encode_mask
 from m2sa_core.data.synthetic.knowledge import knowledge_entry, knowledge_questions, object_and_part_questions
 from m2sa_core.data.synthetic.pretraining import conversation_entry, mask_annotation_entry, text_answer
 from m2sa_core.data.synthetic.questions import Question, name_instance, named_view_questions, sample_questions
+from m2sa_core.data.synthetic.view_wording import worded_view_questions
 from m2sa_core.data.synthetic.scene import Scene, render_scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
 from m2sa_core.types import MaskType, mask_bbox
@@ -191,7 +194,7 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
     mmr: dict[str, list] = {name: [] for name in MMR_FILES}
     r2sm, amodal = [], []
     masks: dict[str, list] = {"train": [], "val": []}
-    conversations_train, knowledge_train, knowledge_seg_train, views_train = [], [], [], []
+    conversations_train, knowledge_train, knowledge_seg_train, views_train, view_words_train = [], [], [], [], []
     indices = range(n_images)
     if progress:
         from tqdm import tqdm
@@ -218,6 +221,10 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
                 named = [n for q in gen.questions for n in named_view_questions(gen.scene, q, rng)]
                 if named:
                     views_train.append(mmr_entry(gen, named))
+                rng = np.random.default_rng(np.random.SeedSequence([seed, index, 4]))
+                worded = [w for q in gen.questions for w in worded_view_questions(gen.scene, q, rng)]
+                if worded:
+                    view_words_train.append(mmr_entry(gen, worded))
             continue
         by_split: dict[str, list[Question]] = {}
         for q in gen.questions:
@@ -241,7 +248,8 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
     for name, entries in (("conversations_train.json", conversations_train), ("knowledge_train.json", knowledge_train)):
         _write_layout(out_dir / name, "image_conversations", "train", generator, entries)
         counts[name] = sum(len(e["conversations"]) for e in entries)
-    for name, entries in (("knowledge_seg_train.json", knowledge_seg_train), ("views_train.json", views_train)):
+    for name, entries in (("knowledge_seg_train.json", knowledge_seg_train), ("views_train.json", views_train),
+                          ("view_words_train.json", view_words_train)):
         _write_json(out_dir / name, entries)
         counts[name] = sum(len(e["questions"]) for e in entries)
     counts["r2sm_test.json"] = sum(len(e["queries"]) for e in r2sm)

@@ -1,0 +1,109 @@
+"""Visible/complete questions worded from the view lexicon, for training only.
+
+The view family has five fixed phrasings per kind, and the held-out one is left out
+of training (``questions.phrasings_for``). With four sentences a side, the tiny model
+learns which sentence means which mask instead of which words do: the train side
+says "hidden" in both kinds ("including what is hidden", "not hidden"), so the
+held-out "..., without the hidden part" got the complete mask. These questions word
+the same requests from ``knowledge.VIEW_WORDS`` and the negations people use ("only",
+"without", "not just", "even where it is"), so what decides the mask kind is the
+meaning of the words around the name.
+
+No composed sentence carries a clause of a held-out phrasing (:data:`HELD_OUT_CLAUSES`,
+checked at composition): the held-out test still measures generalisation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from m2sa_core.data.synthetic.knowledge import VIEW_WORDS
+from m2sa_core.data.synthetic.questions import (
+    AMODAL_PHRASINGS,
+    VIEW_ANSWERS,
+    VISIBLE_PHRASINGS,
+    Question,
+    _answer,
+    _labels,
+    name_instance,
+)
+from m2sa_core.data.synthetic.scene import Scene
+from m2sa_core.data.synthetic.shapes import CATEGORIES
+
+VERBS = ("Segment", "Show me", "Outline", "Mark", "Find", "Highlight", "Give me")
+ONE_WORD_HIDDEN = tuple(w for w in VIEW_WORDS["hidden"] if " " not in w)  # hidden, occluded, covered, obscured
+COMPLETE_ADJECTIVES = ("whole", "complete", "entire", "full")
+SEEN_CLAUSES = ("as it is seen", "in view", "in sight", "as far as it can be seen", "as you see it")
+
+# "{v}" a verb, "{name}" the spoken name, "{h}" a one-word hidden synonym, "{hp}" any
+# hidden phrase, "{a}" a complete adjective, "{s}" a seen clause.
+AMODAL_FORMS = (
+    "{v} the {a} {name}.",
+    "{v} the {name}, including the {h} part.",
+    "{v} the {name} with its {h} part.",
+    "{v} all of the {name}, even where it is {hp}.",
+    "{v} the {name}, not just the visible part.",
+    "{v} the {name}, not only what can be seen.",
+    "What is the {a} shape of the {name}?",
+    "{v} the full shape of the {name}, {h} parts too.",
+)
+VISIBLE_FORMS = (
+    "{v} only the visible part of the {name}.",
+    "{v} the {name} {s}.",
+    "{v} the {name}, without the {h} part.",
+    "{v} the {name}, leaving out what is {hp}.",
+    "{v} the {name} but not the {h} part.",
+    "{v} just what can be seen of the {name}.",
+    "Which part of the {name} can be seen?",
+    "{v} the {name} only where it is not {h}.",
+)
+FORMS = {"amodal": AMODAL_FORMS, "visible": VISIBLE_FORMS}
+
+
+def _held_out_clauses() -> tuple[str, ...]:
+    """The clauses of the held-out view phrasings, lower-cased, of three words or more."""
+    clauses = []
+    for phrasings in (AMODAL_PHRASINGS, VISIBLE_PHRASINGS):
+        for piece in phrasings[-1].replace("{name}", ",").replace("?", ",").replace(".", ",").split(","):
+            piece = piece.strip().lower()
+            if len(piece.split()) >= 3:
+                clauses.append(piece)
+    return tuple(clauses)
+
+
+HELD_OUT_CLAUSES = _held_out_clauses()
+
+
+def compose(rng: np.random.Generator, kind: str, name: str) -> str:
+    """One request for the ``kind`` ("amodal" | "visible") mask of ``name``, from the lexicon."""
+    def pick(options):
+        return options[int(rng.integers(len(options)))]
+
+    for _ in range(100):
+        text = (pick(FORMS[kind]).replace("{v}", pick(VERBS)).replace("{a}", pick(COMPLETE_ADJECTIVES))
+                .replace("{hp}", pick(VIEW_WORDS["hidden"])).replace("{h}", pick(ONE_WORD_HIDDEN))
+                .replace("{s}", pick(SEEN_CLAUSES)).replace("{name}", name))
+        if not any(clause in text.lower() for clause in HELD_OUT_CLAUSES):
+            return text
+    raise RuntimeError(f"no {kind} wording of {name!r} avoids the held-out clauses")  # unreachable by design
+
+
+def worded_view_questions(scene: Scene, question: Question, rng: np.random.Generator) -> list[Question]:
+    """The view ``question`` worded afresh, and once per instance by name when it has several.
+
+    Same targets, masks and mask type as ``question``; other families give nothing.
+    """
+    if question.family not in VIEW_ANSWERS:
+        return []
+    spoken = CATEGORIES[scene.objects[question.targets[0][0]].category].spoken
+    name = spoken[int(rng.integers(len(spoken)))]
+    labels = _labels(scene, question.targets)
+    out = [Question(question.family, compose(rng, question.family, name),
+                    _answer(rng, VIEW_ANSWERS[question.family], labels), list(question.targets),
+                    question.mask_type, question.function)]
+    if len(question.targets) > 1:
+        for target, label in zip(question.targets, labels):
+            out.append(Question(question.family, name_instance(compose(rng, question.family, name), label),
+                                _answer(rng, VIEW_ANSWERS[question.family], [label]), [target],
+                                question.mask_type, question.function))
+    return out
