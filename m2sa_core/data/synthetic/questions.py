@@ -343,13 +343,16 @@ def named_view_questions(scene: Scene, question: Question, rng: np.random.Genera
     """
     if question.family not in VIEW_ANSWERS or len(question.targets) < 2:
         return []
-    out = []
-    for target in question.targets:
-        label = _labels(scene, [target])[0]
-        out.append(Question(question.family, name_instance(question.question, label),
-                            _answer(rng, VIEW_ANSWERS[question.family], [label]), [target],
-                            question.mask_type, question.function))
-    return out
+    return [reask_view(question, name_instance(question.question, label), [label], [target], rng)
+            for target, label in zip(question.targets, _labels(scene, question.targets))]
+
+
+def reask_view(question: Question, text: str, labels: list[str], targets: list[tuple[int, str]],
+               rng: np.random.Generator) -> Question:
+    """``question`` (visible/complete) asked as ``text`` about ``targets``: its mask type kept,
+    the answer drawn afresh for ``labels``."""
+    return Question(question.family, text, _answer(rng, VIEW_ANSWERS[question.family], labels), targets,
+                    question.mask_type, question.function)
 
 
 def candidate_questions(scene: Scene, rng: np.random.Generator, held_out: bool) -> dict[str, list[Question]]:

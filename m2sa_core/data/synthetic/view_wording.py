@@ -17,15 +17,16 @@ from __future__ import annotations
 
 import numpy as np
 
-from m2sa_core.data.synthetic.knowledge import VIEW_WORDS
+from m2sa_core.data.synthetic.knowledge import VIEW_WORDS, _pick
 from m2sa_core.data.synthetic.questions import (
     AMODAL_PHRASINGS,
     VIEW_ANSWERS,
     VISIBLE_PHRASINGS,
     Question,
-    _answer,
     _labels,
     name_instance,
+    phrasings_for,
+    reask_view,
 )
 from m2sa_core.data.synthetic.scene import Scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
@@ -63,8 +64,8 @@ FORMS = {"amodal": AMODAL_FORMS, "visible": VISIBLE_FORMS}
 def _held_out_clauses() -> tuple[str, ...]:
     """The clauses of the held-out view phrasings, lower-cased, of three words or more."""
     clauses = []
-    for phrasings in (AMODAL_PHRASINGS, VISIBLE_PHRASINGS):
-        for piece in phrasings[-1].replace("{name}", ",").replace("?", ",").replace(".", ",").split(","):
+    for phrasing in phrasings_for(AMODAL_PHRASINGS, held_out=True) + phrasings_for(VISIBLE_PHRASINGS, held_out=True):
+        for piece in phrasing.replace("{name}", ",").replace("?", ",").replace(".", ",").split(","):
             piece = piece.strip().lower()
             if len(piece.split()) >= 3:
                 clauses.append(piece)
@@ -76,13 +77,11 @@ HELD_OUT_CLAUSES = _held_out_clauses()
 
 def compose(rng: np.random.Generator, kind: str, name: str) -> str:
     """One request for the ``kind`` ("amodal" | "visible") mask of ``name``, from the lexicon."""
-    def pick(options):
-        return options[int(rng.integers(len(options)))]
-
     for _ in range(100):
-        text = (pick(FORMS[kind]).replace("{v}", pick(VERBS)).replace("{a}", pick(COMPLETE_ADJECTIVES))
-                .replace("{hp}", pick(VIEW_WORDS["hidden"])).replace("{h}", pick(ONE_WORD_HIDDEN))
-                .replace("{s}", pick(SEEN_CLAUSES)).replace("{name}", name))
+        text = (_pick(rng, FORMS[kind]).replace("{v}", _pick(rng, VERBS))
+                .replace("{a}", _pick(rng, COMPLETE_ADJECTIVES)).replace("{hp}", _pick(rng, VIEW_WORDS["hidden"]))
+                .replace("{h}", _pick(rng, ONE_WORD_HIDDEN)).replace("{s}", _pick(rng, SEEN_CLAUSES))
+                .replace("{name}", name))
         if not any(clause in text.lower() for clause in HELD_OUT_CLAUSES):
             return text
     raise RuntimeError(f"no {kind} wording of {name!r} avoids the held-out clauses")  # unreachable by design
@@ -95,15 +94,11 @@ def worded_view_questions(scene: Scene, question: Question, rng: np.random.Gener
     """
     if question.family not in VIEW_ANSWERS:
         return []
-    spoken = CATEGORIES[scene.objects[question.targets[0][0]].category].spoken
-    name = spoken[int(rng.integers(len(spoken)))]
+    name = _pick(rng, CATEGORIES[scene.objects[question.targets[0][0]].category].spoken)
     labels = _labels(scene, question.targets)
-    out = [Question(question.family, compose(rng, question.family, name),
-                    _answer(rng, VIEW_ANSWERS[question.family], labels), list(question.targets),
-                    question.mask_type, question.function)]
+    out = [reask_view(question, compose(rng, question.family, name), labels, list(question.targets), rng)]
     if len(question.targets) > 1:
         for target, label in zip(question.targets, labels):
-            out.append(Question(question.family, name_instance(compose(rng, question.family, name), label),
-                                _answer(rng, VIEW_ANSWERS[question.family], [label]), [target],
-                                question.mask_type, question.function))
+            text = name_instance(compose(rng, question.family, name), label)
+            out.append(reask_view(question, text, [label], [target], rng))
     return out

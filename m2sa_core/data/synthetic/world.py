@@ -41,7 +41,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from m2sa_core.data.labels import category_of
+from m2sa_core.data.labels import category_of, make_label
 from m2sa_core.data.rle import encode_mask
 from m2sa_core.data.synthetic.knowledge import knowledge_entry, knowledge_questions, object_and_part_questions
 from m2sa_core.data.synthetic.pretraining import conversation_entry, mask_annotation_entry, text_answer
@@ -152,7 +152,7 @@ def r2sm_entry(gen: GeneratedImage) -> dict[str, Any] | None:
         for i, part in q.targets:
             ann = _annotation(gen, i, part, q.mask_type)
             obj = gen.scene.objects[i]
-            label = f"{obj.category}_{obj.instance}"
+            label = make_label(obj.category, obj.instance)
             # One target per R2SM query: a question about several instances names one.
             text = name_instance(q.question, label) if len(q.targets) > 1 else q.question
             queries.append({"text": text, "mask_type": q.mask_type, "category_name": ann["category_name"],
