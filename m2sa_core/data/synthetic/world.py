@@ -26,7 +26,9 @@ Files (all image paths relative to ``DIR/images``):
   instances, asked again for one named instance each, as R2SM asks
   (``questions.named_view_questions``);
 * ``view_words_train.json``: the same visible/complete requests worded afresh from the
-  view lexicon, without any clause of the held-out phrasings (:mod:`view_wording`).
+  view lexicon, without any clause of the held-out phrasings (:mod:`view_wording`);
+* ``mixed_words_train.json``: an object and the spot of one of its part's actions, asked
+  for together without the word "part" (:mod:`mixed_wording`).
 
 Every annotation also carries ``amodal_segmentation``, the complete mask.
 """
@@ -44,6 +46,7 @@ import numpy as np
 from m2sa_core.data.labels import category_of, make_label
 from m2sa_core.data.rle import encode_mask
 from m2sa_core.data.synthetic.knowledge import knowledge_entry, knowledge_questions, object_and_part_questions
+from m2sa_core.data.synthetic.mixed_wording import worded_mixed_questions
 from m2sa_core.data.synthetic.pretraining import conversation_entry, mask_annotation_entry, text_answer
 from m2sa_core.data.synthetic.questions import Question, name_instance, named_view_questions, sample_questions
 from m2sa_core.data.synthetic.view_wording import worded_view_questions
@@ -195,6 +198,7 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
     r2sm, amodal = [], []
     masks: dict[str, list] = {"train": [], "val": []}
     conversations_train, knowledge_train, knowledge_seg_train, views_train, view_words_train = [], [], [], [], []
+    mixed_words_train = []
     indices = range(n_images)
     if progress:
         from tqdm import tqdm
@@ -225,6 +229,10 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
                 worded = [w for q in gen.questions for w in worded_view_questions(gen.scene, q, rng)]
                 if worded:
                     view_words_train.append(mmr_entry(gen, worded))
+                rng = np.random.default_rng(np.random.SeedSequence([seed, index, 5]))
+                mixed = worded_mixed_questions(gen.scene, rng)
+                if mixed:
+                    mixed_words_train.append(mmr_entry(gen, mixed))
             continue
         by_split: dict[str, list[Question]] = {}
         for q in gen.questions:
@@ -249,7 +257,7 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
         _write_layout(out_dir / name, "image_conversations", "train", generator, entries)
         counts[name] = sum(len(e["conversations"]) for e in entries)
     for name, entries in (("knowledge_seg_train.json", knowledge_seg_train), ("views_train.json", views_train),
-                          ("view_words_train.json", view_words_train)):
+                          ("view_words_train.json", view_words_train), ("mixed_words_train.json", mixed_words_train)):
         _write_json(out_dir / name, entries)
         counts[name] = sum(len(e["questions"]) for e in entries)
     counts["r2sm_test.json"] = sum(len(e["queries"]) for e in r2sm)
