@@ -163,6 +163,10 @@ def test_sharded_evaluation_gives_the_single_process_numbers(tmp_path, synth):
         b = json.loads((tmp_path / f"two-{protocol}.json").read_text())["splits"]
         assert a == b
         assert a["all"]["samples"] >= 3, "too few questions were evaluated for the comparison to mean much"
+        if protocol == "generative":  # each answer's kind of mistake, summed over the ranks too
+            errors = json.loads((tmp_path / "one-generative.json").read_text())["answer_errors"]
+            assert errors == json.loads((tmp_path / "two-generative.json").read_text())["answer_errors"]
+            assert {s: sum(kinds.values()) for s, kinds in errors.items()} == {s: r["samples"] for s, r in a.items()}
 
 
 def test_questions_per_image_trains_on_groups_of_one_image(tmp_path, synth):

@@ -33,6 +33,8 @@ import torch
 from tqdm import tqdm
 
 from m2sa_core.cli_errors import cli_entry
+from m2sa_core.answer_errors import AnswerErrorCounter
+from m2sa_core.answer_errors import markdown as answer_errors_markdown
 from m2sa_core.data.builder import SampleBuilder
 from m2sa_core.prompt import sanitize_command
 from m2sa_core.inference import DEFAULT_MAX_NEW_TOKENS, Segmenter
@@ -143,10 +145,13 @@ def score_amodal(evaluator: AmodalEvaluator, preds: Predictions, record, request
 
 def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, splits: Sequence[str],
                      info: DistInfo = DistInfo(), show_dir: Path | None = None, show: int = 0,
-                     progress: bool = True, amodal: AmodalEvaluator | None = None) -> dict[str, SplitReport]:
+                     progress: bool = True, amodal: AmodalEvaluator | None = None,
+                     answers: AnswerErrorCounter | None = None) -> dict[str, SplitReport]:
     """Score ``records`` (this rank takes every world_size-th one) and all-reduce the sums.
 
-    With ``amodal`` given, visible, amodal and mask-type scores are added to it as well.
+    With ``amodal`` given, visible, amodal and mask-type scores are added to it as well;
+    with ``answers`` given, each free answer's kind of mistake about its targets
+    (generative protocol only: teacher forcing gives the true answer).
     """
     evaluator = SegmentationEvaluator(protocol, splits=sorted(set(splits)))
     builder = SampleBuilder.for_model(segmenter.tokenizer, segmenter.model.config, evaluation=True)
@@ -163,6 +168,8 @@ def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, spl
             result, predictions = generative_predictions(segmenter, image, eval_command(builder, record),
                                                          str(record.image_path))
             truncated += int(result.truncated)
+            if answers is not None:
+                answers.add(result.targets, record.targets, split=record.split)
         evaluator.add(predictions.requested, gts, split=record.split, ignore=record.ignore_mask())
         if amodal is not None:
             score_amodal(amodal, predictions, record, gts)
@@ -175,6 +182,8 @@ def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, spl
     evaluator.all_reduce()
     if amodal is not None:
         amodal.all_reduce()
+    if answers is not None:
+        answers.all_reduce(splits)
     return evaluator.report()
 
 
@@ -277,18 +286,25 @@ def main(argv: list[str] | None = None) -> int:
         records += items[: args.max_items] if args.max_items else items
     out = Path(args.out)
     amodal = AmodalEvaluator(protocol)
+    answers = AnswerErrorCounter() if protocol == "generative" else None
     reports = evaluate_records(segmenter, records, protocol, [r.split for r in records], info,
-                               show_dir=out.with_suffix("") if args.show else None, show=args.show, amodal=amodal)
+                               show_dir=out.with_suffix("") if args.show else None, show=args.show, amodal=amodal,
+                               answers=answers)
     if info.is_main:
         out.parent.mkdir(parents=True, exist_ok=True)
         amodal_report = amodal.report()
         payload = {"model": str(args.model), "protocol": protocol, "data": args.data,
                    "splits": {k: v.as_dict() for k, v in reports.items()}, "amodal": amodal_report}
+        if answers is not None:
+            payload["answer_errors"] = answers.report()
         out.write_text(json.dumps(payload, indent=2))
         table = markdown_table(reports, "M2SA")
         extra = amodal_markdown(amodal_report)
         if extra:
             table += "\n\n" + extra
+        if answers is not None:
+            table += "\n\nWhat the free answers got wrong about their targets (by name, not mask):\n\n"
+            table += answer_errors_markdown(payload["answer_errors"])
         out.with_suffix(".md").write_text(table + "\n")
         print(format_report(reports))
         print()

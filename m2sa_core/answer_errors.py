@@ -1,0 +1,101 @@
+"""What a free answer got wrong about its targets, by kind of mistake.
+
+gIoU and target-count accuracy say how far an answer's masks are from the truth, not
+why. For the language side the why decides what to train next: naming the wrong thing,
+the right thing at the wrong level (the mug for its handle, or the handle alone when
+both were asked for), or the right things with too few or too many instances are
+different failures with different remedies (training/tiny/RUNS.md, run 7). The kinds
+compare target names only (object, instance, part), never masks.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Iterable, Protocol
+
+# In the order of the report: the first kind that describes an answer is its kind.
+KINDS: tuple[str, ...] = (
+    "exact",  # the same targets (object, instance, part), in any order
+    "too few instances",  # the right (object, part) kinds, fewer targets
+    "too many instances",  # the right kinds, more targets
+    "other instances",  # the right kinds and count, other instance numbers
+    "wrong level",  # the right objects, but parts where objects were asked for, or the reverse, or other parts
+    "some category wrong",  # some of the right objects, with wrong or missing ones
+    "no category right",  # none of the objects asked for (an empty answer included)
+)
+
+
+class NamedTarget(Protocol):
+    """Anything named like a target: ``m2sa_core.types.Target``, a dataset's ``TargetAnnotation``."""
+
+    object_name: str
+    instance: int
+    part_name: str
+
+
+def answer_error(predicted: Iterable[NamedTarget], truth: Iterable[NamedTarget]) -> str:
+    """The kind (one of :data:`KINDS`) of ``predicted`` against ``truth``.
+
+    Instances are compared only where the truth numbers them (``instance`` > 0): a
+    dataset that names targets by category (ReasonSeg) cannot tell instances apart.
+    """
+    truth = list(truth)
+    numbered = all(t.instance > 0 for t in truth)
+
+    def names(targets) -> Counter:
+        return Counter((t.object_name.lower(), t.instance if numbered else 0, t.part_name.lower()) for t in targets)
+
+    got, want = names(predicted), names(truth)
+    if got == want:
+        return "exact"
+    got_kinds, want_kinds = {(o, p) for o, _, p in got}, {(o, p) for o, _, p in want}
+    if got_kinds == want_kinds:
+        n_got, n_want = sum(got.values()), sum(want.values())
+        return "too few instances" if n_got < n_want else "too many instances" if n_got > n_want else "other instances"
+    got_objects, want_objects = {o for o, _ in got_kinds}, {o for o, _ in want_kinds}
+    if got_objects == want_objects:
+        return "wrong level"
+    return "some category wrong" if got_objects & want_objects else "no category right"
+
+
+@dataclass
+class AnswerErrorCounter:
+    """Answers of each kind, per split; sums over ``torch.distributed`` processes."""
+
+    counts: dict[str, Counter] = field(default_factory=dict)
+
+    def add(self, predicted: Iterable[NamedTarget], truth: Iterable[NamedTarget], split: str = "all") -> str:
+        kind = answer_error(predicted, truth)
+        self.counts.setdefault(split, Counter())[kind] += 1
+        return kind
+
+    def report(self) -> dict[str, dict[str, int]]:
+        """{split: {kind: answers}} with every kind, and an "all" row when there are several splits."""
+        splits = dict(sorted(self.counts.items()))
+        if len(splits) > 1:
+            splits["all"] = sum(splits.values(), Counter())
+        return {s: {k: int(c[k]) for k in KINDS} for s, c in splits.items()}
+
+    def all_reduce(self, splits: Iterable[str]) -> None:
+        """Sum the counts over all processes (no-op when not initialised). Every process
+        must pass the same ``splits``, even those that saw none of a split's answers."""
+        import torch
+        import torch.distributed as dist
+
+        if not (dist.is_available() and dist.is_initialized()):
+            return
+        splits = sorted(set(splits))
+        state = torch.tensor([[self.counts.get(s, Counter())[k] for k in KINDS] for s in splits], dtype=torch.float64)
+        dist.all_reduce(state)
+        self.counts = {s: Counter({k: int(v) for k, v in zip(KINDS, row.tolist()) if v}) for s, row in zip(splits, state)}
+
+
+def markdown(report: dict[str, dict[str, int]]) -> str:
+    """The report as a table: one row per split, the share of answers of each kind."""
+    lines = ["| answers | " + " | ".join(KINDS) + " |", "|---|" + "---:|" * len(KINDS)]
+    for split, counts in report.items():
+        total = sum(counts.values()) or 1
+        lines.append(f"| {split} ({sum(counts.values())}) | "
+                     + " | ".join(f"{100 * counts[k] / total:.1f} %" for k in KINDS) + " |")
+    return "\n".join(lines)

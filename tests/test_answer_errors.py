@@ -1,0 +1,52 @@
+"""Kinds of answer mistakes: what m2sa-eval reports beside gIoU to say why an answer missed."""
+
+from __future__ import annotations
+
+import pytest
+
+from m2sa_core.answer_errors import KINDS, AnswerErrorCounter, answer_error, markdown
+from m2sa_core.data.labels import parse_label_before
+
+
+def targets(*labels: str):
+    return [parse_label_before(label) for label in labels]
+
+
+@pytest.mark.parametrize("predicted, truth, kind", [
+    (("mug_2", "mug_1"), ("mug_1", "mug_2"), "exact"),
+    (("Mug_1",), ("mug_1",), "exact"),  # generated text may capitalise a label
+    (("mug_1",), ("mug_1", "mug_2"), "too few instances"),
+    (("bottle_1", "bottle_2"), ("bottle_1",), "too many instances"),
+    (("knife_2",), ("knife_1",), "other instances"),
+    # "Point out the mug and also where I pour the coffee into." answered with objects only
+    (("mug_1", "mug_2"), ("mug_1", "mug_1's body"), "wrong level"),
+    (("mug_1's handle",), ("mug_1's body",), "wrong level"),
+    (("mug_1", "lamp_1"), ("mug_1", "bottle_1"), "some category wrong"),
+    (("lamp_1",), ("mug_1", "bottle_1"), "no category right"),
+    ((), ("mug_1",), "no category right"),
+])
+def test_an_answer_gets_the_first_kind_that_describes_its_targets(predicted, truth, kind):
+    assert answer_error(targets(*predicted), targets(*truth)) == kind
+
+
+def test_instances_count_only_where_the_truth_numbers_them():
+    """ReasonSeg names targets by category (instance 0): any instance of it is right."""
+    truth = targets("mug_1")
+    unnumbered = [type(truth[0])(label="mug", object_name="mug", instance=0, part_name="")]
+    assert answer_error(targets("mug_3"), unnumbered) == "exact"
+    assert answer_error(targets("mug_3", "mug_4"), unnumbered) == "too many instances"
+
+
+def test_the_report_counts_every_kind_per_split_and_in_all():
+    counter = AnswerErrorCounter()
+    counter.add(targets("mug_1"), targets("mug_1"), split="test_obj_only")
+    counter.add(targets("mug_1"), targets("mug_1", "mug_2"), split="test_obj_only")
+    counter.add(targets("mug_1"), targets("mug_1", "mug_1's body"), split="test_mixed")
+    report = counter.report()
+    assert list(report) == ["test_mixed", "test_obj_only", "all"]
+    assert all(list(row) == list(KINDS) for row in report.values())
+    assert report["test_obj_only"]["exact"] == 1 and report["test_obj_only"]["too few instances"] == 1
+    assert report["all"]["exact"] == 1 and sum(report["all"].values()) == 3
+    table = markdown(report)
+    assert "| test_obj_only (2) | 50.0 % | 50.0 % |" in table
+    assert counter.all_reduce(["test_mixed", "test_obj_only"]) is None and counter.report() == report  # one process
