@@ -278,3 +278,18 @@ def test_view_words_train_words_each_view_request_afresh_without_held_out_clause
                 wordings.add(re.sub(r"the .+?([,.?]| as | but | only | with )", r"the NAME\1", question, count=1))
         assert next(rows, None) is None  # nothing else in the entry
     assert kinds == {"amodal", "modal"} and len(wordings) > 20
+
+
+def test_view_wording_says_hidden_as_often_when_asking_for_the_visible_mask():
+    """A hidden word must not decide the mask kind: the composed visible requests say
+    "hidden" ("excluding the hidden part") about as often as the complete ones
+    ("including the hidden part"), as with the other hidden words."""
+    from m2sa_core.data.synthetic.knowledge import VIEW_WORDS
+    from m2sa_core.data.synthetic.view_wording import compose
+
+    rng = np.random.default_rng(0)
+    texts = {kind: [compose(rng, kind, "mug") for _ in range(4000)] for kind in ("amodal", "visible")}
+    for word in ("hidden", "occluded", "covered"):
+        assert word in VIEW_WORDS["hidden"]
+        said = {kind: sum(word in t for t in ts) for kind, ts in texts.items()}
+        assert min(said.values()) > 0.75 * max(said.values()), (word, said)

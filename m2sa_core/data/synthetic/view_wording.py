@@ -6,8 +6,11 @@ learns which sentence means which mask instead of which words do: the train side
 says "hidden" in both kinds ("including what is hidden", "not hidden"), so the
 held-out "..., without the hidden part" got the complete mask. These questions word
 the same requests from ``knowledge.VIEW_WORDS`` and the negations people use ("only",
-"without", "not just", "even where it is"), so what decides the mask kind is the
-meaning of the words around the name.
+"without", "excluding", "minus", "not just", "even where it is"), so what decides the
+mask kind is the meaning of the words around the name. Each hidden word meets negations
+(visible) about as often as inclusions (complete), though the held-out clauses take some
+pairings out: with "hidden" said mostly in complete requests, run 6 of
+training/tiny/RUNS.md still read "without the hidden part" as complete.
 
 No composed sentence carries a clause of a held-out phrasing (:data:`HELD_OUT_CLAUSES`,
 checked at composition): the held-out test still measures generalisation.
@@ -47,6 +50,9 @@ AMODAL_FORMS = (
     "{v} the {name}, not only what can be seen.",
     "What is the {a} shape of the {name}?",
     "{v} the full shape of the {name}, {h} parts too.",
+    "{v} the {name} together with the part that is {h}.",
+    "{v} the {name}, plus whatever is {hp}.",
+    "{v} the {name}, {h} part and all.",
 )
 VISIBLE_FORMS = (
     "{v} only the visible part of the {name}.",
@@ -57,6 +63,9 @@ VISIBLE_FORMS = (
     "{v} just what can be seen of the {name}.",
     "Which part of the {name} can be seen?",
     "{v} the {name} only where it is not {h}.",
+    "{v} the {name}, excluding the {h} part.",
+    "{v} the {name}, minus the part that is {h}.",
+    "{v} the {name} without what is {hp}.",
 )
 FORMS = {"amodal": AMODAL_FORMS, "visible": VISIBLE_FORMS}
 
