@@ -239,3 +239,32 @@ def test_checkpoint_overrides_and_freeze_are_checked(world, tmp_path):
     bad_freeze = _stage_config("3_m2sa", world, tmp_path, f"model.init_from={first}", "model.freeze=[sam.typo.]")
     with pytest.raises(ValueError, match="no parameter name starts with 'sam.typo.'"):
         train(bad_freeze)
+
+
+def test_a_training_checkpoint_exports_as_the_model_it_was_at_that_step(world, tmp_path, capsys):
+    """m2sa-export --checkpoint rebuilds the run's model (here stage 1: a tokenizer trained
+    from the data) and puts the step's trained weights on it: the last checkpoint is
+    the final model, an earlier one is not, and a damaged one is refused in one line."""
+    from training.export import main as export_main
+
+    final = Path(train(_stage_config("1_sam", world, tmp_path, "optim.max_steps=4", "eval_data=[]")))
+    steps = sorted((tmp_path / "1_sam" / "checkpoints").glob("step_*"))
+    assert [p.name for p in steps] == ["step_00000002", "step_00000004"]
+    exported = {}
+    for step in steps:
+        assert export_main(["--checkpoint", str(step), "--out", str(tmp_path / step.name)]) == 0
+        exported[step.name] = load_file(str(tmp_path / step.name / "model.safetensors"))
+    reference = load_file(str(final / "model.safetensors"))
+    last, middle = exported["step_00000004"], exported["step_00000002"]
+    assert last.keys() == reference.keys() and all(torch.equal(last[k], reference[k]) for k in reference)
+    assert not all(torch.equal(middle[k], reference[k]) for k in reference)
+    assert (tmp_path / "step_00000004" / "tokenizer.json").read_text() == (final / "tokenizer.json").read_text()
+
+    damaged = steps[0] / "trainables.safetensors"
+    damaged.write_bytes(damaged.read_bytes()[:-8] + b"\0" * 8)
+    capsys.readouterr()
+    assert export_main(["--checkpoint", str(steps[0]), "--out", str(tmp_path / "bad")]) != 0
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "damaged" in err and "trainables.safetensors" in err, err
+    assert export_main(["--checkpoint", str(world), "--out", str(tmp_path / "bad")]) != 0
+    assert "is not a training checkpoint" in capsys.readouterr().err

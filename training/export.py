@@ -1,9 +1,12 @@
 """``m2sa-export``: write a model in our checkpoint format, LoRA merged.
 
-Three inputs, one output format (config.json + model.safetensors + tokenizer files):
+Four inputs, one output format (config.json + model.safetensors + tokenizer files):
 
     m2sa-export --model runs/tiny_synth/final --out models/m2sa-tiny-synth
         a checkpoint of ours (LoRA adapters, if any, folded into the base weights)
+    m2sa-export --checkpoint runs/tiny/3_m2sa/checkpoints/step_00002000 --out runs/tiny/step2000
+        a training checkpoint: the run's model rebuilt from its config.json, the
+        checkpoint's trained weights on top (to score or ship the middle of a run)
     m2sa-export --authors M2SA-7B/ --clip clip-vit-large-patch14/ --preset 7b --out ckpt/m2sa7b
         a checkpoint in the authors' M2SA layout; their CLIP tower comes from its own path
     m2sa-export --llava llava-7b-v1-1/ --sam sam_vit_h_4b8939.pth --clip clip-vit-large-patch14/ \
@@ -38,6 +41,7 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="a checkpoint directory of ours")
+    source.add_argument("--checkpoint", help="a training checkpoint of m2sa-train (<out_dir>/checkpoints/step_N)")
     source.add_argument("--authors", help="a checkpoint in the authors' M2SA layout (file or directory)")
     source.add_argument("--llava", help="an original LLaVA v1 checkpoint directory")
     parser.add_argument("--sam", help="SAM .pth (with --llava)")
@@ -53,6 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     report = None
     if args.model:
         model, tokenizer = from_pretrained(args.model, dtype=dtype, strict=strict)
+    elif args.checkpoint:
+        from training.model_setup import model_at_checkpoint
+
+        model, tokenizer = model_at_checkpoint(args.checkpoint)
+        model.to(dtype)
     elif args.authors:
         if not args.clip:
             parser.error("--authors needs --clip (their checkpoints do not contain the CLIP tower)")

@@ -124,3 +124,30 @@ def save_trained_model(model, tokenizer, out_dir: Path) -> None:
     if has_lora(model):
         model = merge_lora(copy.deepcopy(model))
     save_pretrained(model, tokenizer, out_dir)
+
+
+def model_at_checkpoint(checkpoint: str | Path, device: torch.device | str = "cpu"):
+    """(model, tokenizer) of a training checkpoint (``<out_dir>/checkpoints/step_N``).
+
+    A checkpoint keeps only what training changes, so the model is rebuilt the way the run
+    built it (its ``config.json``: the ``init_from`` model, or a tokenizer trained on its
+    data) and the checkpoint's trainables go on top: a run's middle can be scored and
+    shipped like its end.
+    """
+    from training import checkpoints as ckpt
+    from training.config import load_config
+
+    path = Path(checkpoint)
+    config_path = path.parent.parent / "config.json"
+    if not (path / "manifest.json").is_file() or not config_path.is_file():
+        raise FileNotFoundError(f"{path} is not a training checkpoint (expected <out_dir>/checkpoints/step_N with a "
+                                f"manifest.json, and the run's config.json at {config_path})")
+    config = load_config(config_path)
+    state = ckpt.load_checkpoint(path)  # checks every file against its manifest
+    sources = [] if config.model.init_from else open_sources(config.data, strict=config.strict_data)
+    # What training leaves frozen is the initialisation, drawn after this seed as in training.setup.
+    torch.manual_seed(config.seed)
+    model, tokenizer, _, _ = build_training_model(config, sources, torch.device(device))
+    load_trainable_state(model, state.trainables)
+    return model.eval(), tokenizer
+
