@@ -64,7 +64,10 @@ class TrackPrompts:
         """Pair a command's :class:`Result` with the phi embeddings of its [SEG] states."""
         targets = [TrackedTarget(t.label, t.object_name, t.instance, t.part_name, t.granularity, t.mask_type)
                    for t in result.targets]
-        return cls(np.asarray(embeddings, dtype=np.float32).reshape(len(targets), -1), targets, result.answer, command)
+        embeddings = np.asarray(embeddings, dtype=np.float32)
+        if embeddings.ndim != 2:  # flat, as a message carries them; [0, P] already for an answer without [SEG]
+            embeddings = embeddings.reshape(len(targets), -1) if targets else embeddings.reshape(0, 0)
+        return cls(embeddings, targets, result.answer, command)
 
 
 @dataclass

@@ -166,3 +166,17 @@ def test_m2sa_eval_tracking_protocol_writes_per_frame_reports(tmp_path):
     assert report["protocol"] == "tracking" and set(report["modes"]) == set(MODES)
     assert all(len(mode["per_frame"]) == 2 for mode in report["modes"].values())
     assert "| 1 |" in out.with_suffix(".md").read_text()
+
+
+def test_a_command_answered_without_targets_keeps_empty_prompts_and_tracks_to_nothing(segmenter, scene_image):
+    """An answer with no [SEG] ("There is no such thing here.") must still give a result and
+    a track: its prompts are empty, not an error, and every later frame answers empty."""
+    from m2sa_core.tracking import seg_prompt_embeddings
+
+    answered = Result(answer="There is no such thing here.", targets=[])
+    prompts = TrackPrompts.from_result(answered, seg_prompt_embeddings(segmenter, []), "Where is the piano?")
+    assert len(prompts) == 0 and prompts.embeddings.shape == (0, segmenter.model.config.sam.prompt_embed_dim)
+    tracked, state = segmenter.track(scene_image, prompts)
+    assert tracked.targets == [] and tracked.answer == answered.answer and state.frame_index == 0
+    flat = TrackPrompts.from_result(answered, np.zeros((0,), dtype=np.float32))  # as a message carries them
+    assert flat.embeddings.shape[0] == 0
