@@ -55,13 +55,26 @@ def tint_masks(image: np.ndarray, masks: Sequence[np.ndarray], alpha: float = 0.
     return result
 
 
+def _label_style(image: np.ndarray, scale: float | None) -> tuple[float, int]:
+    """(font scale, stroke thickness): the scale follows the image size unless given."""
+    h, w = image.shape[:2]
+    scale = scale if scale is not None else max(0.3, min(h, w) / 600.0)
+    return scale, max(1, int(round(scale * 1.5)))
+
+
+def label_size(image: np.ndarray, text: str, scale: float | None = None) -> tuple[int, int]:
+    """(width, height) in pixels of the box :func:`draw_label` fills for ``text`` on ``image``."""
+    scale, thickness = _label_style(image, scale)
+    (tw, th), baseline = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, scale, thickness)
+    return tw + 3, th + baseline + 3  # the filled rectangle includes both corners
+
+
 def draw_label(image: np.ndarray, text: str, anchor: tuple[int, int],
                colour: tuple[int, int, int], scale: float | None = None) -> None:
     """Write ``text`` on a filled box of ``colour`` at ``anchor`` (x, y: box top-left),
     kept inside the image; in place. Scale follows the image size unless given."""
     h, w = image.shape[:2]
-    scale = scale if scale is not None else max(0.3, min(h, w) / 600.0)
-    thickness = max(1, int(round(scale * 1.5)))
+    scale, thickness = _label_style(image, scale)
     (tw, th), baseline = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, scale, thickness)
     x = int(min(max(anchor[0], 0), max(w - tw - 2, 0)))
     y = int(min(max(anchor[1], 0), max(h - th - baseline - 2, 0)))
@@ -116,6 +129,7 @@ def overlay_targets(image: np.ndarray, targets: Iterable[Target], alpha: float =
             if target.amodal_mask is not None:
                 dashed_outline(out, target.amodal_mask, target_colour(i), thickness=thickness)
     if labels:
+        placed: list[tuple[int, int, int, int]] = []
         for i, (target, mask) in enumerate(zip(targets, masks)):
             ys, xs = np.nonzero(mask)
             if ys.size == 0:
@@ -123,5 +137,32 @@ def overlay_targets(image: np.ndarray, targets: Iterable[Target], alpha: float =
             text = target.label or target.object_name or f"target {i + 1}"
             if target.score:
                 text = f"{text} {target.score:.2f}"
-            draw_label(out, text, (int(xs.min()), int(ys.min())), target_colour(i))
+            scale, _ = _label_style(out, None)
+            while label_size(out, text, scale)[0] > out.shape[1] - 1 and scale > 0.1:
+                scale *= 0.95  # a long part name shrinks to fit rather than run off the edge
+            box = _place_label(out.shape, label_size(out, text, scale), int(xs.min()), int(ys.min()), placed)
+            placed.append(box)
+            draw_label(out, text, box[:2], target_colour(i), scale)
     return out
+
+
+def _place_label(shape: tuple[int, ...], size: tuple[int, int], x: int, top: int,
+                 placed: list[tuple[int, int, int, int]]) -> tuple[int, int, int, int]:
+    """Box (x0, y0, x1, y1) for a label of ``size`` at a mask whose top-left is (x, top).
+
+    Just above the mask, so the label names the target without covering it (small
+    parts are often narrower than their names), moved further up, else down into the
+    mask, until it meets no label already placed; inside the image. Where every slot
+    is taken, the first one.
+    """
+    h, w = shape[:2]
+    bw, bh = size
+    x = min(max(x, 0), max(w - bw, 0))
+    above = [top - bh * k for k in range(1, top // max(bh, 1) + 1)]
+    below = list(range(max(top, 0), max(h - bh, 0) + 1, max(bh, 1)))
+    candidates = [min(max(y, 0), max(h - bh, 0)) for y in above + below] or [0]
+    for y in candidates:
+        box = (x, y, x + bw, y + bh)
+        if not any(box[0] < o[2] and o[0] < box[2] and box[1] < o[3] and o[1] < box[3] for o in placed):
+            return box
+    return (x, candidates[0], x + bw, candidates[0] + bh)

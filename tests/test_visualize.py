@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from m2sa_core.types import Granularity, Target
-from m2sa_core.visualize import overlay_targets, target_colour, tint_masks
+from m2sa_core.visualize import label_size, overlay_targets, target_colour, tint_masks
 
 
 def _target(mask: np.ndarray, label: str, amodal: np.ndarray | None = None) -> Target:
@@ -49,7 +49,39 @@ def test_labels_are_drawn_near_their_target():
     changed = np.any(with_label != without, axis=2)
     ys, xs = np.nonzero(changed)
     assert ys.size > 20  # text was written
-    assert ys.min() >= 55 and xs.min() >= 55  # at the target's top-left, not elsewhere
+    # just above the target's top-left: it names the mask without covering it
+    _, height = label_size(image, "mug_1 0.80")
+    assert 60 - height <= ys.min() and ys.max() < 60 and 55 <= xs.min() <= 65
+
+
+def test_labels_of_targets_at_the_same_place_are_stacked_not_drawn_over_each_other():
+    # An object and its part (the mug and its handle) start at the same corner, and the
+    # part is narrower than its name: both labels go above the masks, one over the other.
+    image = np.full((120, 160, 3), 128, np.uint8)
+    whole = np.zeros((120, 160), bool)
+    whole[60:100, 60:120] = True
+    part = np.zeros((120, 160), bool)
+    part[60:70, 60:66] = True
+    targets = [_target(whole, "mug_1"), _target(part, "mug_1's handle")]
+    changed = np.any(overlay_targets(image, targets) != overlay_targets(image, targets, labels=False), axis=2)
+    ys, _ = np.nonzero(changed)
+    _, height = label_size(image, "mug_1 0.80")
+    assert ys.max() < 60  # neither label covers the masks
+    assert ys.max() - ys.min() + 1 > 1.5 * height  # two rows of labels, not one drawn over the other
+    # A name wider than the image shrinks to fit instead of running off the edge.
+    long = "mouse_(computer_equipment)_1's right_button IoU 0.48"
+    assert label_size(image, long)[0] > 160
+    changed = np.any(overlay_targets(image, [_target(part, long)]) !=
+                     overlay_targets(image, [_target(part, long)], labels=False), axis=2)
+    _, xs = np.nonzero(changed)
+    assert 100 < xs.max() - xs.min() + 1 < 160  # all of it in view (cut off, it would fill the width)
+    # Where there is no room above, a label goes inside the top of its mask, still in the image.
+    top = np.zeros((120, 160), bool)
+    top[0:30, 10:40] = True
+    changed = np.any(overlay_targets(image, [_target(top, "mug_1")]) !=
+                     overlay_targets(image, [_target(top, "mug_1")], labels=False), axis=2)
+    ys, _ = np.nonzero(changed)
+    assert ys.size > 20 and ys.min() >= 0 and ys.max() <= height
 
 
 def test_amodal_overlay_uses_the_amodal_mask():
