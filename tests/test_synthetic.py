@@ -280,6 +280,63 @@ def test_view_words_train_words_each_view_request_afresh_without_held_out_clause
     assert kinds == {"amodal", "modal"} and len(wordings) > 20
 
 
+def test_view_twins_ask_each_train_view_request_again_as_the_other_kind(world):
+    """Each train visible/complete question made from a fixed phrasing comes back as its
+    twin of the other kind: the same targets, the other mask type, answered in the other
+    kind's words, once about all instances and once per named instance when it has
+    several; no twin carries a clause of a held-out phrasing."""
+    from m2sa_core.data.synthetic.view_twins import TWINS
+    from m2sa_core.data.synthetic.view_wording import HELD_OUT_CLAUSES
+
+    train = {e["image_id"]: e for e in load(world, "MMR_train.json")}
+    other = {"amodal": "modal", "modal": "amodal"}
+    answer_words = {"amodal": ("whole", "complete"), "modal": ("visible",)}
+    twins_of = {twin.split("{name}")[0] for twins in TWINS.values() for twin in twins}
+    kinds = set()
+    entries = load(world, "view_twins_train.json")
+    assert entries
+    for entry in entries:
+        source = train[entry["image_id"]]  # train images only
+        rows = iter(zip(entry["questions"], entry["text_answers"], entry["answers"], entry["mask_types"]))
+        for k, family in enumerate(source["question_families"]):
+            if family not in ("amodal", "visible"):
+                continue
+            anns = source["answers"][k]
+            labels = re.findall(r"the (\S+) \{seg\}", source["text_answers"][k])
+            expected = [(None, anns)] + ([(lab, [a]) for lab, a in zip(labels, anns)] if len(anns) > 1 else [])
+            for label, want in expected:
+                question, answer, got, kind = next(rows)
+                assert kind == other[source["mask_types"][k]]
+                assert any(word in answer for word in answer_words[kind]), answer
+                assert [a["amodal_segmentation"] for a in got] == [a["amodal_segmentation"] for a in want]
+                for a in got:  # the twin's own kind of mask: the complete one, or the visible part of it
+                    seg, whole = decode_rle(a["segmentation"]), decode_rle(a["amodal_segmentation"])
+                    assert (seg == whole).all() if kind == "amodal" else (seg.any() and not (seg & ~whole).any())
+                assert answer.count("{seg}") == len(want)
+                if label is not None:
+                    question = re.fullmatch(rf"(.+) I mean the {re.escape(label)}\.", question).group(1)
+                assert any(question.startswith(start) for start in twins_of), question
+                assert not any(clause in question.lower() for clause in HELD_OUT_CLAUSES), question
+                kinds.add(kind)
+        assert next(rows, None) is None  # nothing else in the entry
+    assert kinds == {"amodal", "modal"}
+
+
+def test_every_train_view_phrasing_has_twins_of_the_other_kind():
+    """A phrasing added to or reworded in questions.py without twins would lean its words
+    towards one mask kind again; the twins keep most of their source's words."""
+    from m2sa_core.data.synthetic.questions import phrasings_for
+    from m2sa_core.data.synthetic.view_twins import TWINS
+
+    train = set(phrasings_for(AMODAL_PHRASINGS, False) + phrasings_for(VISIBLE_PHRASINGS, False))
+    assert set(TWINS) == train
+    for phrasing, twins in TWINS.items():
+        words = set(re.findall(r"[a-z]+", phrasing.lower())) - {"the", "of", "name"}
+        for twin in twins:
+            kept = words & set(re.findall(r"[a-z]+", twin.lower()))
+            assert len(kept) >= len(words) / 2, (phrasing, twin)
+
+
 def test_view_wording_says_hidden_as_often_when_asking_for_the_visible_mask():
     """A hidden word must not decide the mask kind: the composed visible requests say
     "hidden" ("excluding the hidden part") about as often as the complete ones

@@ -28,7 +28,10 @@ Files (all image paths relative to ``DIR/images``):
 * ``view_words_train.json``: the same visible/complete requests worded afresh from the
   view lexicon, without any clause of the held-out phrasings (:mod:`view_wording`);
 * ``mixed_words_train.json``: an object and the spot of one of its part's actions, asked
-  for together without the word "part" (:mod:`mixed_wording`).
+  for together without the word "part" (:mod:`mixed_wording`);
+* ``view_twins_train.json``: each train visible/complete request with its twin of the
+  other kind, the same words turned by a negation, about the same targets
+  (:mod:`view_twins`).
 
 Every annotation also carries ``amodal_segmentation``, the complete mask.
 """
@@ -49,6 +52,7 @@ from m2sa_core.data.synthetic.knowledge import knowledge_entry, knowledge_questi
 from m2sa_core.data.synthetic.mixed_wording import worded_mixed_questions
 from m2sa_core.data.synthetic.pretraining import conversation_entry, mask_annotation_entry, text_answer
 from m2sa_core.data.synthetic.questions import Question, name_instance, named_view_questions, sample_questions
+from m2sa_core.data.synthetic.view_twins import twin_view_questions
 from m2sa_core.data.synthetic.view_wording import worded_view_questions
 from m2sa_core.data.synthetic.scene import Scene, render_scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
@@ -198,7 +202,7 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
     r2sm, amodal = [], []
     masks: dict[str, list] = {"train": [], "val": []}
     conversations_train, knowledge_train, knowledge_seg_train, views_train, view_words_train = [], [], [], [], []
-    mixed_words_train = []
+    mixed_words_train, view_twins_train = [], []
     indices = range(n_images)
     if progress:
         from tqdm import tqdm
@@ -233,6 +237,10 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
                 mixed = worded_mixed_questions(gen.scene, rng)
                 if mixed:
                     mixed_words_train.append(mmr_entry(gen, mixed))
+                rng = np.random.default_rng(np.random.SeedSequence([seed, index, 6]))
+                twins = [t for q in gen.questions for t in twin_view_questions(gen.scene, q, rng)]
+                if twins:
+                    view_twins_train.append(mmr_entry(gen, twins))
             continue
         by_split: dict[str, list[Question]] = {}
         for q in gen.questions:
@@ -257,7 +265,8 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
         _write_layout(out_dir / name, "image_conversations", "train", generator, entries)
         counts[name] = sum(len(e["conversations"]) for e in entries)
     for name, entries in (("knowledge_seg_train.json", knowledge_seg_train), ("views_train.json", views_train),
-                          ("view_words_train.json", view_words_train), ("mixed_words_train.json", mixed_words_train)):
+                          ("view_words_train.json", view_words_train), ("mixed_words_train.json", mixed_words_train),
+                          ("view_twins_train.json", view_twins_train)):
         _write_json(out_dir / name, entries)
         counts[name] = sum(len(e["questions"]) for e in entries)
     counts["r2sm_test.json"] = sum(len(e["queries"]) for e in r2sm)

@@ -1,0 +1,103 @@
+"""Each fixed visible/complete request with its twin of the other kind, for training only.
+
+The four train phrasings of each view kind (``questions.AMODAL_PHRASINGS`` and
+``VISIBLE_PHRASINGS``, the held-out fifth left out) are the requests the tiny model
+meets most often, and their words lean one way: over the stage-3 mixture of run 8,
+"hidden part" came in complete requests eleven times as often as in visible ones
+("..., hidden parts included"), and so the held-out "Outline the mug as it appears,
+without the hidden part." got the complete mask, while "Segment the mug, excluding the
+hidden part." got the visible one (training/tiny/RUNS.md, run 10). A twin keeps a fixed
+phrasing's words and turns its meaning with a negation ("hidden parts included" ->
+"hidden parts left out"), so the words a phrasing shares with its twin cannot decide the
+kind, only the words that differ can. Twins are asked about the same targets as their
+source and answered with the other kind's masks: minimal pairs on the same image.
+
+No twin carries a clause of a held-out phrasing (checked by the test), so the held-out
+R2SM queries still measure generalisation.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from m2sa_core.data.synthetic.knowledge import _pick
+from m2sa_core.data.synthetic.questions import (
+    AMODAL_PHRASINGS,
+    VIEW_ANSWERS,
+    VISIBLE_PHRASINGS,
+    Question,
+    _answer,
+    _labels,
+    name_instance,
+    phrasings_for,
+)
+from m2sa_core.data.synthetic.scene import Scene
+from m2sa_core.data.synthetic.shapes import CATEGORIES
+
+# Train phrasing -> its twins of the other kind, in the order of questions.py.
+TWINS: dict[str, tuple[str, ...]] = {
+    # complete -> visible
+    "Show me the whole {name}, including what is hidden.": (
+        "Show me the {name}, not including what is hidden.",
+        "Show me the {name}, leaving out what is hidden."),
+    "Segment the complete {name}, even the parts covered by other things.": (
+        "Segment the {name}, but not the parts covered by other things.",
+        "Segment the {name}, except the parts covered by other things."),
+    "Outline the entire {name} as if nothing were in front of it.": (
+        "Outline the {name} only where nothing is in front of it.",
+        "Outline the {name}, not as if nothing were in front of it."),
+    "Give me the full shape of the {name}, hidden parts included.": (
+        "Give me the shape of the {name}, hidden parts left out.",
+        "Give me the shape of the {name}, hidden parts excluded."),
+    # visible -> complete
+    "Segment only the visible part of the {name}.": (
+        "Segment not only the visible part of the {name}.",
+        "Segment more than the visible part of the {name}."),
+    "Show me just what can be seen of the {name}.": (
+        "Show me not just what can be seen of the {name}.",
+        "Show me more than what can be seen of the {name}."),
+    "Mark the part of the {name} that is in view.": (
+        "Mark the part of the {name} that is in view and the part that is not.",
+        "Mark all of the {name}, not just the part that is in view."),
+    "Which pixels of the {name} are not hidden?": (
+        "Which pixels belong to the {name}, hidden or not?",
+        "Which pixels of the {name} are hidden and which are not?"),
+}
+OTHER_KIND = {"amodal": ("visible", "visible", "modal"), "visible": ("amodal", "whole", "amodal")}
+
+
+def source_phrasing(question: Question, scene: Scene) -> str | None:
+    """The train phrasing ``question`` was made from, or None (held-out, named or other family)."""
+    phrasings = {"amodal": AMODAL_PHRASINGS, "visible": VISIBLE_PHRASINGS}.get(question.family)
+    if phrasings is None:
+        return None
+    spoken = CATEGORIES[scene.objects[question.targets[0][0]].category].spoken
+    for phrasing in phrasings_for(phrasings, held_out=False):
+        if any(question.question == phrasing.replace("{name}", name) for name in spoken):
+            return phrasing
+    return None
+
+
+def twin_view_questions(scene: Scene, question: Question, rng: np.random.Generator) -> list[Question]:
+    """``question``'s twin of the other kind, and once per instance by name when it has several.
+
+    Same targets as ``question``, the other mask type; a question not made from a train
+    view phrasing gives nothing.
+    """
+    phrasing = source_phrasing(question, scene)
+    if phrasing is None:
+        return []
+    family, function, mask_type = OTHER_KIND[question.family]
+    name = next(n for n in CATEGORIES[scene.objects[question.targets[0][0]].category].spoken
+                if question.question == phrasing.replace("{name}", n))
+    labels = _labels(scene, question.targets)
+
+    def ask(text: str, targets: list[tuple[int, str]], names: list[str]) -> Question:
+        return Question(family, text, _answer(rng, VIEW_ANSWERS[family], names), targets, mask_type, function)
+
+    out = [ask(_pick(rng, TWINS[phrasing]).replace("{name}", name), list(question.targets), labels)]
+    if len(question.targets) > 1:
+        for target, label in zip(question.targets, labels):
+            text = name_instance(_pick(rng, TWINS[phrasing]).replace("{name}", name), label)
+            out.append(ask(text, [target], [label]))
+    return out
