@@ -350,3 +350,27 @@ def test_view_wording_says_hidden_as_often_when_asking_for_the_visible_mask():
         assert word in VIEW_WORDS["hidden"]
         said = {kind: sum(word in t for t in ts) for kind, ts in texts.items()}
         assert min(said.values()) > 0.75 * max(said.values()), (word, said)
+
+
+def test_phrase_exposure_shows_the_twins_balance_a_phrasings_words(world, tmp_path):
+    """scripts/phrase_exposure.py, as run from the repository: over MMR_train alone the
+    fixed complete phrasing's "hidden parts" comes with complete requests only; adding
+    the twins brings it to visible ones as well."""
+    import subprocess
+    import sys
+
+    def table(*files: str) -> dict[str, list[float]]:
+        config = tmp_path / f"mix{len(files)}.yaml"
+        config.write_text("data:\n" + "".join(
+            f"  - {{kind: synthetic, name: s{i}, path: {world / f}, image_root: {world / 'images'}, rate: 1.0}}\n"
+            for i, f in enumerate(files)))
+        root = Path(__file__).resolve().parents[1]
+        out = subprocess.run([sys.executable, "scripts/phrase_exposure.py", str(config), "hidden parts"],
+                             cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
+        rows = [line.rsplit(maxsplit=3) for line in out[1:]]
+        return {phrase: [float(x) for x in counts] for phrase, *counts in rows}
+
+    complete, visible, _ = table("MMR_train.json")["hidden parts"]
+    assert complete > 0 and visible == 0
+    complete, visible, _ = table("MMR_train.json", "view_twins_train.json")["hidden parts"]
+    assert complete > 0 and visible > 0
