@@ -374,3 +374,18 @@ def test_phrase_exposure_shows_the_twins_balance_a_phrasings_words(world, tmp_pa
     assert complete > 0 and visible == 0
     complete, visible, _ = table("MMR_train.json", "view_twins_train.json")["hidden parts"]
     assert complete > 0 and visible > 0
+
+
+def test_probe_view_wording_asks_every_variant_about_the_same_objects(world):
+    """scripts/probe_view_wording.py, as run from the repository with the shipped model:
+    one table row per request, each counted over the same held-out visible requests."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "scripts/probe_view_wording.py", "--model", "models/m2sa-tiny-synth",
+                          "--heldout", str(world), "--images", "1", "--variant", "Mark the {name} in view."],
+                         cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
+    rows = [line for line in out[2:] if line.startswith("| ")]
+    assert len(rows) == 9 and rows[-1].startswith("| Mark the X in view. |")
+    assert {row.rsplit("|", 2)[1].split("/")[1].strip() for row in rows} == {"1"}
