@@ -81,7 +81,7 @@ def test_segmenter_default_token_limit_and_truncated_flag():
     import numpy as np
 
     segmenter = Segmenter.from_pretrained(SHIPPED, max_new_tokens=2)
-    image = np.zeros((64, 64, 3), np.uint8)
+    image = np.zeros((480, 640, 3), np.uint8)  # a dark camera frame
     assert segmenter.segment(image, "Which objects can hold a drink?").truncated
     segmenter.max_new_tokens = DEFAULT_MAX_NEW_TOKENS
     assert not segmenter.segment(image, "Which objects can hold a drink?").truncated

@@ -66,17 +66,22 @@ def test_tracking_never_calls_the_language_model(segmenter, scene_image):
 
 
 def test_masks_follow_a_panned_camera(segmenter, scene_image):
-    """A target's tracked mask moves with the image: IoU with the shifted first mask is high."""
+    """After a pan, a tracked mask is where answering the command again puts it, not where
+    the target was: tracking reuses the command's prompts on the new frame at a fraction of
+    the cost (bench/bench_tracking.py), so it must see what the model itself sees there."""
     result, prompts = answer_with_prompts(segmenter, scene_image, COMMAND)
-    shift = 16
-    panned = np.roll(scene_image, shift, axis=1)
+    panned = np.roll(scene_image, 16, axis=1)
     tracked, _ = segmenter.track(panned, prompts)
-    ious = []
-    for before, after in zip(result.targets, tracked.targets):
-        expected = np.roll(before.mask, shift, axis=1)
-        union = (expected | after.mask).sum()
-        ious.append((expected & after.mask).sum() / union if union else 1.0)
-    assert np.mean(ious) > 0.5, ious
+    again = segmenter.segment(panned, COMMAND)
+    assert again.answer == result.answer and len(tracked.targets) == len(again.targets) > 0
+
+    def iou(a: np.ndarray, b: np.ndarray) -> float:
+        union = (a | b).sum()
+        return float((a & b).sum() / union) if union else 1.0
+
+    for before, after, answered in zip(result.targets, tracked.targets, again.targets):
+        assert iou(after.mask, answered.mask) > 0.9
+        assert iou(after.mask, answered.mask) > iou(after.mask, before.mask) + 0.3  # it moved
 
 
 def test_previous_mask_prompt_changes_the_decoder_input(segmenter, scene_image):
