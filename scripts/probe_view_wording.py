@@ -18,11 +18,13 @@ from pathlib import Path
 
 import cv2
 
+from m2sa_core.data.synthetic.questions import VISIBLE_PHRASINGS, phrasings_for
 from m2sa_core.inference import Segmenter
 
-HELD_OUT_START, HELD_OUT_END = "Outline the ", " as it appears, without the hidden part."
+HELD_OUT = phrasings_for(VISIBLE_PHRASINGS, held_out=True)[0]  # the R2SM test's visible request
+HELD_OUT_START, HELD_OUT_END = HELD_OUT.split("{name}")
 VARIANTS = (
-    "Outline the {name} as it appears, without the hidden part.",
+    HELD_OUT,
     "Outline the {name}, without the hidden part.",
     "Outline the {name} as it appears.",
     "Outline the {name}, without the occluded part.",

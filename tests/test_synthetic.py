@@ -244,6 +244,27 @@ def test_views_train_asks_each_instance_of_a_several_target_view_question_by_nam
     assert expected and named == expected
 
 
+def _view_rows(source: dict, entry: dict):
+    """Walk a generated entry against the train entry it was made from: for each of the
+    source's visible/complete questions, a row about all its instances and, when it has
+    several, one per named instance. Yields (k, the source's annotations for that row,
+    the question without its "I mean the X." suffix, text answer, answers, mask type);
+    fails if the entry holds anything more."""
+    rows = iter(zip(entry["questions"], entry["text_answers"], entry["answers"], entry["mask_types"]))
+    for k, family in enumerate(source["question_families"]):
+        if family not in ("amodal", "visible"):
+            continue
+        anns = source["answers"][k]
+        labels = re.findall(r"the (\S+) \{seg\}", source["text_answers"][k])
+        expected = [(None, anns)] + ([(lab, [a]) for lab, a in zip(labels, anns)] if len(anns) > 1 else [])
+        for label, want in expected:
+            question, answer, got, kind = next(rows)
+            if label is not None:
+                question = re.fullmatch(rf"(.+) I mean the {re.escape(label)}\.", question).group(1)
+            yield k, want, question, answer, got, kind
+    assert next(rows, None) is None  # nothing else in the entry
+
+
 def test_view_words_train_words_each_view_request_afresh_without_held_out_clauses(world):
     """The visible/complete requests worded from the view lexicon: for each such train
     question, one rewording about all its instances and one per named instance when it
@@ -258,25 +279,15 @@ def test_view_words_train_words_each_view_request_afresh_without_held_out_clause
     assert entries
     for entry in entries:
         source = train[entry["image_id"]]  # train images only
-        rows = iter(zip(entry["questions"], entry["text_answers"], entry["answers"], entry["mask_types"]))
-        for k, family in enumerate(source["question_families"]):
-            if family not in ("amodal", "visible"):
-                continue
-            anns = source["answers"][k]
-            labels = re.findall(r"the (\S+) \{seg\}", source["text_answers"][k])
-            expected = [(None, anns)] + ([(lab, [a]) for lab, a in zip(labels, anns)] if len(anns) > 1 else [])
-            for label, want in expected:
-                question, answer, got, kind = next(rows)
-                assert kind == source["mask_types"][k] == ("amodal" if family == "amodal" else "modal")
-                assert [a["segmentation"] for a in got] == [a["segmentation"] for a in want]
-                assert answer.count("{seg}") == len(want)
-                if label is not None:
-                    question = re.fullmatch(rf"(.+) I mean the {re.escape(label)}\.", question).group(1)
-                assert question not in held_out
-                assert not any(clause in question.lower() for clause in HELD_OUT_CLAUSES), question
-                kinds.add(kind)
-                wordings.add(re.sub(r"the .+?([,.?]| as | but | only | with )", r"the NAME\1", question, count=1))
-        assert next(rows, None) is None  # nothing else in the entry
+        for k, want, question, answer, got, kind in _view_rows(source, entry):
+            family = source["question_families"][k]
+            assert kind == source["mask_types"][k] == ("amodal" if family == "amodal" else "modal")
+            assert [a["segmentation"] for a in got] == [a["segmentation"] for a in want]
+            assert answer.count("{seg}") == len(want)
+            assert question not in held_out
+            assert not any(clause in question.lower() for clause in HELD_OUT_CLAUSES), question
+            kinds.add(kind)
+            wordings.add(re.sub(r"the .+?([,.?]| as | but | only | with )", r"the NAME\1", question, count=1))
     assert kinds == {"amodal", "modal"} and len(wordings) > 20
 
 
@@ -297,28 +308,17 @@ def test_view_twins_ask_each_train_view_request_again_as_the_other_kind(world):
     assert entries
     for entry in entries:
         source = train[entry["image_id"]]  # train images only
-        rows = iter(zip(entry["questions"], entry["text_answers"], entry["answers"], entry["mask_types"]))
-        for k, family in enumerate(source["question_families"]):
-            if family not in ("amodal", "visible"):
-                continue
-            anns = source["answers"][k]
-            labels = re.findall(r"the (\S+) \{seg\}", source["text_answers"][k])
-            expected = [(None, anns)] + ([(lab, [a]) for lab, a in zip(labels, anns)] if len(anns) > 1 else [])
-            for label, want in expected:
-                question, answer, got, kind = next(rows)
-                assert kind == other[source["mask_types"][k]]
-                assert any(word in answer for word in answer_words[kind]), answer
-                assert [a["amodal_segmentation"] for a in got] == [a["amodal_segmentation"] for a in want]
-                for a in got:  # the twin's own kind of mask: the complete one, or the visible part of it
-                    seg, whole = decode_rle(a["segmentation"]), decode_rle(a["amodal_segmentation"])
-                    assert (seg == whole).all() if kind == "amodal" else (seg.any() and not (seg & ~whole).any())
-                assert answer.count("{seg}") == len(want)
-                if label is not None:
-                    question = re.fullmatch(rf"(.+) I mean the {re.escape(label)}\.", question).group(1)
-                assert any(question.startswith(start) for start in twins_of), question
-                assert not any(clause in question.lower() for clause in HELD_OUT_CLAUSES), question
-                kinds.add(kind)
-        assert next(rows, None) is None  # nothing else in the entry
+        for k, want, question, answer, got, kind in _view_rows(source, entry):
+            assert kind == other[source["mask_types"][k]]
+            assert any(word in answer for word in answer_words[kind]), answer
+            assert [a["amodal_segmentation"] for a in got] == [a["amodal_segmentation"] for a in want]
+            for a in got:  # the twin's own kind of mask: the complete one, or the visible part of it
+                seg, whole = decode_rle(a["segmentation"]), decode_rle(a["amodal_segmentation"])
+                assert (seg == whole).all() if kind == "amodal" else (seg.any() and not (seg & ~whole).any())
+            assert answer.count("{seg}") == len(want)
+            assert any(question.startswith(start) for start in twins_of), question
+            assert not any(clause in question.lower() for clause in HELD_OUT_CLAUSES), question
+            kinds.add(kind)
     assert kinds == {"amodal", "modal"}
 
 

@@ -68,15 +68,17 @@ TWINS: dict[str, tuple[str, ...]] = {
 OTHER_KIND = {"amodal": ("visible", "visible", "modal"), "visible": ("amodal", "whole", "amodal")}
 
 
-def source_phrasing(question: Question, scene: Scene) -> str | None:
-    """The train phrasing ``question`` was made from, or None (held-out, named or other family)."""
+def source_phrasing(question: Question, scene: Scene) -> tuple[str, str] | None:
+    """The train phrasing ``question`` was made from and the spoken name it was filled
+    with, or None (held-out, named or other family)."""
     phrasings = {"amodal": AMODAL_PHRASINGS, "visible": VISIBLE_PHRASINGS}.get(question.family)
     if phrasings is None:
         return None
     spoken = CATEGORIES[scene.objects[question.targets[0][0]].category].spoken
     for phrasing in phrasings_for(phrasings, held_out=False):
-        if any(question.question == phrasing.replace("{name}", name) for name in spoken):
-            return phrasing
+        for name in spoken:
+            if question.question == phrasing.replace("{name}", name):
+                return phrasing, name
     return None
 
 
@@ -86,12 +88,11 @@ def twin_view_questions(scene: Scene, question: Question, rng: np.random.Generat
     Same targets as ``question``, the other mask type; a question not made from a train
     view phrasing gives nothing.
     """
-    phrasing = source_phrasing(question, scene)
-    if phrasing is None:
+    source = source_phrasing(question, scene)
+    if source is None:
         return []
+    phrasing, name = source
     family, function, mask_type = OTHER_KIND[question.family]
-    name = next(n for n in CATEGORIES[scene.objects[question.targets[0][0]].category].spoken
-                if question.question == phrasing.replace("{name}", n))
     labels = _labels(scene, question.targets)
 
     def ask(text: str, targets: list[tuple[int, str]], names: list[str]) -> Question:
