@@ -12,12 +12,16 @@
 # Resumable: run it again after an interruption; finished steps are skipped and an
 # interrupted stage continues from its last checkpoint. Wall time per step goes to
 # runs/tiny/timings.tsv. Set OMP_NUM_THREADS=1 when other processes share the cores.
+# Environment: RUNS (default runs/tiny) keeps an experiment's stages apart, each stage
+# starting from the one before it under the same RUNS; DATA and HELD are where the
+# training and held-out worlds go (data/synth, data/heldout: the stage configs read
+# data/synth); BIN is where the m2sa-* commands are (.venv/bin).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
 RUNS=${RUNS:-runs/tiny}
-DATA=data/synth
-HELD=data/heldout
+DATA=${DATA:-data/synth}
+HELD=${HELD:-data/heldout}
 EXPORT=0
 if [[ "${1:-}" == "--export" ]]; then EXPORT=1; shift; fi
 mkdir -p "$RUNS"
@@ -43,11 +47,13 @@ if [[ ! -f $HELD/.complete ]]; then
   touch $HELD/.complete
 fi
 
+previous=""  # each stage starts from the one before it, under the same $RUNS
 for stage in 1_sam 2_language 3_m2sa; do
   if [[ ! -f $RUNS/$stage/final/model.safetensors ]]; then
     timed "$stage" "$BIN/m2sa-train" --config "training/tiny/$stage.yaml" --resume \
-      "out_dir=$RUNS/$stage" "$@"
+      "out_dir=$RUNS/$stage" ${previous:+"model.init_from=$RUNS/$previous/final"} "$@"
   fi
+  previous=$stage
 done
 
 MODEL=$RUNS/3_m2sa/final

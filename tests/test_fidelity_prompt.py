@@ -24,12 +24,9 @@ SHIPPED = ROOT / "models" / "m2sa-tiny-synth"
 # Prompt ids of a demo command for the shipped model: what its training built (no
 # segmentation request after the question). Re-pinned only when the model is re-exported
 # with a new tokenizer (scripts/train_tiny.sh --export), never when the prompt code changes.
-SHIPPED_DEMO_IDS = [1, 36, 312, 302, 274, 437, 90, 72, 324, 287, 502, 381, 272, 86, 456, 288, 407, 287, 85, 87, 313,
-                    318, 76, 490, 379, 266, 462, 76, 74, 324, 70, 72, 455, 17, 224, 298, 455, 448, 76, 89, 363, 224,
-                    261, 79, 83, 73, 88, 79, 15, 355, 437, 68, 488, 71, 15, 288, 276, 300, 76, 266, 407, 86, 90, 392,
-                    86, 345, 262, 456, 271, 224, 311, 363, 87, 76, 322, 86, 17, 224, 56, 421, 53, 29, 224, -200, 202,
-                    44, 323, 438, 345, 260, 88, 85, 81, 370, 262, 494, 17, 224, 332, 317, 75, 406, 347, 505, 34, 224,
-                    36, 54, 54, 44, 54, 55, 36, 49, 55, 29]
+SHIPPED_DEMO_IDS = [1, 36, 679, 688, 303, 701, 550, 296, 457, 694, 698, 549, 17, 565, 549, 697, 700, 15, 696, 15, 296,
+                    695, 699, 345, 262, 550, 271, 689, 17, 705, 29, 224, -200, 202, 44, 956, 345, 798, 377, 262, 486, 17,
+                    938, 738, 357, 529, 34, 706, 29]
 
 
 @pytest.mark.parametrize("preset", ["7b", "13b"])

@@ -1,0 +1,85 @@
+"""scripts/train_tiny.sh, the shipped model's pipeline, run with stand-in commands.
+
+The stages themselves are tested through ``m2sa-train`` (test_staged_training.py); this
+checks what only the script decides: which checkpoint each stage starts from, that a
+finished step is not run again, and where the figures and the export go. The stand-ins
+(``BIN``) record their arguments and write the files the real commands would.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+
+SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "train_tiny.sh"
+
+STAND_IN = r"""#!/usr/bin/env bash
+# Record the call, then write what the real command would leave behind.
+printf '%s' "$(basename "$0")" >> "$CALLS"; printf ' %q' "$@" >> "$CALLS"; echo >> "$CALLS"
+previous=""
+for arg in "$@"; do
+  case "$arg" in
+    out_dir=*) mkdir -p "${arg#out_dir=}/final" && touch "${arg#out_dir=}/final/model.safetensors" ;;
+  esac
+  if [[ "$previous" == "--out" ]]; then
+    case "$(basename "$0")" in
+      m2sa-eval) mkdir -p "$(dirname "$arg")" && touch "$arg" ;;  # a JSON file
+      *) mkdir -p "$arg" ;;                                        # a world or a model directory
+    esac
+  fi
+  previous=$arg
+done
+"""
+
+
+@pytest.fixture()
+def pipeline(tmp_path):
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for name in ("m2sa-synth", "m2sa-train", "m2sa-eval", "m2sa-export"):
+        (bin_dir / name).write_text(STAND_IN)
+        (bin_dir / name).chmod(0o755)
+    env = {**os.environ, "BIN": str(bin_dir), "RUNS": str(tmp_path / "runs" / "trial"),
+           "DATA": str(tmp_path / "synth"), "HELD": str(tmp_path / "heldout"), "CALLS": str(tmp_path / "calls")}
+
+    def run(*args: str) -> list[list[str]]:
+        calls = tmp_path / "calls"
+        calls.write_text("")
+        done = subprocess.run(["bash", str(SCRIPT), *args], env=env, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        return [shlex.split(line) for line in calls.read_text().splitlines()]
+
+    return run, tmp_path / "runs" / "trial"
+
+
+def _option(call: list[str], key: str) -> str | None:
+    values = [arg.split("=", 1)[1] for arg in call if arg.startswith(key + "=")]
+    return values[-1] if values else None
+
+
+def test_each_stage_starts_from_the_previous_stage_of_the_same_run(pipeline):
+    run, runs = pipeline
+    calls = run("device=cpu")
+    trains = [call for call in calls if call[0] == "m2sa-train"]
+    assert [_option(call, "out_dir") for call in trains] == [f"{runs}/1_sam", f"{runs}/2_language", f"{runs}/3_m2sa"]
+    # Under RUNS, not the default runs/tiny: a second run must never build on the first's stages.
+    assert [_option(call, "model.init_from") for call in trains] == [
+        None, f"{runs}/1_sam/final", f"{runs}/2_language/final"]
+    assert all(call[-1] == "device=cpu" for call in trains)  # the caller's overrides reach every stage
+    evals = [call for call in calls if call[0] == "m2sa-eval"]
+    assert len(evals) == 4 and all(call[call.index("--model") + 1] == f"{runs}/3_m2sa/final" for call in evals)
+    assert not [call for call in calls if call[0] == "m2sa-export"]
+
+
+def test_a_finished_pipeline_runs_nothing_again_and_exports_on_request(pipeline):
+    run, runs = pipeline
+    run()
+    again = run("--export")
+    assert [call[0] for call in again] == ["m2sa-export"]
+    assert again[0][again[0].index("--model") + 1] == f"{runs}/3_m2sa/final"
+    assert {line.split("\t")[0] for line in (runs / "timings.tsv").read_text().splitlines()} >= {
+        "1_sam", "2_language", "3_m2sa", "eval_generative"}
