@@ -27,8 +27,8 @@ from m2sa_core.model.preprocess import ImageProcessor
 from m2sa_core.model.presets import build_preset
 from m2sa_core.model.trainable import apply_trainable_policy
 from training.config import load_config
-from training.promptable_eval import evaluate_promptable
 from training.model_setup import training_corpus
+from training.promptable_eval import evaluate_promptable
 from training.sources import open_sources
 from training.train import train
 
@@ -177,6 +177,23 @@ def test_stage_policies_train_only_their_parts():
     assert trained == {"vision_tower", "mm_projector", "llm"}
 
 
+def _assert_tokenizer_spells_every_later_training_word_whole(stage1, first: Path, world: Path, tmp_path) -> None:
+    """Stage 1 trains the tokenizer every later stage keeps, so it must read their texts.
+
+    A word it never saw is spelt in byte pieces that other words share ("pointer" as
+    `p o in ter`, three pieces of the remote's "point", tying the mouse's held-out question
+    to the remote); reading every source of stages 2 and 3 keeps each training word one token.
+    """
+    read = {spec.path for spec in stage1.model.tokenizer_data}
+    later = [spec for stage in ("2_language", "3_m2sa") for spec in _stage_config(stage, world, tmp_path).data]
+    assert {spec.path for spec in later} <= read
+    tokenizer = AutoTokenizer.from_pretrained(first)
+    split = tokenizer.backend_tokenizer.pre_tokenizer
+    vocab = tokenizer.get_vocab()
+    words = {piece for text in training_corpus(open_sources(later)) for piece, _ in split.pre_tokenize_str(text)}
+    assert {word for word in words if word.lstrip("Ġ").isalpha() and word not in vocab} == set()
+
+
 def test_three_stages_chain_through_m2sa_train(world, tmp_path):
     stage1 = _stage_config("1_sam", world, tmp_path, "eval_every=2")
     assert stage1.objective == "promptable"
@@ -184,6 +201,7 @@ def test_three_stages_chain_through_m2sa_train(world, tmp_path):
     w1 = _weights(tmp_path / "1_sam")
     evals = sorted((tmp_path / "1_sam").glob("eval_step*.json"))
     assert evals and "box_miou_part" in json.loads(evals[-1].read_text())["val"]
+    _assert_tokenizer_spells_every_later_training_word_whole(stage1, Path(first), world, tmp_path)
 
     stage2 = _stage_config("2_language", world, tmp_path, f"model.init_from={first}")
     second = train(stage2)
@@ -199,25 +217,6 @@ def test_three_stages_chain_through_m2sa_train(world, tmp_path):
     assert not _changed(w2, w3, "sam.image_encoder.") and not _changed(w2, w3, "sam.prompt_encoder.")
     for prefix in ("sam.mask_decoder.", "fusion.", "seg_projector.", "llm."):
         assert _changed(w2, w3, prefix), prefix
-
-
-def test_the_stage_1_tokenizer_spells_every_later_training_word_whole(world, tmp_path):
-    """Stage 1 trains the tokenizer every later stage keeps, so it must read their texts.
-
-    A word it never saw is spelt in byte pieces that other words share ("pointer" as
-    "point" + "er", tying the mouse's held-out question to the remote's "point at the TV");
-    reading every source of stages 2 and 3 keeps each training word one token.
-    """
-    stage1 = _stage_config("1_sam", world, tmp_path, "eval_data=[]", "optim.max_steps=1")
-    read = {spec.path for spec in stage1.model.tokenizer_data}
-    later = [spec for stage in ("2_language", "3_m2sa") for spec in _stage_config(stage, world, tmp_path).data]
-    assert {spec.path for spec in later} <= read
-    tokenizer = AutoTokenizer.from_pretrained(train(stage1))
-    split = tokenizer.backend_tokenizer.pre_tokenizer
-    vocab = tokenizer.get_vocab()
-    texts = training_corpus(open_sources(later))
-    words = {piece for text in texts for piece, _ in split.pre_tokenize_str(text)}
-    assert {word for word in words if word.lstrip("Ġ").isalpha() and word not in vocab} == set()
 
 
 def test_promptable_stage_resumes_where_it_stopped(world, tmp_path):
