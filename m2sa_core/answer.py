@@ -13,58 +13,46 @@ convention, so every [SEG] still yields a target, labelled from its raw text.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from m2sa_core.data.labels import ITS_PART_RE, LABEL_RE
+from m2sa_core.data.labels import ITS_PART_RE, LABEL_RE, ParsedLabel
 from m2sa_core.prompt import SEG_TOKEN
-from m2sa_core.types import Granularity
 
 # Where a free-form span starts: after sentence punctuation or a conjunction.
 _SPAN_SPLIT_RE = re.compile(r"[.,;:!?\n]|\b(?:and|or)\b", re.IGNORECASE)
 _LEADING_WORDS_RE = re.compile(r"^(?:(?:the|a|an|it|is|are|this|that|these|those)\s+)+", re.IGNORECASE)
 
 
-@dataclass(frozen=True)
-class ParsedTarget:
-    """The label of one [SEG] and its parts (fields as in :class:`m2sa_core.types.Target`)."""
-
-    label: str
-    object_name: str
-    instance: int
-    part_name: str
-    granularity: Granularity
-
-
-def _fallback(span: str, index: int) -> ParsedTarget:
+def _fallback(span: str, index: int) -> ParsedLabel:
     """Label a [SEG] whose text breaks the convention with its last clause."""
     pieces = _SPAN_SPLIT_RE.split(span)
     clause = next((p.strip() for p in reversed(pieces) if p and p.strip()), "")
     clause = _LEADING_WORDS_RE.sub("", clause).strip() or clause
     label = clause or f"target_{index + 1}"
-    return ParsedTarget(label, label, 0, "", Granularity.OBJECT)
+    return ParsedLabel(label, label, 0, "")
 
 
-def parse_targets(raw_answer: str) -> list[ParsedTarget]:
-    """One :class:`ParsedTarget` per [SEG] in ``raw_answer``, in order."""
+def _named(obj: str, instance: int, part: str) -> ParsedLabel:
+    """The label as the answer spelt it, folded to lower case (``mug_0`` stays ``mug_0``)."""
+    label = f"{obj}_{instance}'s {part}" if part else f"{obj}_{instance}"
+    return ParsedLabel(label, obj, instance, part)
+
+
+def parse_targets(raw_answer: str) -> list[ParsedLabel]:
+    """One :class:`~m2sa_core.data.labels.ParsedLabel` per [SEG] in ``raw_answer``, in order."""
     spans = raw_answer.split(SEG_TOKEN)[:-1]  # the text before each [SEG]
-    targets: list[ParsedTarget] = []
+    targets: list[ParsedLabel] = []
     last_object: tuple[str, int] | None = None
     for i, span in enumerate(spans):
         text = span.rstrip()
         m = LABEL_RE.search(text)
         if m:
-            obj, inst, part = m["object"].lower(), int(m["instance"]), (m["part"] or "").lower()
+            obj, inst = m["object"].lower(), int(m["instance"])
             last_object = (obj, inst)
-            if part:
-                targets.append(ParsedTarget(f"{obj}_{inst}'s {part}", obj, inst, part, Granularity.PART))
-            else:
-                targets.append(ParsedTarget(f"{obj}_{inst}", obj, inst, "", Granularity.OBJECT))
+            targets.append(_named(obj, inst, (m["part"] or "").lower()))
             continue
         m = ITS_PART_RE.search(text)
         if m and last_object is not None:
-            obj, inst = last_object
-            part = m["part"].lower()
-            targets.append(ParsedTarget(f"{obj}_{inst}'s {part}", obj, inst, part, Granularity.PART))
+            targets.append(_named(*last_object, m["part"].lower()))
             continue
         targets.append(_fallback(text, i))
     return targets

@@ -22,11 +22,12 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from m2sa_core.answer import ParsedTarget, clean_answer, parse_targets
+from m2sa_core.answer import clean_answer, parse_targets
+from m2sa_core.data.labels import ParsedLabel
 from m2sa_core.model.decoding import DynamicDecoder, StaticDecoder, static_length
 from m2sa_core.model.greedy import Generation, greedy_generate
 from m2sa_core.model.m2sa import FrameFeatures
-from m2sa_core.types import Granularity, MaskType, Result, Target
+from m2sa_core.types import MaskType, Result, Target
 
 if TYPE_CHECKING:  # the Segmenter builds its stages
     from m2sa_core.inference import Segmenter
@@ -250,7 +251,7 @@ class SegmenterStages:
         parsed = parse_targets(raw)
         n = len(generation.seg_states)
         # The tokens are the truth; text round trips should agree, but never drop a mask.
-        parsed = (parsed + [ParsedTarget(f"target_{i + 1}", f"target_{i + 1}", 0, "", Granularity.OBJECT)
+        parsed = (parsed + [ParsedLabel(f"target_{i + 1}", f"target_{i + 1}", 0, "")
                             for i in range(len(parsed), n)])[:n]
         targets = []
         for i, p in enumerate(parsed):

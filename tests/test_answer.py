@@ -1,12 +1,14 @@
 """Answer parsing: one labelled target per [SEG], following the project's naming convention."""
 
-from m2sa_core.answer import ParsedTarget, clean_answer, parse_targets
+from m2sa_core.answer import clean_answer, parse_targets
+from m2sa_core.data.labels import ParsedLabel
 from m2sa_core.types import Granularity
 
 
 def test_part_level_target():
     (t,) = parse_targets("Press the television_set_1's button [SEG].")
-    assert t == ParsedTarget("television_set_1's button", "television_set", 1, "button", Granularity.PART)
+    assert t == ParsedLabel("television_set_1's button", "television_set", 1, "button")
+    assert t.granularity == Granularity.PART
 
 
 def test_object_level_target():
@@ -33,9 +35,7 @@ def test_multi_target_answer_in_order():
 
 def test_its_refers_to_previous_object():
     targets = parse_targets("Use the laptop_computer_1's keyboard [SEG] and its touchpad [SEG].")
-    assert targets[1] == ParsedTarget(
-        "laptop_computer_1's touchpad", "laptop_computer", 1, "touchpad", Granularity.PART
-    )
+    assert targets[1] == ParsedLabel("laptop_computer_1's touchpad", "laptop_computer", 1, "touchpad")
 
 
 def test_unparsable_span_still_yields_a_target():
