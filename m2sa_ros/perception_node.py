@@ -349,9 +349,11 @@ class PerceptionNode(LifecycleNode):
                                      lanes=tuple(c.lane for c in self._cameras),
                                      batch_handler=self._process_batch if several else None,
                                      max_batch=params.max_batch if several else 1)
+        # Active before any subscription opens: a client may send a command the moment it
+        # sees the command subscription matched, while the rest of activation still runs.
+        self._active = True
         for camera in self._cameras:
             self._open_camera(camera, params)
-        self._active = True
         listening = "; ".join(f"{self._image_topic(c)}, {self.resolve_topic_name(c.topic('command'))} and "
                               f"{self.resolve_topic_name(c.topic('command_stamped'))}" for c in self._cameras)
         self.get_logger().info(f"active: listening on {listening}")

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import textwrap
 import threading
+import time
 from pathlib import Path
 
 import numpy as np
@@ -285,4 +286,75 @@ def test_model_loading_blocks_neither_lifecycle_services_nor_diagnostics(module_
         executor.shutdown()
         spinner.join(10)
         client_node.destroy_node()
+        node.close()
+
+
+def test_a_command_that_arrives_while_activation_finishes_is_answered_not_refused(ros_context, monkeypatch):
+    """A planner sends its command as soon as it sees the node's command subscription.
+    Activation opens the subscriptions before it creates the action servers; a command
+    landing in between must be served (the node is becoming active), not answered
+    "node is not active". Here the first action server blocks until the command's result
+    is out, so the command lands in that gap every time."""
+    from rclpy.executors import MultiThreadedExecutor
+    from rclpy.lifecycle import TransitionCallbackReturn
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import Image
+
+    import m2sa_ros.perception_node as node_module
+    from m2sa_ros.msg import Command, SegmentationResult
+    from node_harness import good_image
+
+    ns = f"/early_{os.getpid()}"
+    node = node_module.PerceptionNode(context=ros_context, namespace=ns,
+                                      segmenter_factory=lambda _p, _s: BoxSegmenter(),
+                                      parameter_overrides=[Parameter("autostart", value=False),
+                                                           Parameter("wait_for_image", value=10.0),
+                                                           Parameter("image_reliability", value="reliable")])
+    probe = Node("early_planner", context=ros_context)
+    reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+    results: list = []
+    arrived = threading.Event()
+
+    def on_result(msg) -> None:
+        results.append(msg)
+        arrived.set()
+
+    probe.create_subscription(SegmentationResult, f"{ns}/result", on_result, reliable)
+    images = probe.create_publisher(Image, f"{ns}/image", reliable)
+    commands = probe.create_publisher(Command, f"{ns}/command_stamped", reliable)
+    real_action_server = node_module.ActionServer
+
+    def action_server_after_a_command(*args, **kwargs):
+        # The command subscription exists now; send a command (re-sent until the reliable
+        # endpoints have matched both ways) and hold activation until it is answered.
+        for attempt in range(50):
+            if commands.get_subscription_count() and images.get_subscription_count():
+                images.publish(good_image(1))
+                commands.publish(Command(request_id=f"early{attempt}", text="what can I drink from?"))
+                if arrived.wait(0.2):
+                    break
+            else:
+                time.sleep(0.2)
+        monkeypatch.setattr(node_module, "ActionServer", real_action_server)
+        return real_action_server(*args, **kwargs)
+
+    executor = MultiThreadedExecutor(num_threads=4, context=ros_context)
+    executor.add_node(node)
+    executor.add_node(probe)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    try:
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        monkeypatch.setattr(node_module, "ActionServer", action_server_after_a_command)
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+        assert arrived.wait(10), "no command was answered"
+        first = results[0]
+        assert first.error != "node is not active", "a command sent once the subscription matched was refused"
+        assert first.success, first.error
+    finally:
+        executor.shutdown()
+        spinner.join(10)
+        probe.destroy_node()
         node.close()
