@@ -96,9 +96,9 @@ def test_signals_end_the_node_with_exit_0_and_every_command_answered(tmp_path, s
         # matched it, and the publisher's subscription count only says the writer side has
         # matched. So the first command is (re)sent until the node holds it (busy waiting for
         # the image below); once it does, both sides have matched and c1, c2 cannot be lost.
-        # Each re-send is a command of its own ("c0", "c0.1", ...): on a loaded machine the
-        # first copy may reach the node before it is active, and every copy must be answered
-        # exactly once.
+        # Each re-send is a command of its own ("c0", "c0.1", ...): on a loaded machine an
+        # earlier copy may still arrive late, even once shutdown has begun, and every copy
+        # must be answered exactly once.
         def node_holds_first() -> bool:
             busy.clear()
             for _ in range(100):  # ten diagnostics periods and more
@@ -157,8 +157,7 @@ def test_signals_end_the_node_with_exit_0_and_every_command_answered(tmp_path, s
         cancelled = [r for r in results if r.error.startswith("cancelled: node shutting down")]
         # The commands the node held when the signal came (c1, c2 and the copy of c0 it was
         # thinking on) are cancelled, naming the signal. A copy of c0 that reached the node
-        # while it was not active (before activation, or once shutdown had begun) gets the
-        # one other honest answer.
+        # once shutdown had begun gets the one other honest answer, "node is not active".
         assert {"c1", "c2"} <= {r.request_id for r in cancelled}, [(r.request_id, r.error) for r in results]
         assert any(r.request_id in first_ids for r in cancelled), [(r.request_id, r.error) for r in results]
         late = [r for r in results if not r.error.startswith("cancelled: node shutting down")]
