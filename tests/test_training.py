@@ -167,6 +167,14 @@ def test_sharded_evaluation_gives_the_single_process_numbers(tmp_path, synth):
             errors = json.loads((tmp_path / "one-generative.json").read_text())["answer_errors"]
             assert errors == json.loads((tmp_path / "two-generative.json").read_text())["answer_errors"]
             assert {s: sum(kinds.values()) for s, kinds in errors.items()} == {s: r["samples"] for s, r in a.items()}
+            # and each answer itself, gathered from the ranks into question order
+            logged = [(tmp_path / f"{n}-generative.answers.jsonl").read_text().splitlines() for n in ("one", "two")]
+            assert logged[0] == logged[1]
+            entries = [json.loads(line) for line in logged[0]]
+            assert [e["index"] for e in entries] == list(range(a["all"]["samples"]))
+            kinds = {s: sum(1 for e in entries if e["split"] == s) for s in errors if s != "all"}
+            assert kinds == {s: sum(k.values()) for s, k in errors.items() if s != "all"}
+            assert all(e["kind"] in errors["all"] and e["truth"] and e["question"] for e in entries)
 
 
 def test_questions_per_image_trains_on_groups_of_one_image(tmp_path, synth):

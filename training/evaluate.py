@@ -9,6 +9,8 @@ target, is fed in; masks pair with ground truth by order. It measures mask quali
 given the right answer. generative (what a robot sees): the model answers freely;
 predictions and ground truth pair by Hungarian matching on IoU, unmatched entries score
 0, and target-count accuracy says how often it found as many targets as there are.
+Each free answer, the targets it named and the true ones, and its kind of mistake go to
+``OUT.answers.jsonl`` (``--out OUT.json``), one line a question in question order.
 
 The per-split gIoU/cIoU score the mask each command asked for (``Target.requested_mask``: the
 visible one, or the complete one when the command asks for the complete shape). Beside
@@ -146,12 +148,15 @@ def score_amodal(evaluator: AmodalEvaluator, preds: Predictions, record, request
 def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, splits: Sequence[str],
                      info: DistInfo = DistInfo(), show_dir: Path | None = None, show: int = 0,
                      progress: bool = True, amodal: AmodalEvaluator | None = None,
-                     answers: AnswerErrorCounter | None = None) -> dict[str, SplitReport]:
+                     answers: AnswerErrorCounter | None = None,
+                     answer_log: list[dict] | None = None) -> dict[str, SplitReport]:
     """Score ``records`` (this rank takes every world_size-th one) and all-reduce the sums.
 
     With ``amodal`` given, visible, amodal and mask-type scores are added to it as well;
     with ``answers`` given, each free answer's kind of mistake about its targets
-    (generative protocol only: teacher forcing gives the true answer).
+    (generative protocol only: teacher forcing gives the true answer), and with
+    ``answer_log`` also one entry per answer of this rank (:func:`gather_answer_log`), since
+    the counts alone cannot say which questions a mistake comes from.
     """
     evaluator = SegmentationEvaluator(protocol, splits=sorted(set(splits)))
     builder = SampleBuilder.for_model(segmenter.tokenizer, segmenter.model.config, evaluation=True)
@@ -169,7 +174,12 @@ def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, spl
                                                          str(record.image_path))
             truncated += int(result.truncated)
             if answers is not None:
-                answers.add(result.targets, record.targets, split=record.split)
+                kind = answers.add(result.targets, record.targets, split=record.split)
+                if answer_log is not None:
+                    answer_log.append({"index": index, "split": record.split, "image": str(record.image_path),
+                                       "question": record.question, "answer": result.answer, "kind": kind,
+                                       "predicted": [t.label for t in result.targets],
+                                       "truth": [t.label for t in record.targets]})
         evaluator.add(predictions.requested, gts, split=record.split, ignore=record.ignore_mask())
         if amodal is not None:
             score_amodal(amodal, predictions, record, gts)
@@ -185,6 +195,17 @@ def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, spl
     if answers is not None:
         answers.all_reduce(splits)
     return evaluator.report()
+
+
+def gather_answer_log(answer_log: list[dict]) -> list[dict]:
+    """Every process's answer entries, in question order (on every process)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        parts: list = [None] * dist.get_world_size()
+        dist.all_gather_object(parts, answer_log)
+        answer_log = [entry for part in parts for entry in part]
+    return sorted(answer_log, key=lambda entry: entry["index"])
 
 
 def _save_overlay(out_dir: Path, index: int, image: np.ndarray, record, result) -> None:
@@ -287,9 +308,12 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     amodal = AmodalEvaluator(protocol)
     answers = AnswerErrorCounter() if protocol == "generative" else None
+    answer_log: list[dict] | None = [] if answers is not None else None
     reports = evaluate_records(segmenter, records, protocol, [r.split for r in records], info,
                                show_dir=out.with_suffix("") if args.show else None, show=args.show, amodal=amodal,
-                               answers=answers)
+                               answers=answers, answer_log=answer_log)
+    if answer_log is not None:
+        answer_log = gather_answer_log(answer_log)
     if info.is_main:
         out.parent.mkdir(parents=True, exist_ok=True)
         amodal_report = amodal.report()
@@ -298,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
         if answers is not None:
             payload["answer_errors"] = answers.report()
         out.write_text(json.dumps(payload, indent=2))
+        if answer_log is not None:  # each free answer, its targets and its kind of mistake
+            out.with_suffix(".answers.jsonl").write_text("".join(json.dumps(e) + "\n" for e in answer_log))
         table = markdown_table(reports, "M2SA")
         extra = amodal_markdown(amodal_report)
         if extra:
