@@ -2,18 +2,40 @@
 
 Shared by the fuzzing, fault-injection and heap tests. No executor spins: the test is
 the executor; the worker thread is real, so results arrive asynchronously and are
-captured at the node's result publisher.
+captured at the node's result publisher. For tests that need the node served as a
+launched process serves it (lifecycle transitions, action clients), :func:`spinning`.
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 
 W, H = 32, 24
+
+
+@contextmanager
+def spinning(context: Any, *nodes: Any, threads: int = 4) -> Iterator[Any]:
+    """``nodes`` served by a multi-threaded executor on a background thread, as in a
+    launched process, so the test can block (a lifecycle transition, a client call) while
+    callbacks run; the executor is shut down and its thread joined on the way out."""
+    from rclpy.executors import MultiThreadedExecutor
+
+    executor = MultiThreadedExecutor(num_threads=threads, context=context)
+    for node in nodes:
+        executor.add_node(node)
+    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner.start()
+    try:
+        yield executor
+    finally:
+        executor.shutdown()
+        spinner.join(10)
 
 
 class DirectNode:

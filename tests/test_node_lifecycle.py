@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from fake_models import BoxSegmenter
+from node_harness import spinning
 
 pytestmark = pytest.mark.ros
 
@@ -232,7 +233,6 @@ def test_cleanup_frees_the_model_memory(module_context):
 def test_model_loading_blocks_neither_lifecycle_services_nor_diagnostics(module_context):
     from diagnostic_msgs.msg import DiagnosticArray
     from lifecycle_msgs.srv import GetState
-    from rclpy.executors import MultiThreadedExecutor
     from rclpy.node import Node
     from rclpy.parameter import Parameter
 
@@ -258,32 +258,26 @@ def test_model_loading_blocks_neither_lifecycle_services_nor_diagnostics(module_
 
     client_node.create_subscription(DiagnosticArray, "/diagnostics", on_diag, 10)
     get_state = client_node.create_client(GetState, "/slow_loader/get_state")
-    executor = MultiThreadedExecutor(num_threads=6, context=module_context)
-    executor.add_node(node)
-    executor.add_node(client_node)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
     try:
-        assert loading.wait(30), "autostart never began configuring"
-        assert get_state.wait_for_service(timeout_sec=30)
-        future = get_state.call_async(GetState.Request())
-        done = threading.Event()
-        future.add_done_callback(lambda _f: done.set())
-        assert done.wait(30), "get_state blocked behind the model load"
-        assert future.result().current_state.label == "configuring"
-        with got:
-            assert got.wait_for(lambda: any(s.message.startswith("configuring") for s in statuses), 30)
-            status = next(s for s in statuses if s.message.startswith("configuring"))
-        assert status.level == bytes([0])  # OK: loading is not an error
-        release.set()
-        future_ok = threading.Event()
-        with got:
-            assert got.wait_for(lambda: any(s.message == "ready" for s in statuses), 30)
-        future_ok.set()
+        with spinning(module_context, node, client_node, threads=6):
+            try:
+                assert loading.wait(30), "autostart never began configuring"
+                assert get_state.wait_for_service(timeout_sec=30)
+                future = get_state.call_async(GetState.Request())
+                done = threading.Event()
+                future.add_done_callback(lambda _f: done.set())
+                assert done.wait(30), "get_state blocked behind the model load"
+                assert future.result().current_state.label == "configuring"
+                with got:
+                    assert got.wait_for(lambda: any(s.message.startswith("configuring") for s in statuses), 30)
+                    status = next(s for s in statuses if s.message.startswith("configuring"))
+                assert status.level == bytes([0])  # OK: loading is not an error
+                release.set()
+                with got:
+                    assert got.wait_for(lambda: any(s.message == "ready" for s in statuses), 30)
+            finally:
+                release.set()  # before the executor stops: autostart's configure waits for it
     finally:
-        release.set()
-        executor.shutdown()
-        spinner.join(10)
         client_node.destroy_node()
         node.close()
 
@@ -294,7 +288,6 @@ def test_a_command_that_arrives_while_activation_finishes_is_answered_not_refuse
     landing in between must be served (the node is becoming active), not answered
     "node is not active". Here the first action server blocks until the command's result
     is out, so the command lands in that gap every time."""
-    from rclpy.executors import MultiThreadedExecutor
     from rclpy.lifecycle import TransitionCallbackReturn
     from rclpy.node import Node
     from rclpy.parameter import Parameter
@@ -339,21 +332,15 @@ def test_a_command_that_arrives_while_activation_finishes_is_answered_not_refuse
         monkeypatch.setattr(node_module, "ActionServer", real_action_server)
         return real_action_server(*args, **kwargs)
 
-    executor = MultiThreadedExecutor(num_threads=4, context=ros_context)
-    executor.add_node(node)
-    executor.add_node(probe)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
     try:
-        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
-        monkeypatch.setattr(node_module, "ActionServer", action_server_after_a_command)
-        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
-        assert arrived.wait(10), "no command was answered"
-        first = results[0]
-        assert first.error != "node is not active", "a command sent once the subscription matched was refused"
-        assert first.success, first.error
+        with spinning(ros_context, node, probe):
+            assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+            monkeypatch.setattr(node_module, "ActionServer", action_server_after_a_command)
+            assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+            assert arrived.wait(10), "no command was answered"
+            first = results[0]
+            assert first.error != "node is not active", "a command sent once the subscription matched was refused"
+            assert first.success, first.error
     finally:
-        executor.shutdown()
-        spinner.join(10)
         probe.destroy_node()
         node.close()

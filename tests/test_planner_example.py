@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from fake_models import BoxSegmenter
-from node_harness import good_image
+from node_harness import good_image, spinning
 
 pytestmark = pytest.mark.ros
 
@@ -52,7 +52,6 @@ class SlowBoxes(BoxSegmenter):
 
 @pytest.fixture
 def live_node(ros_context):
-    from rclpy.executors import MultiThreadedExecutor
     from rclpy.node import Node
     from rclpy.parameter import Parameter
 
@@ -64,26 +63,22 @@ def live_node(ros_context):
                           parameter_overrides=[Parameter("wait_for_image", value=0.0),
                                                Parameter("depth_tolerance", value=0.01)])
     client = Node("planner", context=ros_context)
-    executor = MultiThreadedExecutor(num_threads=8, context=ros_context)
-    executor.add_node(node)
-    executor.add_node(client)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
     try:
-        for _ in range(300):
-            if node.lifecycle_state() == "active":
-                break
-            time.sleep(0.05)
-        from test_node_robot import _depth, _info
+        with spinning(ros_context, node, client, threads=8):
+            try:
+                for _ in range(300):
+                    if node.lifecycle_state() == "active":
+                        break
+                    time.sleep(0.05)
+                from test_node_robot import _depth, _info
 
-        node._on_depth(_depth(4 * 10**9, 2.0))
-        node._on_camera_info(_info(4 * 10**9))
-        node._on_image(good_image(4))
-        yield node, client, seg
+                node._on_depth(_depth(4 * 10**9, 2.0))
+                node._on_camera_info(_info(4 * 10**9))
+                node._on_image(good_image(4))
+                yield node, client, seg
+            finally:
+                seg.hold.set()  # before the executor stops: a held generation would keep it busy
     finally:
-        seg.hold.set()
-        executor.shutdown()
-        spinner.join(10)
         client.destroy_node()
         node.close()
 
