@@ -2,6 +2,7 @@
 # The shipped tiny model, built in stages like the real M2SA (docs/TRAINING.md):
 #   data      m2sa-synth: the training world (seed 0) and a held-out world (seed 7, 320 px)
 #   stage 1   SAM promptable segmentation          training/tiny/1_sam.yaml
+#   stage 1b  CLIP + projector: the words of each patch  training/tiny/1b_clip.yaml
 #   stage 2   CLIP + projector + language model    training/tiny/2_language.yaml
 #   stage 3   M2SA from the pretrained parts       training/tiny/3_m2sa.yaml
 #   eval      held-out splits, both protocols, R2SM and amodal
@@ -48,7 +49,7 @@ if [[ ! -f $HELD/.complete ]]; then
 fi
 
 previous=""  # each stage starts from the one before it, under the same $RUNS
-for stage in 1_sam 2_language 3_m2sa; do
+for stage in 1_sam 1b_clip 2_language 3_m2sa; do
   if [[ ! -f $RUNS/$stage/final/model.safetensors ]]; then
     timed "$stage" "$BIN/m2sa-train" --config "training/tiny/$stage.yaml" --resume \
       "out_dir=$RUNS/$stage" ${previous:+"model.init_from=$RUNS/$previous/final"} "$@"

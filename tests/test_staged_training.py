@@ -172,6 +172,9 @@ def test_stage_policies_train_only_their_parts():
     apply_trainable_policy(model, "promptable_sam")
     trained = {n.split(".")[0] + "." + n.split(".")[1] for n, p in model.named_parameters() if p.requires_grad}
     assert trained == {"sam.image_encoder", "sam.prompt_encoder", "sam.mask_decoder"}
+    apply_trainable_policy(model, "clip_alignment")
+    trained = {n.split(".")[0] for n, p in model.named_parameters() if p.requires_grad}
+    assert trained == {"vision_tower", "mm_projector"}
     apply_trainable_policy(model, "vision_language")
     trained = {n.split(".")[0] for n, p in model.named_parameters() if p.requires_grad}
     assert trained == {"vision_tower", "mm_projector", "llm"}
@@ -194,7 +197,7 @@ def _assert_tokenizer_spells_every_later_training_word_whole(stage1, first: Path
     assert {word for word in words if word.lstrip("Ġ").isalpha() and word not in vocab} == set()
 
 
-def test_three_stages_chain_through_m2sa_train(world, tmp_path):
+def test_the_stages_chain_through_m2sa_train(world, tmp_path):
     stage1 = _stage_config("1_sam", world, tmp_path, "eval_every=2")
     assert stage1.objective == "promptable"
     first = train(stage1)
@@ -203,11 +206,20 @@ def test_three_stages_chain_through_m2sa_train(world, tmp_path):
     assert evals and "box_miou_part" in json.loads(evals[-1].read_text())["val"]
     _assert_tokenizer_spells_every_later_training_word_whole(stage1, Path(first), world, tmp_path)
 
-    stage2 = _stage_config("2_language", world, tmp_path, f"model.init_from={first}")
+    stage1b = _stage_config("1b_clip", world, tmp_path, f"model.init_from={first}", "eval_every=2")
+    assert stage1b.objective == "patch_words"
+    aligned = train(stage1b)
+    w1b = _weights(tmp_path / "1b_clip")
+    assert _changed(w1, w1b, "vision_tower.") and _changed(w1, w1b, "mm_projector.")
+    assert not _changed(w1, w1b, "sam.") and not _changed(w1, w1b, "llm.")  # the words stay stage 1's
+    evals = sorted((tmp_path / "1b_clip").glob("eval_step*.json"))
+    assert evals and set(json.loads(evals[-1].read_text())["val"]) == {"category", "background", "instance"}
+
+    stage2 = _stage_config("2_language", world, tmp_path, f"model.init_from={aligned}")
     second = train(stage2)
     w2 = _weights(tmp_path / "2_language")
     assert not _changed(w1, w2, "sam.")  # SAM is stage 1's
-    assert _changed(w1, w2, "llm.") and _changed(w1, w2, "vision_tower.") and _changed(w1, w2, "mm_projector.")
+    assert _changed(w1b, w2, "llm.") and _changed(w1b, w2, "vision_tower.") and _changed(w1b, w2, "mm_projector.")
     assert (Path(second) / "tokenizer.json").read_text() == (Path(first) / "tokenizer.json").read_text()
 
     stage3 = _stage_config("3_m2sa", world, tmp_path, f"model.init_from={second}",

@@ -80,7 +80,8 @@ class TrainConfig:
     questions_per_image: int = 1
     # What a step optimises (staged training, docs/TRAINING.md): m2sa (answers and masks; with
     # mask-free conversations in the data, the language stage) | promptable (SAM from point and
-    # box prompts on mask_annotations data: the SAM stage).
+    # box prompts on mask_annotations data: the SAM stage) | patch_words (CLIP and the projector from
+    # the words of what covers each patch, on mask_annotations data: CLIP's stage).
     objective: str = "m2sa"
     prompt_regions: int = 8  # promptable: regions prompted per image
 

@@ -18,7 +18,9 @@ import math
 import random
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import torch
@@ -27,19 +29,17 @@ from tqdm import tqdm
 
 from m2sa_core.cli_errors import cli_entry
 from training import checkpoints as ckpt
-from m2sa_core.data.prompt_samples import PromptSampleBuilder
-from m2sa_core.model.batch import collate, collate_prompted
-from m2sa_core.model.promptable import promptable_forward
+from m2sa_core.model.batch import collate
 from training.config import TrainConfig, config_to_dict, load_config
 from training.distributed import DistInfo, all_gather_objects, barrier, init_distributed, shutdown
 from training.mixture import Mixture
+from training.objectives import OBJECTIVES, REGION_OBJECTIVES, objective_builder, objective_collate, objective_forward
 from training.variants import to_single_seg
 from training.model_setup import (build_training_model, save_trained_model,
                                   trainable_state, load_trainable_state)
 from training.sources import open_sources
 
 log = logging.getLogger("m2sa.train")
-OBJECTIVES = ("m2sa", "promptable")
 
 
 def linear_warmup_decay(warmup: int, total: int):
@@ -67,10 +67,11 @@ class MicroBatches(torch.utils.data.Dataset):
 
     def __init__(self, mixture: Mixture, builder, processor, pad_token_id: int, info: DistInfo,
                  batch_size: int, accum: int, single_seg: bool = False, questions_per_image: int = 1,
-                 prompted: bool = False) -> None:
+                 collate_fn: Callable[[list], dict] | None = None) -> None:
         self.mixture, self.builder, self.processor = mixture, builder, processor
         self.single_seg = single_seg
-        self.prompted = prompted  # promptable objective: prompt samples, not conversations
+        # The objective's batch (training.objectives); questions and answers by default.
+        self.collate_fn = collate_fn or partial(collate, processor=processor, pad_token_id=pad_token_id)
         self.questions_per_image = questions_per_image
         self.pad_token_id, self.info = pad_token_id, info
         self.batch_size, self.accum = batch_size, accum
@@ -86,9 +87,7 @@ class MicroBatches(torch.utils.data.Dataset):
         slots = self.mixture.slots(micro, self.info.rank, self.info.world_size, self.batch_size)
         samples = [sample for slot in slots
                    for sample in self.mixture.build_group(step, slot, self._make, self.questions_per_image)]
-        if self.prompted:
-            return collate_prompted(samples, self.processor)
-        return collate(samples, self.processor, self.pad_token_id)
+        return self.collate_fn(samples)
 
 
 class LossParts(torch.nn.Module):
@@ -102,10 +101,11 @@ class LossParts(torch.nn.Module):
         super().__init__()
         self.model = model
         self.objective = objective
+        self._forward = objective_forward(objective)
 
     def forward(self, batch: dict) -> tuple[torch.Tensor, ...]:
         """(loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type); skipped parts are 0."""
-        out = promptable_forward(self.model, batch) if self.objective == "promptable" else self.model(batch)
+        out = self._forward(self.model, batch)
         return (out.loss, out.ce_loss, out.bce_loss, out.dice_loss,
                 out.amodal_bce_loss, out.amodal_dice_loss, out.mask_type_loss)
 
@@ -237,8 +237,8 @@ def setup(config: TrainConfig) -> Run:
         raise ValueError(f"seg_mode must be multi or single, got {config.seg_mode!r}")
     if config.objective not in OBJECTIVES:
         raise ValueError(f"objective must be one of {OBJECTIVES}, got {config.objective!r}")
-    if config.objective == "promptable" and (config.seg_mode != "multi" or config.questions_per_image != 1):
-        raise ValueError("objective promptable prompts regions, not questions: seg_mode and "
+    if config.objective in REGION_OBJECTIVES and (config.seg_mode != "multi" or config.questions_per_image != 1):
+        raise ValueError(f"objective {config.objective} reads regions, not questions: seg_mode and "
                          "questions_per_image do not apply (leave them at multi and 1)")
     if config.questions_per_image < 1:
         raise ValueError(f"questions_per_image must be >= 1, got {config.questions_per_image}")
@@ -252,8 +252,7 @@ def setup(config: TrainConfig) -> Run:
 
     sources = open_sources(config.data, strict=config.strict_data)
     model, tokenizer, builder, processor = build_training_model(config, sources, device)
-    if config.objective == "promptable":
-        builder = PromptSampleBuilder(max_regions=config.prompt_regions, seed=config.seed)
+    builder = objective_builder(config, sources, tokenizer, builder)
     fsdp = info.enabled and config.strategy == "fsdp"
     if fsdp:
         from training import fsdp as fsdp_lib
@@ -310,10 +309,17 @@ def _micro_batches(run: Run, start_step: int):
     return iter(torch.utils.data.DataLoader(
         MicroBatches(run.mixture, run.builder, run.processor, run.tokenizer.pad_token_id, run.info,
                      config.optim.batch_size, accum, single_seg=config.seg_mode == "single",
-                     questions_per_image=config.questions_per_image, prompted=config.objective == "promptable"),
+                     questions_per_image=config.questions_per_image,
+                     collate_fn=objective_collate(config.objective, run.builder, run.processor,
+                                                  run.tokenizer.pad_token_id, _clip_grid(run.model))),
         batch_size=None, sampler=range(start_step * accum, config.optim.max_steps * accum),
         num_workers=config.num_workers, persistent_workers=False,
         prefetch_factor=4 if config.num_workers else None))
+
+
+def _clip_grid(model) -> int:
+    """CLIP's patches a side (the square root of its image tokens)."""
+    return math.isqrt(model.config.num_image_tokens)
 
 
 def optimisation_step(run: Run, wrapped: torch.nn.Module, batches) -> list[float]:
@@ -431,6 +437,9 @@ def _periodic_eval(model, tokenizer, config: TrainConfig, step: int, info: DistI
     if config.objective == "promptable":
         _promptable_eval(model, config, step, info, writer)
         return
+    if config.objective == "patch_words":
+        _patch_word_eval(model, tokenizer, config, step, info, writer)
+        return
     from training.evaluate import evaluate_sources
 
     was_training = model.training
@@ -468,6 +477,37 @@ def _promptable_eval(model, config: TrainConfig, step: int, info: DistInfo, writ
         for name, r in report.items():
             for key, value in r.items():
                 writer.add_scalar(f"eval/{name}/{key}", value, step)
+
+
+def _patch_word_eval(model, tokenizer, config: TrainConfig, step: int, info: DistInfo, writer) -> None:
+    """Nearest-word accuracy of CLIP's patch tokens on the eval sources (mask_annotations), on rank 0."""
+    from m2sa_core.data.patch_words import PatchWordSampleBuilder
+    from m2sa_core.model.patch_alignment import collate_patch_words, patch_word_accuracy
+    from m2sa_core.model.preprocess import ImageProcessor
+    from training.sources import open_source
+
+    if not info.is_main:
+        return
+    was_training = model.training
+    model.eval()
+    processor = ImageProcessor(model.config)
+    report = {}
+    for src in config.eval_data:
+        records = list(open_source(src).items)[: config.eval_max_items or None]
+        builder = PatchWordSampleBuilder(tokenizer, records)
+        batch = collate_patch_words([builder.build(r) for r in records], processor, _clip_grid(model),
+                                    builder.category_candidates, builder.instance_candidates)
+        report[src.name or src.kind] = patch_word_accuracy(model, batch)
+    if was_training:
+        model.train()
+    line = " ".join(f"{name}: category {r['category']:.3f} background {r['background']:.3f} "
+                    f"instance {r['instance']:.3f}" for name, r in report.items())
+    print(f"[eval] step {step}: {line}", flush=True)
+    (Path(config.out_dir) / f"eval_step{step:08d}.json").write_text(json.dumps(report, indent=2))
+    if writer is not None:
+        for name, r in report.items():
+            for key, value in r.items():
+                writer.add_scalar(f"eval/{name}/patch_{key}", value, step)
 
 
 @cli_entry("m2sa-train")

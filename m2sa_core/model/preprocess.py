@@ -114,6 +114,25 @@ class ImageProcessor:
             resized = cv2.resize(square, (self.clip_size, self.clip_size), interpolation=cv2.INTER_CUBIC)
         return self._normalise_clip(resized)
 
+    def clip_patch_coverage(self, masks: np.ndarray, grid: int) -> torch.Tensor:
+        """Bool masks [n, H, W] -> the fraction of each CLIP patch they cover, [n, grid * grid].
+
+        The masks go through the geometry of :meth:`clip_image` (the padded or the
+        centre-cropped square), then each patch of the ``grid`` x ``grid`` layout is the
+        area average of its cell, row-major as CLIP orders its patch tokens.
+        """
+        n, h, w = masks.shape
+        square = torch.from_numpy(np.ascontiguousarray(masks)).float()
+        if self.pad_clip_to_square:
+            side = max(h, w)
+            top, left = (side - h) // 2, (side - w) // 2
+            square = torch.nn.functional.pad(square, (left, side - w - left, top, side - h - top))
+        else:
+            side = min(h, w)
+            top, left = (h - side) // 2, (w - side) // 2
+            square = square[:, top : top + side, left : left + side]
+        return torch.nn.functional.adaptive_avg_pool2d(square[:, None], grid)[:, 0].flatten(1)
+
     def _normalise_clip(self, resized: np.ndarray) -> torch.Tensor:
         norm = (resized.astype(np.float32) / 255.0 - self.clip_mean) / self.clip_std
         return torch.from_numpy(norm).permute(2, 0, 1).contiguous()

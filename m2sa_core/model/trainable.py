@@ -9,6 +9,8 @@ named for a model that starts from pretrained parts.
 
 Staged training (docs/TRAINING.md) has a policy per pretraining stage: ``promptable_sam``
 trains SAM alone (image encoder, prompt encoder, mask decoder), as SAM is trained;
+``clip_alignment`` trains CLIP and the projector alone, against the language model's
+word embeddings as they are (``m2sa_core.model.patch_alignment``);
 ``vision_language`` trains CLIP, the projector and the LLM (LLaVA's image-text
 alignment and instruction tuning), leaving SAM as the first stage made it.
 """
@@ -22,11 +24,12 @@ from torch import nn
 from m2sa_core.model.config import LoraSettings
 from m2sa_core.model.m2sa import M2SAModel
 
-POLICIES = ("paper", "from_scratch", "full", "promptable_sam", "vision_language")
+POLICIES = ("paper", "from_scratch", "full", "promptable_sam", "clip_alignment", "vision_language")
 
 # Parameter-name prefixes trained by each pretraining stage's policy.
 _STAGE_PREFIXES = {
     "promptable_sam": ("sam.image_encoder.", "sam.prompt_encoder.", "sam.mask_decoder."),
+    "clip_alignment": ("vision_tower.", "mm_projector."),
     "vision_language": ("vision_tower.", "mm_projector.", "llm."),
 }
 

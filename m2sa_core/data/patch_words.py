@@ -1,0 +1,91 @@
+"""Patch-word samples: which word covers each CLIP patch of an image.
+
+The tiny model's CLIP has no pretraining of its own: trained only through the language
+model's answers it stayed blind (training/tiny/RUNS.md, run 13: after stage 2 it named
+none of the objects in view and counted every category as one). A real CLIP comes out of
+400 M image-text pairs with patches that already carry what they show; this is the tiny
+world's stand-in, read from the same mask annotations as SAM's stage. For every object
+of an image it keeps its visible mask and two words of its label as the language model
+reads them in an answer (" mug_2" -> the word " mug" and the instance word "2"); the
+patch-alignment objective (:mod:`m2sa_core.model.patch_alignment`) pulls each patch's
+projected token towards the words of what covers it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable
+
+import numpy as np
+
+from m2sa_core.data.records import DataError, SegRecord
+
+# What covers a patch where no object does: the synthetic scenes are things on a table.
+BACKGROUND_WORD = " table"
+
+
+@dataclass
+class PatchWordSample:
+    """The objects of one image with the words that name them."""
+
+    sample_id: str
+    image: np.ndarray  # uint8 RGB [H, W, 3]
+    masks: np.ndarray  # bool [n, H, W] visible object masks (n may be 0)
+    category_words: np.ndarray  # int [n] token id of each object's category word
+    instance_words: np.ndarray  # int [n] token id of each object's instance word
+
+
+def label_words(tokenizer, label: str) -> tuple[int, int]:
+    """(category word, instance word) token ids of an object label as an answer spells it.
+
+    Answers say "the mug_2", so the label is tokenized after a space: its first token is
+    the category word (" mug") and its last the instance number ("2").
+    """
+    ids = tokenizer(" " + label, add_special_tokens=False)["input_ids"]
+    if len(ids) < 2:
+        raise ValueError(f"label {label!r} is one token ({ids}): it has no separate instance word")
+    return int(ids[0]), int(ids[-1])
+
+
+def background_word(tokenizer) -> int:
+    ids = tokenizer(BACKGROUND_WORD, add_special_tokens=False)["input_ids"]
+    if len(ids) != 1:
+        raise ValueError(f"the background word {BACKGROUND_WORD!r} is not one token of this tokenizer: {ids}")
+    return int(ids[0])
+
+
+class PatchWordSampleBuilder:
+    """Turns a ``mask_annotations`` record into a :class:`PatchWordSample`.
+
+    The candidate words are fixed when the builder is made, from every object label of
+    the training records, so each patch is told apart from every thing of the world (and
+    the table), not only from what the batch happens to hold.
+    """
+
+    def __init__(self, tokenizer, records: Iterable[SegRecord]) -> None:
+        self.tokenizer = tokenizer
+        categories: set[int] = set()
+        instances: set[int] = set()
+        for record in records:
+            for target in record.targets:
+                if not target.part_name and target.label:
+                    category, instance = label_words(tokenizer, target.label)
+                    categories.add(category)
+                    instances.add(instance)
+        if not categories:
+            raise ValueError("patch words: the data holds no labelled object (mask_annotations with labels)")
+        self.background = background_word(tokenizer)
+        self.category_candidates = [self.background, *sorted(categories - {self.background})]
+        self.instance_candidates = sorted(instances)
+
+    def build(self, record: SegRecord, rng=None) -> PatchWordSample:  # noqa: ARG002 - no randomness
+        h, w = record.height, record.width
+        objects = [t for t in record.targets if not t.part_name and t.label]
+        try:
+            masks = np.stack([t.mask(h, w) for t in objects]) if objects else np.zeros((0, h, w), bool)
+        except ValueError as exc:
+            raise DataError(f"{record.record_id}: {exc}") from exc
+        words = [label_words(self.tokenizer, t.label) for t in objects]
+        return PatchWordSample(
+            record.record_id, record.load_image(), masks,
+            np.array([c for c, _ in words], np.int64), np.array([i for _, i in words], np.int64))

@@ -1,0 +1,86 @@
+"""CLIP's patch alignment (stage 1b of the tiny model): the targets say what covers each
+patch in the frame CLIP sees, and training on them makes patch tokens read as those words."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from m2sa_core.data.patch_words import PatchWordSample, label_words
+from m2sa_core.model.patch_alignment import collate_patch_words, patch_word_accuracy, patch_word_forward
+from m2sa_core.model.preprocess import ImageProcessor
+from m2sa_core.model.presets import build_preset
+from m2sa_core.model.tokenizer import add_special_tokens, train_tokenizer
+from m2sa_core.model.trainable import apply_trainable_policy
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    model, _ = build_preset("tiny")
+    return model
+
+
+def test_patch_coverage_follows_the_square_clip_sees(tiny):
+    processor = ImageProcessor(tiny.config)
+    mask = np.zeros((1, 2, 4), bool)
+    mask[0, :, :2] = True  # the left half of a wide image
+    processor.pad_clip_to_square = True  # padded: rows 1-2 of a 4 x 4 square
+    assert processor.clip_patch_coverage(mask, 2).tolist() == [[0.5, 0.0, 0.5, 0.0]]
+    processor.pad_clip_to_square = False  # centre-cropped: columns 1-2, half of it the mask
+    assert processor.clip_patch_coverage(mask, 2).tolist() == [[1.0, 0.0, 1.0, 0.0]]
+    assert processor.clip_patch_coverage(mask, 1).tolist() == [[0.5]]
+
+
+def test_targets_share_each_patch_between_the_words_that_cover_it(tiny):
+    processor = ImageProcessor(tiny.config)
+    image = np.zeros((8, 8, 3), np.uint8)
+    masks = np.zeros((2, 8, 8), bool)
+    masks[0, :4, :4] = True  # mug 1 fills the top-left patch
+    masks[1, 4:, 4:6] = True  # mug 2 covers half of the bottom-right patch
+    sample = PatchWordSample("s", image, masks, np.array([11, 11]), np.array([21, 22]))
+    table = PatchWordSample("t", image, np.zeros((0, 8, 8), bool), np.zeros(0, np.int64), np.zeros(0, np.int64))
+    batch = collate_patch_words([sample, table], processor, 2, category_words=[10, 11], instance_words=[21, 22])
+    assert batch["category_targets"][0].tolist() == [[0, 1], [1, 0], [1, 0], [0.5, 0.5]]
+    assert batch["instance_targets"][0, [0, 3]].tolist() == [[1, 0], [0, 1]]
+    assert batch["instance_weights"][0].tolist() == [1, 0, 0, 0.5]
+    assert batch["category_targets"][1].tolist() == [[1, 0]] * 4 and not batch["instance_weights"][1].any()
+    assert batch["clip_images"].shape == (2, 3, tiny.config.clip_image_size, tiny.config.clip_image_size)
+
+
+def test_label_words_are_the_category_and_instance_words_of_an_answer():
+    tokenizer = train_tokenizer(["the mug_1 and the mug_2 are on the table"] * 20, vocab_size=300)
+    add_special_tokens(tokenizer, False)
+    mug_2 = tokenizer(" mug_2", add_special_tokens=False)["input_ids"]
+    in_answer = tokenizer("the mug_2", add_special_tokens=False)["input_ids"]
+    assert label_words(tokenizer, "mug_2") == (mug_2[0], mug_2[-1])
+    assert in_answer[-len(mug_2):] == mug_2  # the same tokens the answer's label has
+    assert label_words(tokenizer, "mug_1")[0] == label_words(tokenizer, "mug_2")[0]
+    assert label_words(tokenizer, "mug_1")[1] != label_words(tokenizer, "mug_2")[1]
+
+
+def test_training_moves_patch_tokens_to_their_words_and_leaves_the_words_alone(tiny):
+    torch.manual_seed(0)
+    model, _ = build_preset("tiny")
+    apply_trainable_policy(model, "clip_alignment")
+    processor = ImageProcessor(model.config)
+    rng = np.random.default_rng(0)
+    samples = []
+    for i in range(4):  # a red square (word 11) somewhere on grey, instance word 21 or 22
+        image = np.full((64, 64, 3), 128, np.uint8)
+        masks = np.zeros((1, 64, 64), bool)
+        y, x = rng.integers(0, 32, 2)
+        masks[0, y:y + 32, x:x + 32] = True
+        image[masks[0]] = (220, 30, 30) if i % 2 else (30, 30, 220)
+        samples.append(PatchWordSample(str(i), image, masks, np.array([11]), np.array([21 + i % 2])))
+    batch = collate_patch_words(samples, processor, 8, category_words=[10, 11], instance_words=[21, 22])
+    embeddings = model.llm.get_input_embeddings().weight.detach().clone()
+    before = patch_word_accuracy(model, batch)
+    optimizer = torch.optim.AdamW([p for p in model.parameters() if p.requires_grad], lr=3e-3)
+    for _ in range(60):
+        optimizer.zero_grad()
+        patch_word_forward(model, batch).loss.backward()
+        optimizer.step()
+    after = patch_word_accuracy(model, batch)
+    assert after["category"] > 0.9 and after["background"] > 0.9 and after["instance"] > 0.9, (before, after)
+    assert torch.equal(model.llm.get_input_embeddings().weight, embeddings)
