@@ -471,12 +471,18 @@ def _promptable_eval(model, config: TrainConfig, step: int, info: DistInfo, writ
     line = " ".join(f"{name}: box mIoU {r.get('box_miou', 0):.3f} (parts {r.get('box_miou_part', 0):.3f}) "
                     f"point mIoU {r.get('point_miou', 0):.3f} amodal {r.get('box_amodal_miou', 0):.3f}"
                     for name, r in report.items())
+    _report_eval(config, step, report, line, writer)
+
+
+def _report_eval(config: TrainConfig, step: int, report: dict[str, dict[str, float]], line: str, writer,
+                 prefix: str = "") -> None:
+    """A pretraining stage's eval: one console line, ``eval_stepN.json`` and the TensorBoard scalars."""
     print(f"[eval] step {step}: {line}", flush=True)
     (Path(config.out_dir) / f"eval_step{step:08d}.json").write_text(json.dumps(report, indent=2))
     if writer is not None:
         for name, r in report.items():
             for key, value in r.items():
-                writer.add_scalar(f"eval/{name}/{key}", value, step)
+                writer.add_scalar(f"eval/{name}/{prefix}{key}", value, step)
 
 
 def _patch_word_eval(model, tokenizer, config: TrainConfig, step: int, info: DistInfo, writer) -> None:
@@ -502,12 +508,7 @@ def _patch_word_eval(model, tokenizer, config: TrainConfig, step: int, info: Dis
         model.train()
     line = " ".join(f"{name}: category {r['category']:.3f} background {r['background']:.3f} "
                     f"instance {r['instance']:.3f}" for name, r in report.items())
-    print(f"[eval] step {step}: {line}", flush=True)
-    (Path(config.out_dir) / f"eval_step{step:08d}.json").write_text(json.dumps(report, indent=2))
-    if writer is not None:
-        for name, r in report.items():
-            for key, value in r.items():
-                writer.add_scalar(f"eval/{name}/patch_{key}", value, step)
+    _report_eval(config, step, report, line, writer, prefix="patch_")
 
 
 @cli_entry("m2sa-train")
