@@ -68,12 +68,11 @@ class MicroBatches(torch.utils.data.Dataset):
     def __init__(self, mixture: Mixture, builder, processor, pad_token_id: int, info: DistInfo,
                  batch_size: int, accum: int, single_seg: bool = False, questions_per_image: int = 1,
                  collate_fn: Callable[[list], dict] | None = None) -> None:
-        self.mixture, self.builder, self.processor = mixture, builder, processor
+        self.mixture, self.builder, self.info = mixture, builder, info
         self.single_seg = single_seg
         # The objective's batch (training.objectives); questions and answers by default.
         self.collate_fn = collate_fn or partial(collate, processor=processor, pad_token_id=pad_token_id)
         self.questions_per_image = questions_per_image
-        self.pad_token_id, self.info = pad_token_id, info
         self.batch_size, self.accum = batch_size, accum
 
     def _make(self, record, draw):

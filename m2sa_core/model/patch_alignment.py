@@ -21,7 +21,7 @@ import torch
 import torch.nn.functional as F
 
 from m2sa_core.model.m2sa import M2SAModel, M2SAOutput
-from m2sa_core.model.preprocess import ImageProcessor, collate_images
+from m2sa_core.model.preprocess import ImageProcessor, validate_image
 
 # CLIP's initial temperature: cosine similarities of -1..1 become logits of -14..14.
 TEMPERATURE = 0.07
@@ -59,7 +59,8 @@ def collate_patch_words(samples: Sequence, processor: ImageProcessor, grid: int,
     instance_targets = instance_targets / weights.clamp(min=1e-6)[..., None]
     category_targets = category_targets / category_targets.sum(-1, keepdim=True)
     return {
-        "clip_images": collate_images([processor(s.image) for s in samples])["clip_images"],
+        # CLIP's input only: this objective never runs SAM, so its image is not prepared.
+        "clip_images": torch.stack([processor.clip_image(validate_image(s.image, s.sample_id)) for s in samples]),
         "category_words": torch.tensor(list(category_words), dtype=torch.long),
         "category_targets": category_targets,
         "instance_words": torch.tensor(list(instance_words), dtype=torch.long),
@@ -74,6 +75,16 @@ def word_logits(tokens: torch.Tensor, embeddings: torch.Tensor) -> torch.Tensor:
     return F.normalize(tokens, dim=-1) @ F.normalize(embeddings, dim=-1).T / TEMPERATURE
 
 
+def _patch_logits(model: M2SAModel, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
+    """Logits [B, N, K] and [B, N, I] of every patch token against the batch's category and
+    instance words."""
+    tokens = model.encode_clip(batch["clip_images"]).float()
+    embeddings = model.llm.get_input_embeddings().weight.float()
+    device = tokens.device
+    return (word_logits(tokens, embeddings[batch["category_words"].to(device)]),
+            word_logits(tokens, embeddings[batch["instance_words"].to(device)]))
+
+
 def patch_word_forward(model: M2SAModel, batch: dict) -> M2SAOutput:
     """Soft cross-entropy of every patch token against its category and instance words.
 
@@ -83,12 +94,9 @@ def patch_word_forward(model: M2SAModel, batch: dict) -> M2SAOutput:
     missing = [k for k in PATCH_WORD_BATCH_KEYS if k not in batch]
     if missing:
         raise KeyError(f"patch_word_forward: batch lacks {missing}")
-    tokens = model.encode_clip(batch["clip_images"]).float()
-    embeddings = model.llm.get_input_embeddings().weight.float()
-    device = tokens.device
-    category = word_logits(tokens, embeddings[batch["category_words"].to(device)]).log_softmax(-1)
+    category, instance = (logits.log_softmax(-1) for logits in _patch_logits(model, batch))
+    device = category.device
     category_loss = -(batch["category_targets"].to(device) * category).sum(-1).mean()
-    instance = word_logits(tokens, embeddings[batch["instance_words"].to(device)]).log_softmax(-1)
     weights = batch["instance_weights"].to(device)
     per_patch = -(batch["instance_targets"].to(device) * instance).sum(-1)
     instance_loss = (weights * per_patch).sum() / weights.sum().clamp(min=1e-6)
@@ -102,15 +110,13 @@ def patch_word_accuracy(model: M2SAModel, batch: dict) -> dict[str, float]:
     """How often a patch's nearest category word is its main one, over patches an object
     covers most of (``category``) and over bare-table patches (``background``), and the
     same for instance words on object patches (``instance``)."""
-    tokens = model.encode_clip(batch["clip_images"]).float()
-    embeddings = model.llm.get_input_embeddings().weight.float()
-    device = tokens.device
+    category, instance = _patch_logits(model, batch)
+    device = category.device
     targets = batch["category_targets"].to(device)
-    guess = word_logits(tokens, embeddings[batch["category_words"].to(device)]).argmax(-1)
-    truth = targets.argmax(-1)
+    guess, truth = category.argmax(-1), targets.argmax(-1)
     on_object = targets[..., 1:].sum(-1) > 0.5
     on_table = targets[..., 0] > 0.99
-    instance_guess = word_logits(tokens, embeddings[batch["instance_words"].to(device)]).argmax(-1)
+    instance_guess = instance.argmax(-1)
     instance_truth = batch["instance_targets"].to(device).argmax(-1)
 
     def share(hit: torch.Tensor, where: torch.Tensor) -> float:
