@@ -48,6 +48,13 @@ def test_targets_share_each_patch_between_the_words_that_cover_it(tiny):
     assert batch["clip_images"].shape == (2, 3, tiny.config.clip_image_size, tiny.config.clip_image_size)
 
 
+def test_a_word_outside_the_candidates_is_named_with_its_sample(tiny):
+    masks = np.ones((1, 8, 8), bool)
+    sample = PatchWordSample("img_7", np.zeros((8, 8, 3), np.uint8), masks, np.array([12]), np.array([21]))
+    with pytest.raises(ValueError, match=r"img_7 names token\(s\) \[12\]"):
+        collate_patch_words([sample], ImageProcessor(tiny.config), 2, category_words=[10, 11], instance_words=[21])
+
+
 def test_label_words_are_the_category_and_instance_words_of_an_answer():
     tokenizer = train_tokenizer(["the mug_1 and the mug_2 are on the table"] * 20, vocab_size=300)
     add_special_tokens(tokenizer, False)

@@ -33,7 +33,8 @@ from m2sa_core.model.batch import collate
 from training.config import TrainConfig, config_to_dict, load_config
 from training.distributed import DistInfo, all_gather_objects, barrier, init_distributed, shutdown
 from training.mixture import Mixture
-from training.objectives import OBJECTIVES, REGION_OBJECTIVES, objective_builder, objective_collate, objective_forward
+from training.objectives import objective_of
+from training.stage_evals import clip_grid
 from training.variants import to_single_seg
 from training.model_setup import (build_training_model, save_trained_model,
                                   trainable_state, load_trainable_state)
@@ -100,7 +101,7 @@ class LossParts(torch.nn.Module):
         super().__init__()
         self.model = model
         self.objective = objective
-        self._forward = objective_forward(objective)
+        self._forward = objective_of(objective).forward
 
     def forward(self, batch: dict) -> tuple[torch.Tensor, ...]:
         """(loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type); skipped parts are 0."""
@@ -234,9 +235,8 @@ def setup(config: TrainConfig) -> Run:
         raise ValueError(f"strategy must be ddp or fsdp, got {config.strategy!r}")
     if config.seg_mode not in ("multi", "single"):
         raise ValueError(f"seg_mode must be multi or single, got {config.seg_mode!r}")
-    if config.objective not in OBJECTIVES:
-        raise ValueError(f"objective must be one of {OBJECTIVES}, got {config.objective!r}")
-    if config.objective in REGION_OBJECTIVES and (config.seg_mode != "multi" or config.questions_per_image != 1):
+    objective = objective_of(config.objective)
+    if objective.reads_regions and (config.seg_mode != "multi" or config.questions_per_image != 1):
         raise ValueError(f"objective {config.objective} reads regions, not questions: seg_mode and "
                          "questions_per_image do not apply (leave them at multi and 1)")
     if config.questions_per_image < 1:
@@ -251,7 +251,7 @@ def setup(config: TrainConfig) -> Run:
 
     sources = open_sources(config.data, strict=config.strict_data)
     model, tokenizer, builder, processor = build_training_model(config, sources, device)
-    builder = objective_builder(config, sources, tokenizer, builder)
+    builder = objective.make_builder(config, sources, tokenizer, builder)
     fsdp = info.enabled and config.strategy == "fsdp"
     if fsdp:
         from training import fsdp as fsdp_lib
@@ -309,16 +309,11 @@ def _micro_batches(run: Run, start_step: int):
         MicroBatches(run.mixture, run.builder, run.processor, run.tokenizer.pad_token_id, run.info,
                      config.optim.batch_size, accum, single_seg=config.seg_mode == "single",
                      questions_per_image=config.questions_per_image,
-                     collate_fn=objective_collate(config.objective, run.builder, run.processor,
-                                                  run.tokenizer.pad_token_id, _clip_grid(run.model))),
+                     collate_fn=objective_of(config.objective).make_collate(
+                         run.builder, run.processor, run.tokenizer.pad_token_id, clip_grid(run.model))),
         batch_size=None, sampler=range(start_step * accum, config.optim.max_steps * accum),
         num_workers=config.num_workers, persistent_workers=False,
         prefetch_factor=4 if config.num_workers else None))
-
-
-def _clip_grid(model) -> int:
-    """CLIP's patches a side (the square root of its image tokens)."""
-    return math.isqrt(model.config.num_image_tokens)
 
 
 def optimisation_step(run: Run, wrapped: torch.nn.Module, batches) -> list[float]:
@@ -356,7 +351,7 @@ def _checkpoint_and_eval(run: Run, step: int, wrapped: torch.nn.Module, writer) 
     if config.checkpoint_every and step % config.checkpoint_every == 0:
         _save(run.ckpt_root, step, run.model, run.optimizer, run.scheduler, config, run.info, run.fsdp)
     if config.eval_every and step % config.eval_every == 0 and step < config.optim.max_steps and not run.fsdp:
-        _periodic_eval(run.model, run.tokenizer, config, step, run.info, writer)
+        objective_of(config.objective).evaluate(run.model, run.tokenizer, config, step, run.info, writer, run.builder)
         wrapped.train()
 
 
@@ -383,7 +378,7 @@ def finish(run: Run, step: int, writer) -> Path:
             log.error("ranks hold different parameters after training: %s", fingerprints)
         print(f"[train] model written to {final_dir}", flush=True)
     if config.eval_data and not fsdp:
-        _periodic_eval(model, run.tokenizer, config, step, info, writer)
+        objective_of(config.objective).evaluate(model, run.tokenizer, config, step, info, writer, run.builder)
     elif config.eval_data and info.is_main:
         print("[train] FSDP run: evaluate the final model with m2sa-eval (sharded generation is not "
               "evaluated in-loop)", flush=True)
@@ -430,84 +425,6 @@ def _save(root: Path, step: int, model, optimizer, scheduler, config: TrainConfi
             scheduler=scheduler.state_dict(), rng=ckpt.rng_state(),
             extra={"data_position": {"step": step, "seed": config.seed}}), keep=config.keep_checkpoints)
     barrier(info)
-
-
-def _periodic_eval(model, tokenizer, config: TrainConfig, step: int, info: DistInfo, writer) -> None:
-    if config.objective == "promptable":
-        _promptable_eval(model, config, step, info, writer)
-        return
-    if config.objective == "patch_words":
-        _patch_word_eval(model, tokenizer, config, step, info, writer)
-        return
-    from training.evaluate import evaluate_sources
-
-    was_training = model.training
-    model.eval()
-    report = evaluate_sources(model, tokenizer, config.eval_data, protocol="generative",
-                              max_items=config.eval_max_items, info=info)
-    if was_training:
-        model.train()
-    if info.is_main:
-        line = " ".join(f"{split}: gIoU {r['giou']:.3f} cIoU {r['ciou']:.3f}" for split, r in report.items())
-        print(f"[eval] step {step}: {line}", flush=True)
-        (Path(config.out_dir) / f"eval_step{step:08d}.json").write_text(json.dumps(report, indent=2))
-        if writer is not None:
-            for split, r in report.items():
-                writer.add_scalar(f"eval/{split}/giou", r["giou"], step)
-                writer.add_scalar(f"eval/{split}/ciou", r["ciou"], step)
-
-
-def _promptable_eval(model, config: TrainConfig, step: int, info: DistInfo, writer) -> None:
-    """Box- and point-prompt mIoU on the eval sources (mask_annotations files), on rank 0."""
-    from training.promptable_eval import evaluate_promptable
-    from training.sources import open_source
-
-    if not info.is_main:
-        return
-    report = {}
-    for src in config.eval_data:
-        report[src.name or src.kind] = evaluate_promptable(model, open_source(src).items, config.eval_max_items)
-    line = " ".join(f"{name}: box mIoU {r.get('box_miou', 0):.3f} (parts {r.get('box_miou_part', 0):.3f}) "
-                    f"point mIoU {r.get('point_miou', 0):.3f} amodal {r.get('box_amodal_miou', 0):.3f}"
-                    for name, r in report.items())
-    _report_eval(config, step, report, line, writer)
-
-
-def _report_eval(config: TrainConfig, step: int, report: dict[str, dict[str, float]], line: str, writer,
-                 prefix: str = "") -> None:
-    """A pretraining stage's eval: one console line, ``eval_stepN.json`` and the TensorBoard scalars."""
-    print(f"[eval] step {step}: {line}", flush=True)
-    (Path(config.out_dir) / f"eval_step{step:08d}.json").write_text(json.dumps(report, indent=2))
-    if writer is not None:
-        for name, r in report.items():
-            for key, value in r.items():
-                writer.add_scalar(f"eval/{name}/{prefix}{key}", value, step)
-
-
-def _patch_word_eval(model, tokenizer, config: TrainConfig, step: int, info: DistInfo, writer) -> None:
-    """Nearest-word accuracy of CLIP's patch tokens on the eval sources (mask_annotations), on rank 0."""
-    from m2sa_core.data.patch_words import PatchWordSampleBuilder
-    from m2sa_core.model.patch_alignment import collate_patch_words, patch_word_accuracy
-    from m2sa_core.model.preprocess import ImageProcessor
-    from training.sources import open_source
-
-    if not info.is_main:
-        return
-    was_training = model.training
-    model.eval()
-    processor = ImageProcessor(model.config)
-    report = {}
-    for src in config.eval_data:
-        records = list(open_source(src).items)[: config.eval_max_items or None]
-        builder = PatchWordSampleBuilder(tokenizer, records)
-        batch = collate_patch_words([builder.build(r) for r in records], processor, _clip_grid(model),
-                                    builder.category_candidates, builder.instance_candidates)
-        report[src.name or src.kind] = patch_word_accuracy(model, batch)
-    if was_training:
-        model.train()
-    line = " ".join(f"{name}: category {r['category']:.3f} background {r['background']:.3f} "
-                    f"instance {r['instance']:.3f}" for name, r in report.items())
-    _report_eval(config, step, report, line, writer, prefix="patch_")
 
 
 @cli_entry("m2sa-train")

@@ -48,6 +48,11 @@ def collate_patch_words(samples: Sequence, processor: ImageProcessor, grid: int,
     category_targets = torch.zeros(len(samples), n_patches, len(category_words))
     instance_targets = torch.zeros(len(samples), n_patches, len(instance_words))
     for b, sample in enumerate(samples):
+        unknown = ({int(w) for w in sample.category_words} - category_index.keys()) | (
+            {int(w) for w in sample.instance_words} - instance_index.keys())
+        if unknown:
+            raise ValueError(f"patch words: {sample.sample_id} names token(s) {sorted(unknown)} that are not "
+                             "among the candidate words (taken from the training records)")
         if len(sample.masks):
             coverage = processor.clip_patch_coverage(sample.masks, grid)  # [n, N]
             for obj, (category, instance) in enumerate(zip(sample.category_words, sample.instance_words)):

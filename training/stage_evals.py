@@ -1,0 +1,92 @@
+"""The in-loop evaluation of each training objective (``eval_every``, and after the last step).
+
+Each stage measures what it trains: M2SA its generative gIoU and cIoU, SAM's promptable
+stage its box- and point-prompt mIoU, the patch-alignment stage CLIP's nearest-word
+accuracy. Every report goes to one console line, ``eval_stepN.json`` in the run's
+directory and TensorBoard, so a stage's progress reads the same way whatever it trains.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+from training.config import TrainConfig
+from training.distributed import DistInfo
+
+
+def clip_grid(model) -> int:
+    """CLIP's patches a side (the square root of its image tokens)."""
+    return math.isqrt(model.config.num_image_tokens)
+
+
+def report_eval(config: TrainConfig, step: int, report: dict[str, dict[str, float]], line: str, writer,
+                prefix: str = "") -> None:
+    """One console line, ``eval_stepN.json`` and a TensorBoard scalar per number of the report."""
+    print(f"[eval] step {step}: {line}", flush=True)
+    (Path(config.out_dir) / f"eval_step{step:08d}.json").write_text(json.dumps(report, indent=2))
+    if writer is not None:
+        for name, r in report.items():
+            for key, value in r.items():
+                if isinstance(value, (int, float)) and not isinstance(value, bool):
+                    writer.add_scalar(f"eval/{name}/{prefix}{key}", value, step)
+
+
+def m2sa_eval(model, tokenizer, config: TrainConfig, step: int, info: DistInfo, writer, builder) -> None:
+    """Generative gIoU and cIoU on the eval sources, shared across ranks."""
+    from training.evaluate import evaluate_sources
+
+    was_training = model.training
+    model.eval()
+    report = evaluate_sources(model, tokenizer, config.eval_data, protocol="generative",
+                              max_items=config.eval_max_items, info=info)
+    if was_training:
+        model.train()
+    if info.is_main:
+        line = " ".join(f"{split}: gIoU {r['giou']:.3f} cIoU {r['ciou']:.3f}" for split, r in report.items())
+        report_eval(config, step, report, line, writer)
+
+
+def promptable_eval(model, tokenizer, config: TrainConfig, step: int, info: DistInfo, writer, builder) -> None:
+    """Box- and point-prompt mIoU on the eval sources (mask_annotations files), on rank 0."""
+    from training.promptable_eval import evaluate_promptable
+    from training.sources import open_source
+
+    if not info.is_main:
+        return
+    report = {}
+    for src in config.eval_data:
+        report[src.name or src.kind] = evaluate_promptable(model, open_source(src).items, config.eval_max_items)
+    line = " ".join(f"{name}: box mIoU {r.get('box_miou', 0):.3f} (parts {r.get('box_miou_part', 0):.3f}) "
+                    f"point mIoU {r.get('point_miou', 0):.3f} amodal {r.get('box_amodal_miou', 0):.3f}"
+                    for name, r in report.items())
+    report_eval(config, step, report, line, writer)
+
+
+def patch_word_eval(model, tokenizer, config: TrainConfig, step: int, info: DistInfo, writer, builder) -> None:
+    """Nearest-word accuracy of CLIP's patch tokens on the eval sources, on rank 0.
+
+    The candidate words are the training builder's, so the eval asks the question the
+    loss trains: which of the world's words covers this patch.
+    """
+    from m2sa_core.model.patch_alignment import collate_patch_words, patch_word_accuracy
+    from m2sa_core.model.preprocess import ImageProcessor
+    from training.sources import open_source
+
+    if not info.is_main:
+        return
+    was_training = model.training
+    model.eval()
+    processor = ImageProcessor(model.config)
+    report = {}
+    for src in config.eval_data:
+        records = list(open_source(src).items)[: config.eval_max_items or None]
+        batch = collate_patch_words([builder.build(r) for r in records], processor, clip_grid(model),
+                                    builder.category_candidates, builder.instance_candidates)
+        report[src.name or src.kind] = patch_word_accuracy(model, batch)
+    if was_training:
+        model.train()
+    line = " ".join(f"{name}: category {r['category']:.3f} background {r['background']:.3f} "
+                    f"instance {r['instance']:.3f}" for name, r in report.items())
+    report_eval(config, step, report, line, writer, prefix="patch_")
