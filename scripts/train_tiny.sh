@@ -2,9 +2,8 @@
 # The shipped tiny model, built in stages like the real M2SA (docs/TRAINING.md):
 #   data      m2sa-synth: the training world (seed 0) and a held-out world (seed 7, 320 px)
 #   stage 1   SAM promptable segmentation          training/tiny/1_sam.yaml
-#   (stage 1b CLIP + projector: the words of each patch, training/tiny/1b_clip.yaml; only when
-#    STAGES names it: not yet part of the shipped model's recipe, training/tiny/RUNS.md run 13)
-#   stage 2   CLIP + projector + language model    training/tiny/2_language.yaml
+#   stage 1b  CLIP + projector: the words of each patch  training/tiny/1b_clip.yaml
+#   stage 2   projector + language model (CLIP frozen)   training/tiny/2_language.yaml
 #   stage 3   M2SA from the pretrained parts       training/tiny/3_m2sa.yaml
 #   eval      held-out splits, both protocols, R2SM and amodal
 #   export    models/m2sa-tiny-synth (only with --export)
@@ -18,14 +17,14 @@
 # starting from the one before it under the same RUNS; DATA and HELD are where the
 # training and held-out worlds go (data/synth, data/heldout: the stage configs read
 # data/synth); BIN is where the m2sa-* commands are (.venv/bin); STAGES the stages, in
-# order (default "1_sam 2_language 3_m2sa"; "1_sam 1b_clip 2_language 3_m2sa" adds 1b).
+# order (default "1_sam 1b_clip 2_language 3_m2sa"; each starts from the one before it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
 RUNS=${RUNS:-runs/tiny}
 DATA=${DATA:-data/synth}
 HELD=${HELD:-data/heldout}
-STAGES=${STAGES:-1_sam 2_language 3_m2sa}
+STAGES=${STAGES:-1_sam 1b_clip 2_language 3_m2sa}
 EXPORT=0
 if [[ "${1:-}" == "--export" ]]; then EXPORT=1; shift; fi
 mkdir -p "$RUNS"

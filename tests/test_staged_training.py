@@ -219,7 +219,8 @@ def test_the_stages_chain_through_m2sa_train(world, tmp_path):
     second = train(stage2)
     w2 = _weights(tmp_path / "2_language")
     assert not _changed(w1, w2, "sam.")  # SAM is stage 1's
-    assert _changed(w1b, w2, "llm.") and _changed(w1b, w2, "vision_tower.") and _changed(w1b, w2, "mm_projector.")
+    assert not _changed(w1b, w2, "vision_tower.")  # CLIP is 1b's: trained on answers it forgot its patch words
+    assert _changed(w1b, w2, "llm.") and _changed(w1b, w2, "mm_projector.")
     assert (Path(second) / "tokenizer.json").read_text() == (Path(first) / "tokenizer.json").read_text()
 
     stage3 = _stage_config("3_m2sa", world, tmp_path, f"model.init_from={second}",
