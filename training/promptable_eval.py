@@ -22,6 +22,7 @@ from m2sa_core.model.m2sa import AMODAL_MASK_TOKEN, VISIBLE_MASK_TOKEN
 from m2sa_core.model.preprocess import ImageProcessor
 from m2sa_core.model.promptable import prompted_mask_logits
 from m2sa_core.types import mask_bbox
+from training.stage_evals import eval_mode
 
 
 def central_point(mask: np.ndarray) -> list[float]:
@@ -34,12 +35,20 @@ def central_point(mask: np.ndarray) -> list[float]:
 @torch.no_grad()
 def evaluate_promptable(model, records: Sequence, max_items: int = 0) -> dict[str, float]:
     """Mean IoU per prompt kind and granularity over the regions of ``records``."""
-    processor = ImageProcessor(model.config)
-    was_training = model.training
-    model.eval()
-    scores: dict[str, list[float]] = defaultdict(list)
     chosen = records[:max_items] if max_items else records
-    for record in chosen:
+    with eval_mode(model):
+        scores = _region_ious(model, chosen)
+    report = {key: float(np.mean(values)) for key, values in sorted(scores.items())}
+    report["regions"] = len(scores.get("box_miou", []))
+    return report
+
+
+def _region_ious(model, records: Sequence) -> dict[str, list[float]]:
+    """The IoU of every non-empty region of ``records`` from its box and from its central
+    point, keyed by prompt kind and granularity (``box_miou_part``)."""
+    processor = ImageProcessor(model.config)
+    scores: dict[str, list[float]] = defaultdict(list)
+    for record in records:
         h, w = record.height, record.width
         image = processor(record.load_image())
         rh, rw = image["resize_size"]
@@ -66,8 +75,4 @@ def evaluate_promptable(model, records: Sequence, max_items: int = 0) -> dict[st
                 scores[f"{kind}_miou_{level}"].append(iou)
                 if complete[i] is not None and kind == "box":
                     scores["box_amodal_miou"].append(mask_iou(both[row, AMODAL_MASK_TOKEN], complete[i] | visible[i]))
-    if was_training:
-        model.train()
-    report = {key: float(np.mean(values)) for key, values in sorted(scores.items())}
-    report["regions"] = len(scores.get("box_miou", []))
-    return report
+    return scores

@@ -8,17 +8,25 @@ directory and TensorBoard, so a stage's progress reads the same way whatever it 
 
 from __future__ import annotations
 
+import contextlib
 import json
-import math
+from collections.abc import Iterator
 from pathlib import Path
 
 from training.config import TrainConfig
 from training.distributed import DistInfo
 
 
-def clip_grid(model) -> int:
-    """CLIP's patches a side (the square root of its image tokens)."""
-    return math.isqrt(model.config.num_image_tokens)
+@contextlib.contextmanager
+def eval_mode(model) -> Iterator[None]:
+    """The model in eval mode for the block and back in the mode it had after it, even when
+    the eval fails: the training loop goes on with dropout and the rest as they were."""
+    was_training = model.training
+    model.eval()
+    try:
+        yield
+    finally:
+        model.train(was_training)
 
 
 def report_eval(config: TrainConfig, step: int, report: dict[str, dict[str, float]], line: str, writer,
@@ -37,12 +45,9 @@ def m2sa_eval(model, tokenizer, config: TrainConfig, step: int, info: DistInfo, 
     """Generative gIoU and cIoU on the eval sources, shared across ranks."""
     from training.evaluate import evaluate_sources
 
-    was_training = model.training
-    model.eval()
-    report = evaluate_sources(model, tokenizer, config.eval_data, protocol="generative",
-                              max_items=config.eval_max_items, info=info)
-    if was_training:
-        model.train()
+    with eval_mode(model):
+        report = evaluate_sources(model, tokenizer, config.eval_data, protocol="generative",
+                                  max_items=config.eval_max_items, info=info)
     if info.is_main:
         line = " ".join(f"{split}: gIoU {r['giou']:.3f} cIoU {r['ciou']:.3f}" for split, r in report.items())
         report_eval(config, step, report, line, writer)
@@ -70,23 +75,20 @@ def patch_word_eval(model, tokenizer, config: TrainConfig, step: int, info: Dist
     The candidate words are the training builder's, so the eval asks the question the
     loss trains: which of the world's words covers this patch.
     """
-    from m2sa_core.model.patch_alignment import collate_patch_words, patch_word_accuracy
+    from m2sa_core.model.patch_alignment import clip_grid, collate_patch_words, patch_word_accuracy
     from m2sa_core.model.preprocess import ImageProcessor
     from training.sources import open_source
 
     if not info.is_main:
         return
-    was_training = model.training
-    model.eval()
     processor = ImageProcessor(model.config)
     report = {}
-    for src in config.eval_data:
-        records = list(open_source(src).items)[: config.eval_max_items or None]
-        batch = collate_patch_words([builder.build(r) for r in records], processor, clip_grid(model),
-                                    builder.category_candidates, builder.instance_candidates)
-        report[src.name or src.kind] = patch_word_accuracy(model, batch)
-    if was_training:
-        model.train()
+    with eval_mode(model):
+        for src in config.eval_data:
+            records = list(open_source(src).items)[: config.eval_max_items or None]
+            batch = collate_patch_words([builder.build(r) for r in records], processor, clip_grid(model),
+                                        builder.category_candidates, builder.instance_candidates)
+            report[src.name or src.kind] = patch_word_accuracy(model, batch)
     line = " ".join(f"{name}: category {r['category']:.3f} background {r['background']:.3f} "
                     f"instance {r['instance']:.3f}" for name, r in report.items())
     report_eval(config, step, report, line, writer, prefix="patch_")

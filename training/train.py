@@ -33,8 +33,8 @@ from m2sa_core.model.batch import collate
 from training.config import TrainConfig, config_to_dict, load_config
 from training.distributed import DistInfo, all_gather_objects, barrier, init_distributed, shutdown
 from training.mixture import Mixture
-from training.objectives import objective_of
-from training.stage_evals import clip_grid
+from m2sa_core.model.patch_alignment import clip_grid
+from training.objectives import Objective, objective_of
 from training.variants import to_single_seg
 from training.model_setup import (build_training_model, save_trained_model,
                                   trainable_state, load_trainable_state)
@@ -97,11 +97,10 @@ class LossParts(torch.nn.Module):
     inside the model's output dataclass, so the loss parts are returned as a tuple.
     """
 
-    def __init__(self, model: torch.nn.Module, objective: str = "m2sa") -> None:
+    def __init__(self, model: torch.nn.Module, objective: Objective) -> None:
         super().__init__()
         self.model = model
-        self.objective = objective
-        self._forward = objective_of(objective).forward
+        self._forward = objective.forward
 
     def forward(self, batch: dict) -> tuple[torch.Tensor, ...]:
         """(loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type); skipped parts are 0."""
@@ -139,6 +138,7 @@ class Run:
     """What one training run holds once set up: the model, its data and its optimiser."""
 
     config: TrainConfig
+    objective: Objective  # config.objective's samples, batch, loss and eval
     info: DistInfo
     device: torch.device
     out_dir: Path
@@ -263,7 +263,7 @@ def setup(config: TrainConfig) -> Run:
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, linear_warmup_decay(config.optim.warmup_steps, config.optim.max_steps))
     mixture = Mixture(sources, seed=config.seed)
-    return Run(config=config, info=info, device=device, out_dir=out_dir, model=model,
+    return Run(config=config, objective=objective, info=info, device=device, out_dir=out_dir, model=model,
                tokenizer=tokenizer, builder=builder, processor=processor, fsdp=fsdp, params=params,
                optimizer=optimizer, scheduler=scheduler, mixture=mixture)
 
@@ -293,7 +293,7 @@ def resume_from_checkpoint(run: Run) -> int:
 
 
 def _wrap_for_ddp(run: Run) -> torch.nn.Module:
-    wrapped = LossParts(run.model, run.config.objective)
+    wrapped = LossParts(run.model, run.objective)
     if run.info.enabled and not run.fsdp:
         device = run.device
         wrapped = DistributedDataParallel(wrapped, device_ids=[device.index] if device.type == "cuda" else None,
@@ -309,7 +309,7 @@ def _micro_batches(run: Run, start_step: int):
         MicroBatches(run.mixture, run.builder, run.processor, run.tokenizer.pad_token_id, run.info,
                      config.optim.batch_size, accum, single_seg=config.seg_mode == "single",
                      questions_per_image=config.questions_per_image,
-                     collate_fn=objective_of(config.objective).make_collate(
+                     collate_fn=run.objective.make_collate(
                          run.builder, run.processor, run.tokenizer.pad_token_id, clip_grid(run.model))),
         batch_size=None, sampler=range(start_step * accum, config.optim.max_steps * accum),
         num_workers=config.num_workers, persistent_workers=False,
@@ -351,7 +351,7 @@ def _checkpoint_and_eval(run: Run, step: int, wrapped: torch.nn.Module, writer) 
     if config.checkpoint_every and step % config.checkpoint_every == 0:
         _save(run.ckpt_root, step, run.model, run.optimizer, run.scheduler, config, run.info, run.fsdp)
     if config.eval_every and step % config.eval_every == 0 and step < config.optim.max_steps and not run.fsdp:
-        objective_of(config.objective).evaluate(run.model, run.tokenizer, config, step, run.info, writer, run.builder)
+        run.objective.evaluate(run.model, run.tokenizer, config, step, run.info, writer, run.builder)
         wrapped.train()
 
 
@@ -378,7 +378,7 @@ def finish(run: Run, step: int, writer) -> Path:
             log.error("ranks hold different parameters after training: %s", fingerprints)
         print(f"[train] model written to {final_dir}", flush=True)
     if config.eval_data and not fsdp:
-        objective_of(config.objective).evaluate(model, run.tokenizer, config, step, info, writer, run.builder)
+        run.objective.evaluate(model, run.tokenizer, config, step, info, writer, run.builder)
     elif config.eval_data and info.is_main:
         print("[train] FSDP run: evaluate the final model with m2sa-eval (sharded generation is not "
               "evaluated in-loop)", flush=True)

@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import math
+
 import torch
 import torch.nn.functional as F
 
@@ -78,6 +80,11 @@ def collate_patch_words(samples: Sequence, processor: ImageProcessor, grid: int,
 def word_logits(tokens: torch.Tensor, embeddings: torch.Tensor) -> torch.Tensor:
     """Cosine logits [B, N, K] of patch tokens [B, N, d] against word embeddings [K, d]."""
     return F.normalize(tokens, dim=-1) @ F.normalize(embeddings, dim=-1).T / TEMPERATURE
+
+
+def clip_grid(model: M2SAModel) -> int:
+    """CLIP's patches a side (the square root of its image tokens)."""
+    return math.isqrt(model.config.num_image_tokens)
 
 
 def _patch_logits(model: M2SAModel, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
