@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 from m2sa_core.data.labels import make_label, parse_label_before, split_category
-from m2sa_core.data.rle import RLEError, decode_rle, encode_mask, rle_area, rle_bbox
+from m2sa_core.data.rle import RLEError, check_rle, decode_rle, encode_mask, rle_area, rle_bbox
 from m2sa_core.types import Granularity, mask_bbox
 
 
@@ -19,6 +19,7 @@ def test_encode_decode_round_trip(mask):
     rle = encode_mask(mask)
     assert isinstance(rle["counts"], str) and rle["size"] == list(mask.shape)
     assert np.array_equal(decode_rle(rle, *mask.shape), mask)
+    check_rle(rle, *mask.shape)
     assert rle_area(rle) == mask.sum()
     if mask.any():
         assert rle_bbox(rle) == [float(v) for v in mask_bbox(mask)]
@@ -28,6 +29,9 @@ def test_encode_decode_round_trip(mask):
     "rle, match",
     [
         ({"size": [4, 4], "counts": "abc"}, "ends in the middle of a run"),
+        ({"size": [4, 4], "counts": "0~"}, "invalid character '~'"),
+        ({"size": [4, 4], "counts": "0@"}, "negative run length"),
+        ({"size": [4, 4], "counts": "P" * 12 + "0"}, "more than 12 characters"),
         ({"size": [4, 4], "counts": "04"}, "cover 4 pixels, expected 4\\*4=16"),
         ({"size": [4, 4], "counts": [3, 3]}, "sum to 6"),
         ({"size": [4, 4], "counts": [3, -1, 14]}, "non-negative ints"),
@@ -40,6 +44,8 @@ def test_encode_decode_round_trip(mask):
 def test_undecodable_rle_is_a_clear_error(rle, match):
     with pytest.raises(RLEError, match=match):
         decode_rle(rle)
+    with pytest.raises(RLEError, match=match):  # what the readers check every annotation with
+        check_rle(rle)
 
 
 def test_size_is_checked_against_the_image():

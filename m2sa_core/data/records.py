@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from m2sa_core.data.rle import RLEError, decode_rle
+from m2sa_core.data.rle import RLEError, check_rle, decode_rle
 from m2sa_core.types import MASK_TYPES, Granularity  # noqa: F401  (MASK_TYPES: re-exported for readers)
 
 logger = logging.getLogger(__name__)
@@ -213,7 +213,7 @@ def entry_image_id(entry: Any, index: int) -> Any:
 def check_rle_field(value: Any, height: int, width: int, what: str) -> dict[str, Any]:
     """Validate an RLE annotation against the image size; ValueError naming ``what``."""
     try:
-        decode_rle(value, height, width)
+        check_rle(value, height, width)
     except RLEError as exc:
         raise ValueError(f"{what}: {exc}") from exc
     return value
