@@ -3,6 +3,8 @@ patch in the frame CLIP sees, and training on them makes patch tokens read as th
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 import torch
@@ -91,3 +93,47 @@ def test_training_moves_patch_tokens_to_their_words_and_leaves_the_words_alone(t
     after = patch_word_accuracy(model, batch)
     assert after["category"] > 0.9 and after["background"] > 0.9 and after["instance"] > 0.9, (before, after)
     assert torch.equal(model.llm.get_input_embeddings().weight, embeddings)
+
+
+
+def _scene(labels: list[str], image_path: Path):
+    """A mask_annotations record of a 4 x 4 image holding objects ``labels`` and one part."""
+    from PIL import Image
+
+    from m2sa_core.data.records import SegRecord, TargetAnnotation
+    from m2sa_core.data.rle import encode_mask
+
+    Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(image_path)
+    rle = encode_mask(np.ones((4, 4), bool))
+
+    def target(label, part=""):
+        name = label.rsplit("_", 1)[0]
+        return TargetAnnotation(label=label + (f"'s {part}" if part else ""),
+                                category_name=name + (f":{part}" if part else ""), object_name=name,
+                                instance=int(label.rsplit("_", 1)[1]), part_name=part,
+                                granularity="part" if part else "object", mask_rle=rle)
+
+    targets = [target(label) for label in labels] + [target(labels[0], "handle")]
+    return SegRecord(source="mask_annotations", split="train", image_path=image_path, image_id=1,
+                     question_index=0, question="", answer_template="", targets=targets, height=4, width=4)
+
+
+@pytest.mark.parametrize("kind, numbers", [("ordinal", ["1", "2", "1"]), ("count", ["2", "2", "1"])])
+def test_instance_words_say_the_objects_own_number_or_how_many_of_its_kind_there_are(kind, numbers, tmp_path):
+    from m2sa_core.data.patch_words import PatchWordSampleBuilder
+
+    tokenizer = train_tokenizer(["the mug_1 , the mug_2 and the laptop_1 , the mug_3 on the table"] * 20, vocab_size=300)
+    add_special_tokens(tokenizer, False)
+    scene = _scene(["mug_1", "mug_2", "laptop_1"], tmp_path / "scene.png")
+    builder = PatchWordSampleBuilder(tokenizer, [scene], instance_words=kind)
+    sample = builder.build(scene)
+    assert [tokenizer.decode([w]) for w in sample.instance_words] == numbers  # the part is not an object
+    assert sample.category_words.tolist() == [label_words(tokenizer, label)[0] for label in ("mug_1", "mug_2", "laptop_1")]
+    assert sorted(tokenizer.decode([w]) for w in builder.instance_candidates) == sorted(set(numbers))
+
+
+def test_an_unknown_kind_of_instance_word_is_refused():
+    from m2sa_core.data.patch_words import PatchWordSampleBuilder
+
+    with pytest.raises(ValueError, match="one of \\('ordinal', 'count'\\)"):
+        PatchWordSampleBuilder(None, [], instance_words="cardinal")

@@ -84,6 +84,9 @@ class TrainConfig:
     # the words of what covers each patch, on mask_annotations data: CLIP's stage).
     objective: str = "m2sa"
     prompt_regions: int = 8  # promptable: regions prompted per image
+    # patch_words: what an object's patches learn besides its category word: "ordinal" (its own
+    # number, "2" on the second mug) or "count" (how many of its category the image holds).
+    patch_instance_words: str = "ordinal"
 
 
 _SCALARS = {"float": float, "int": int, "str": str}

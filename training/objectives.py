@@ -67,7 +67,8 @@ OBJECTIVES: dict[str, Objective] = {
         Objective(
             name="patch_words", reads_regions=True,
             make_builder=lambda config, sources, tokenizer, questions: PatchWordSampleBuilder(
-                tokenizer, (record for src in sources for record in src.items)),
+                tokenizer, (record for src in sources for record in src.items),
+                instance_words=config.patch_instance_words),
             make_collate=lambda builder, processor, pad_token_id, clip_grid: partial(
                 collate_patch_words, processor=processor, grid=clip_grid,
                 category_words=builder.category_candidates, instance_words=builder.instance_candidates),

@@ -13,6 +13,7 @@ projected token towards the words of what covers it.
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
@@ -22,6 +23,12 @@ from m2sa_core.data.records import DataError, SegRecord
 
 # What covers a patch where no object does: the synthetic scenes are things on a table.
 BACKGROUND_WORD = " table"
+
+# What a patch's instance word says (``patch_instance_words`` of the training config):
+# "ordinal", the object's own number (the second mug from the left says "2"); "count", how
+# many objects of its category the image holds (every mug of a two-mug scene says "2"), the
+# number an answer must reach when it lists them all.
+INSTANCE_WORD_KINDS = ("ordinal", "count")
 
 
 @dataclass
@@ -62,30 +69,45 @@ class PatchWordSampleBuilder:
     the table), not only from what the batch happens to hold.
     """
 
-    def __init__(self, tokenizer, records: Iterable[SegRecord]) -> None:
+    def __init__(self, tokenizer, records: Iterable[SegRecord], instance_words: str = "ordinal") -> None:
+        if instance_words not in INSTANCE_WORD_KINDS:
+            raise ValueError(f"patch instance words must be one of {INSTANCE_WORD_KINDS}, got {instance_words!r}")
         self.tokenizer = tokenizer
+        self.instance_kind = instance_words
         categories: set[int] = set()
         instances: set[int] = set()
         for record in records:
-            for target in record.targets:
-                if not target.part_name and target.label:
-                    category, instance = label_words(tokenizer, target.label)
-                    categories.add(category)
-                    instances.add(instance)
+            for category, instance in self._object_words(self._objects(record)):
+                categories.add(category)
+                instances.add(instance)
         if not categories:
             raise ValueError("patch words: the data holds no labelled object (mask_annotations with labels)")
         self.background = background_word(tokenizer)
         self.category_candidates = [self.background, *sorted(categories - {self.background})]
         self.instance_candidates = sorted(instances)
 
+    @staticmethod
+    def _objects(record: SegRecord) -> list:
+        return [t for t in record.targets if not t.part_name and t.label]
+
+    def _object_words(self, objects: list) -> list[tuple[int, int]]:
+        """(category word, instance word) of each object, the instance word as ``instance_kind`` says."""
+        if self.instance_kind == "ordinal":
+            return [label_words(self.tokenizer, t.label) for t in objects]
+        # "count": the label renumbered with its category's count, tokenized as labels are,
+        # so "2" is the very token an answer's " mug_2" ends with.
+        categories = [t.label.rsplit("_", 1)[0] for t in objects]
+        counts = Counter(categories)
+        return [label_words(self.tokenizer, f"{category}_{counts[category]}") for category in categories]
+
     def build(self, record: SegRecord, rng=None) -> PatchWordSample:  # noqa: ARG002 - no randomness
         h, w = record.height, record.width
-        objects = [t for t in record.targets if not t.part_name and t.label]
+        objects = self._objects(record)
         try:
             masks = np.stack([t.mask(h, w) for t in objects]) if objects else np.zeros((0, h, w), bool)
         except ValueError as exc:
             raise DataError(f"{record.record_id}: {exc}") from exc
-        words = [label_words(self.tokenizer, t.label) for t in objects]
+        words = self._object_words(objects)
         return PatchWordSample(
             record.record_id, record.load_image(), masks,
             np.array([c for c, _ in words], np.int64), np.array([i for _, i in words], np.int64))
