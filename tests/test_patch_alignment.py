@@ -122,13 +122,15 @@ def _scene(labels: list[str], image_path: Path):
 def test_instance_words_say_the_objects_own_number_or_how_many_of_its_kind_there_are(kind, numbers, tmp_path):
     from m2sa_core.data.patch_words import PatchWordSampleBuilder
 
-    tokenizer = train_tokenizer(["the mug_1 , the mug_2 and the laptop_1 , the mug_3 on the table"] * 20, vocab_size=300)
+    corpus = ["the mug_1 , the mug_2 and the laptop_1 , the mug_3 on the table"] * 20
+    tokenizer = train_tokenizer(corpus, vocab_size=300)
     add_special_tokens(tokenizer, False)
     scene = _scene(["mug_1", "mug_2", "laptop_1"], tmp_path / "scene.png")
     builder = PatchWordSampleBuilder(tokenizer, [scene], instance_words=kind)
     sample = builder.build(scene)
     assert [tokenizer.decode([w]) for w in sample.instance_words] == numbers  # the part is not an object
-    assert sample.category_words.tolist() == [label_words(tokenizer, label)[0] for label in ("mug_1", "mug_2", "laptop_1")]
+    labels = ("mug_1", "mug_2", "laptop_1")
+    assert sample.category_words.tolist() == [label_words(tokenizer, label)[0] for label in labels]
     assert sorted(tokenizer.decode([w]) for w in builder.instance_candidates) == sorted(set(numbers))
 
 

@@ -302,3 +302,49 @@ def test_a_training_checkpoint_exports_as_the_model_it_was_at_that_step(world, t
     assert len(err.splitlines()) == 1 and "damaged" in err and "trainables.safetensors" in err, err
     assert export_main(["--checkpoint", str(world), "--out", str(tmp_path / "bad")]) != 0
     assert "is not a training checkpoint" in capsys.readouterr().err
+
+
+def test_lr_scale_trains_a_prefix_at_its_fraction_of_the_rate():
+    """One AdamW step on a gradient of ones moves every weight by its group's rate: the
+    scaled prefix by exactly its factor of the others' move."""
+    from training.model_setup import optimizer_groups
+
+    model, _ = build_preset("tiny")
+    apply_trainable_policy(model, "full")
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    scale = {"vision_tower.": 0.1, "vision_tower.post_layernorm.": 0.5}
+    optimizer = torch.optim.AdamW(optimizer_groups(model, 1e-2, scale), lr=1e-2, weight_decay=0.0)
+    sum(p.sum() for p in model.parameters()).backward()
+    optimizer.step()
+    moved = {n: float((p.detach() - before[n]).abs().max()) for n, p in model.named_parameters()}
+    assert moved["llm.model.embed_tokens.weight"] == pytest.approx(1e-2, rel=1e-3)
+    assert moved["vision_tower.encoder.layers.0.mlp.fc1.weight"] == pytest.approx(1e-3, rel=1e-3)
+    assert moved["vision_tower.post_layernorm.weight"] == pytest.approx(5e-3, rel=1e-3)  # longest prefix
+
+
+@pytest.mark.parametrize("scale, match", [
+    ("{sam.typo.: 0.1}", r"no trainable parameter name starts with \['sam.typo.'\]"),
+    ("{vision_tower.: 0}", "must be > 0"),
+])
+def test_a_wrong_lr_scale_is_refused(scale, match):
+    from training.model_setup import optimizer_groups
+
+    model, _ = build_preset("tiny")
+    config = load_config(None, [f"optim.lr_scale={scale}"])
+    with pytest.raises(ValueError, match=match):
+        optimizer_groups(model, 1e-3, config.optim.lr_scale)
+
+
+def test_lr_scale_follows_the_schedule_and_a_resume_must_keep_it(world, tmp_path):
+    first = train(_stage_config("1_sam", world, tmp_path, "optim.max_steps=2", "eval_data=[]"))
+    scaled = _stage_config("3_m2sa", world, tmp_path, f"model.init_from={first}", "optim.max_steps=4",
+                           "optim.lr_scale={vision_tower.: 0.25}")
+    train(scaled, stop_after=2)
+    optim = torch.load(tmp_path / "3_m2sa" / "checkpoints" / "step_00000002" / "optim.pt", weights_only=True)
+    (base, vision) = optim["optimizer"]["param_groups"]
+    assert vision["initial_lr"] == pytest.approx(0.25 * base["initial_lr"])
+    assert vision["lr"] == pytest.approx(0.25 * base["lr"]) and 0 < base["lr"] < base["initial_lr"]  # decaying alike
+    unscaled = _stage_config("3_m2sa", world, tmp_path, f"model.init_from={first}", "optim.max_steps=4")
+    with pytest.raises(ValueError, match="does not fit this run's parameter groups"):
+        train(unscaled, resume=True)
+    assert Path(train(scaled, resume=True)).name == "final"

@@ -55,6 +55,10 @@ class OptimConfig:
     batch_size: int = 2  # per process
     grad_accum: int = 10
     grad_clip: float = 1.0
+    # Parameter-name prefix -> factor of ``lr`` for the parameters under it, warmup and decay
+    # alike (the longest matching prefix wins), as LLaVA-1.6 trains its vision tower at a
+    # fraction of the language model's rate: {"vision_tower.": 0.1}. Freeze with model.freeze.
+    lr_scale: dict[str, float] = field(default_factory=dict)
 
 
 @dataclass
@@ -128,6 +132,10 @@ def _build(cls, values: dict[str, Any], where: str):
             value = [_build(DataSourceConfig, v, f"{sub}[{i}]") for i, v in enumerate(value)]
         elif name == "betas":
             value = tuple(float(v) for v in value)
+        elif name == "lr_scale":
+            if not isinstance(value, dict):
+                raise ValueError(f"{sub}: expected a mapping of parameter-name prefix to factor")
+            value = {str(k): _coerce(v, "float", f"{sub}.{k}") for k, v in value.items()}
         else:
             value = _coerce(value, f.type, sub)
         kwargs[name] = value

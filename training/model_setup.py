@@ -85,6 +85,27 @@ def freeze_prefixes(model, prefixes) -> None:
             p.requires_grad_(False)
 
 
+def optimizer_groups(model, lr: float, lr_scale: dict[str, float]) -> list[dict]:
+    """The trainable parameters as AdamW groups: one at ``lr``, one per ``lr_scale`` prefix at
+    its factor of ``lr`` (the longest matching prefix wins). A prefix that names no trainable
+    parameter, or a factor that is not positive, is an error: both are typos that would
+    otherwise train at the wrong rate without a word."""
+    prefixes = sorted(lr_scale, key=len, reverse=True)
+    for prefix, factor in lr_scale.items():
+        if not factor > 0:
+            raise ValueError(f"optim.lr_scale: {prefix!r} has factor {factor}; it must be > 0 "
+                             "(model.freeze keeps parameters still)")
+    groups: dict[str | None, list] = {None: []}
+    for name, param in model.named_parameters():
+        if param.requires_grad:
+            groups.setdefault(next((x for x in prefixes if name.startswith(x)), None), []).append(param)
+    idle = [prefix for prefix in lr_scale if prefix not in groups]
+    if idle:
+        raise ValueError(f"optim.lr_scale: no trainable parameter name starts with {idle}")
+    return [{"params": params, "lr": lr * (lr_scale[prefix] if prefix is not None else 1.0)}
+            for prefix, params in groups.items() if params]
+
+
 def _override(target, dotted: str, value) -> None:
     *path, last = dotted.split(".")
     node = target

@@ -36,7 +36,7 @@ from training.mixture import Mixture
 from m2sa_core.model.patch_alignment import clip_grid
 from training.objectives import Objective, objective_of
 from training.variants import to_single_seg
-from training.model_setup import (build_training_model, save_trained_model,
+from training.model_setup import (build_training_model, optimizer_groups, save_trained_model,
                                   trainable_state, load_trainable_state)
 from training.sources import open_sources
 
@@ -258,7 +258,8 @@ def setup(config: TrainConfig) -> Run:
 
         fsdp_lib.shard_model(model, device, info.world_size)
     params = [p for p in model.parameters() if p.requires_grad]
-    optimizer = torch.optim.AdamW(params, lr=config.optim.lr, betas=config.optim.betas,
+    optimizer = torch.optim.AdamW(optimizer_groups(model, config.optim.lr, config.optim.lr_scale),
+                                  lr=config.optim.lr, betas=config.optim.betas,
                                   weight_decay=config.optim.weight_decay)
     scheduler = torch.optim.lr_scheduler.LambdaLR(
         optimizer, linear_warmup_decay(config.optim.warmup_steps, config.optim.max_steps))
@@ -284,7 +285,11 @@ def resume_from_checkpoint(run: Run) -> int:
         fsdp_lib.load_full_state(run.model, run.optimizer, state.trainables, state.optimizer)
     else:
         load_trainable_state(run.model, state.trainables)
-        run.optimizer.load_state_dict(state.optimizer)
+        try:
+            run.optimizer.load_state_dict(state.optimizer)
+        except ValueError as exc:  # torch: "... different number of parameter groups" / group sizes
+            raise ValueError(f"{latest}: its optimiser state does not fit this run's parameter groups "
+                             f"(optim.lr_scale or model.freeze changed since it was written?): {exc}") from exc
     run.scheduler.load_state_dict(state.scheduler)
     ckpt.set_rng_state(state.rng)
     if info.is_main:
