@@ -275,6 +275,16 @@ def test_checkpoint_overrides_and_freeze_are_checked(world, tmp_path):
         train(bad_freeze)
 
 
+def test_a_wrong_patch_instance_word_kind_is_refused_before_any_data_opens(tmp_path):
+    missing = tmp_path / "not_written.json"  # opening it would fail with another error
+    config = load_config(None, [f"out_dir={tmp_path / 'run'}", "objective=patch_words",
+                                "patch_instance_words=cardinal",
+                                f"data=[{{kind: mask_annotations, path: {missing}, image_root: {tmp_path}}}]"])
+    with pytest.raises(ValueError, match=r"patch_instance_words must be one of \('ordinal', 'count'\)"):
+        train(config)
+    assert not (tmp_path / "run").exists()
+
+
 def test_a_training_checkpoint_exports_as_the_model_it_was_at_that_step(world, tmp_path, capsys):
     """m2sa-export --checkpoint rebuilds the run's model (here stage 1: a tokenizer trained
     from the data) and puts the step's trained weights on it: the last checkpoint is

@@ -89,6 +89,7 @@ def patch_word_eval(model, tokenizer, config: TrainConfig, step: int, info: Dist
             batch = collate_patch_words([builder.build(r) for r in records], processor, clip_grid(model),
                                         builder.category_candidates, builder.instance_candidates)
             report[src.name or src.kind] = patch_word_accuracy(model, batch)
+    said = {"ordinal": "number", "count": "count"}[config.patch_instance_words]  # what the instance word says
     line = " ".join(f"{name}: category {r['category']:.3f} background {r['background']:.3f} "
-                    f"instance {r['instance']:.3f}" for name, r in report.items())
+                    f"{said} {r['instance']:.3f}" for name, r in report.items())
     report_eval(config, step, report, line, writer, prefix="patch_")

@@ -21,7 +21,6 @@ from typing import Any
 
 from m2sa_core.data.labels import label_segments, make_label, parse_label_before, split_category
 from m2sa_core.data.records import (
-    MASK_TYPES,
     DataError,
     ProblemLog,
     SegDataset,
@@ -34,7 +33,7 @@ from m2sa_core.data.records import (
     require_image_file,
     require_size,
 )
-from m2sa_core.types import Granularity
+from m2sa_core.types import MASK_TYPES, Granularity
 
 SEG_PLACEHOLDER = "{seg}"
 MMR_SPLITS = ("train", "val", "test_obj_only", "test_part_only", "test_mixed")

@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 
 from m2sa_core.data.rle import RLEError, check_rle, decode_rle
-from m2sa_core.types import MASK_TYPES, Granularity  # noqa: F401  (MASK_TYPES: re-exported for readers)
+from m2sa_core.types import Granularity
 
 logger = logging.getLogger(__name__)
 
