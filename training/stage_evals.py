@@ -75,6 +75,7 @@ def patch_word_eval(model, tokenizer, config: TrainConfig, step: int, info: Dist
     The candidate words are the training builder's, so the eval asks the question the
     loss trains: which of the world's words covers this patch.
     """
+    from m2sa_core.data.patch_words import INSTANCE_WORD_NAMES
     from m2sa_core.model.patch_alignment import clip_grid, collate_patch_words, patch_word_accuracy
     from m2sa_core.model.preprocess import ImageProcessor
     from training.sources import open_source
@@ -89,7 +90,7 @@ def patch_word_eval(model, tokenizer, config: TrainConfig, step: int, info: Dist
             batch = collate_patch_words([builder.build(r) for r in records], processor, clip_grid(model),
                                         builder.category_candidates, builder.instance_candidates)
             report[src.name or src.kind] = patch_word_accuracy(model, batch)
-    said = {"ordinal": "number", "count": "count"}[config.patch_instance_words]  # what the instance word says
+    said = INSTANCE_WORD_NAMES[config.patch_instance_words]
     line = " ".join(f"{name}: category {r['category']:.3f} background {r['background']:.3f} "
                     f"{said} {r['instance']:.3f}" for name, r in report.items())
     report_eval(config, step, report, line, writer, prefix="patch_")

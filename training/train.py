@@ -30,7 +30,7 @@ from tqdm import tqdm
 from m2sa_core.cli_errors import cli_entry
 from training import checkpoints as ckpt
 from m2sa_core.model.batch import collate
-from m2sa_core.data.patch_words import INSTANCE_WORD_KINDS
+from m2sa_core.data.patch_words import check_instance_word_kind
 from training.config import TrainConfig, config_to_dict, load_config
 from training.distributed import DistInfo, all_gather_objects, barrier, init_distributed, shutdown
 from training.mixture import Mixture
@@ -242,9 +242,7 @@ def setup(config: TrainConfig) -> Run:
                          "questions_per_image do not apply (leave them at multi and 1)")
     if config.questions_per_image < 1:
         raise ValueError(f"questions_per_image must be >= 1, got {config.questions_per_image}")
-    if config.patch_instance_words not in INSTANCE_WORD_KINDS:  # before the data sets take seconds to open
-        raise ValueError(f"patch_instance_words must be one of {INSTANCE_WORD_KINDS}, "
-                         f"got {config.patch_instance_words!r}")
+    check_instance_word_kind(config.patch_instance_words)
     info, device = init_distributed(config.device)
     torch.manual_seed(config.seed)
     out_dir = Path(config.out_dir)

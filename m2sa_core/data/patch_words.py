@@ -27,8 +27,16 @@ BACKGROUND_WORD = " table"
 # What a patch's instance word says (``patch_instance_words`` of the training config):
 # "ordinal", the object's own number (the second mug from the left says "2"); "count", how
 # many objects of its category the image holds (every mug of a two-mug scene says "2"), the
-# number an answer must reach when it lists them all.
-INSTANCE_WORD_KINDS = ("ordinal", "count")
+# number an answer must reach when it lists them all. Each kind with what its eval reports it as.
+INSTANCE_WORD_NAMES = {"ordinal": "number", "count": "count"}
+INSTANCE_WORD_KINDS = tuple(INSTANCE_WORD_NAMES)
+
+
+def check_instance_word_kind(kind: str) -> None:
+    """Refuse a ``patch_instance_words`` that names no kind; m2sa-train calls it with the
+    config's other checks, so a typo is reported before the data sets take seconds to open."""
+    if kind not in INSTANCE_WORD_KINDS:
+        raise ValueError(f"patch_instance_words must be one of {INSTANCE_WORD_KINDS}, got {kind!r}")
 
 
 @dataclass
@@ -70,8 +78,7 @@ class PatchWordSampleBuilder:
     """
 
     def __init__(self, tokenizer, records: Iterable[SegRecord], instance_words: str = "ordinal") -> None:
-        if instance_words not in INSTANCE_WORD_KINDS:
-            raise ValueError(f"patch instance words must be one of {INSTANCE_WORD_KINDS}, got {instance_words!r}")
+        check_instance_word_kind(instance_words)
         self.tokenizer = tokenizer
         self.instance_kind = instance_words
         categories: set[int] = set()

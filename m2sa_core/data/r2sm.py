@@ -25,8 +25,7 @@ from m2sa_core.data.labels import make_label, parse_label_before, split_category
 from m2sa_core.data.layout import LayoutImage, read_layout_records
 from m2sa_core.data.records import SegDataset, SegRecord, TargetAnnotation, check_rle_field, require
 from m2sa_core.data.rle import rle_bbox
-from m2sa_core.types import MASK_TYPES, MaskType
-from m2sa_core.types import Granularity
+from m2sa_core.types import MASK_TYPES, Granularity, MaskType
 
 
 class R2SMDataset(SegDataset):
