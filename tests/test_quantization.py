@@ -28,6 +28,7 @@ from m2sa_core.model.quantization import (
     is_quantized,
     language_model_linears,
     language_model_weight_bytes,
+    packs_for_cpu,
     quantize_language_model,
 )
 
@@ -89,6 +90,27 @@ def test_language_model_weights_shrink(mode, ratio):
     # fp32 -> int8 + one fp32 scale per row: ~3.9x; -> NF4 + double-quantized block scales: ~7.2x
     assert report.ratio >= ratio, report
     assert language_model_weight_bytes(model) == report.bytes_after
+
+
+def test_int4_layers_of_every_width_give_the_float_layers_output():
+    """The tiny language model's MLP is 352 wide, not a multiple of the 64-value blocks:
+    on a CPU with AVX512-BF16, bitsandbytes' packed kernel fails on such a layer at its first
+    call, so it must run the generic path there; the other layers keep the fast one."""
+    model = Segmenter.from_pretrained("tiny").model
+    floats = {name: (layer.weight.detach().clone(), layer.bias) for name, layer in language_model_linears(model)}
+    quantize_language_model(model, "int4")
+    torch.manual_seed(0)
+    for name, layer in language_model_linears(model):
+        weight, _ = floats[name]
+        assert getattr(layer, "support_avx512bf16_for_cpu", False) is False or packs_for_cpu(*weight.shape[::-1])
+        x = torch.randn(5, weight.shape[1])
+        with torch.no_grad():
+            out = layer(x)
+        expected = x @ weight.T
+        # NF4 keeps a layer's output to a cosine of about 0.97 on these random weights; a broken
+        # kernel (wrong scales, a transposed weight) gives noise near 0
+        assert torch.nn.functional.cosine_similarity(out.flatten(), expected.flatten(), dim=0) > 0.9, name
+    assert not packs_for_cpu(352, 128) and packs_for_cpu(4096, 11008) and packs_for_cpu(11008, 4096)
 
 
 @pytest.mark.parametrize("mode", ["int8", "int4"])

@@ -347,14 +347,16 @@ def test_a_wrong_lr_scale_is_refused(scale, match):
 
 def test_lr_scale_follows_the_schedule_and_a_resume_must_keep_it(world, tmp_path):
     first = train(_stage_config("1_sam", world, tmp_path, "optim.max_steps=2", "eval_data=[]"))
+    # CLIP trains here (the shipped stage 3 keeps it frozen) so that it can have its own rate
     scaled = _stage_config("3_m2sa", world, tmp_path, f"model.init_from={first}", "optim.max_steps=4",
-                           "optim.lr_scale={vision_tower.: 0.25}")
+                           "model.freeze=[]", "optim.lr_scale={vision_tower.: 0.25}")
     train(scaled, stop_after=2)
     optim = torch.load(tmp_path / "3_m2sa" / "checkpoints" / "step_00000002" / "optim.pt", weights_only=True)
     (base, vision) = optim["optimizer"]["param_groups"]
     assert vision["initial_lr"] == pytest.approx(0.25 * base["initial_lr"])
     assert vision["lr"] == pytest.approx(0.25 * base["lr"]) and 0 < base["lr"] < base["initial_lr"]  # decaying alike
-    unscaled = _stage_config("3_m2sa", world, tmp_path, f"model.init_from={first}", "optim.max_steps=4")
+    unscaled = _stage_config("3_m2sa", world, tmp_path, f"model.init_from={first}", "optim.max_steps=4",
+                             "model.freeze=[]")
     with pytest.raises(ValueError, match="does not fit this run's parameter groups"):
         train(unscaled, resume=True)
     assert Path(train(scaled, resume=True)).name == "final"

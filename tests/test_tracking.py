@@ -27,8 +27,9 @@ def segmenter() -> Segmenter:
 
 @pytest.fixture(scope="module")
 def scene_image() -> np.ndarray:
-    """A laptop and a mug: the shipped model answers COMMAND right here (the mug's handle),
-    and again after a pan, so a tracked mask can be compared with a fresh answer's."""
+    """Two laptops and two mugs: the shipped model answers COMMAND here with the same
+    targets before and after a pan (the two laptops, though the mugs' handles are meant),
+    so a tracked mask can be compared with a fresh answer's."""
     return render_scene(np.random.default_rng(0)).image
 
 
@@ -72,7 +73,9 @@ def test_masks_follow_a_panned_camera(segmenter, scene_image):
     the target was: tracking reuses the command's prompts on the new frame at a fraction of
     the cost (bench/bench_tracking.py), so it must see what the model itself sees there."""
     result, prompts = answer_with_prompts(segmenter, scene_image, COMMAND)
-    panned = np.roll(scene_image, 16, axis=1)
+    # An eighth of the frame: far enough that even a laptop-sized mask overlaps its old
+    # place by under half, so "it moved" below cannot pass by a mask standing still.
+    panned = np.roll(scene_image, 32, axis=1)
     tracked, _ = segmenter.track(panned, prompts)
     again = segmenter.segment(panned, COMMAND)
     assert again.answer == result.answer and len(tracked.targets) == len(again.targets) > 0

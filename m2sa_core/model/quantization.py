@@ -174,6 +174,18 @@ def language_model_weight_bytes(model: nn.Module) -> int:
     return sum(weight_bytes(layer.weight) for _, layer in language_model_linears(model))
 
 
+def packs_for_cpu(in_features: int, out_features: int) -> bool:
+    """Whether bitsandbytes' AVX512-BF16 CPU kernel can take an int4 layer of this shape.
+
+    On a CPU with AVX512-BF16, bitsandbytes (0.50) repacks each 4-bit weight on its first
+    call, reading its scales as (out, in // blocksize) and its rows in groups of 32; for
+    other shapes it fails ("shape '[128, 5]' is invalid", the tiny model's 352-wide MLP).
+    Such layers keep the generic 4-bit path, which every CPU runs; the 7b/13b shapes
+    (4096, 11008, 5120, 13824) all pack.
+    """
+    return in_features % INT4_BLOCKSIZE == 0 and out_features % 32 == 0
+
+
 def _quantized_linear(linear: nn.Linear, mode: str, device: torch.device, dtype: torch.dtype) -> nn.Module:
     """A bitsandbytes layer holding ``linear``'s weights, quantized on its way to ``device``."""
     bnb = _bitsandbytes()
@@ -188,6 +200,8 @@ def _quantized_linear(linear: nn.Linear, mode: str, device: torch.device, dtype:
                                   compress_statistics=True, quant_type=INT4_QUANT_TYPE, device="meta")
         layer.weight = bnb.nn.Params4bit(weight, requires_grad=False, blocksize=INT4_BLOCKSIZE,
                                          compress_statistics=True, quant_type=INT4_QUANT_TYPE, module=layer)
+        if not packs_for_cpu(linear.in_features, linear.out_features):
+            layer.support_avx512bf16_for_cpu = False
     if bias:
         layer.bias = nn.Parameter(linear.bias.detach().to(dtype), requires_grad=False)
     return layer.to(device)
