@@ -366,13 +366,9 @@ def test_the_shipped_model_has_the_shapes_its_documented_stage_configs_build():
     """The model card says `scripts/train_tiny.sh` rebuilds models/m2sa-tiny-synth; a CLIP
     size or a trained-weights split passed only on a command line would break that
     promise without a word, so the shipped config must be what stage 1's YAML builds."""
-    from m2sa_core.model.presets import get_preset
-    from training.model_setup import _override
+    from training.model_setup import preset_config
 
-    stage1 = load_config(STAGES / "1_sam.yaml")
-    built = get_preset(stage1.model.preset)
-    for key, value in stage1.model.overrides.items():
-        _override(built, key, value)
+    built = preset_config(load_config(STAGES / "1_sam.yaml").model)
     shipped = json.loads((ROOT / "models" / "m2sa-tiny-synth" / "config.json").read_text())
     assert shipped["vision_config"] == built.vision_config
     assert shipped["sam"] == built.to_dict()["sam"]

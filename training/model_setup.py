@@ -10,11 +10,12 @@ import torch
 
 from m2sa_core.data.builder import SampleBuilder
 from m2sa_core.data.templates import ANSWER_TEMPLATES, LONG_QUESTION_TEMPLATES, SHORT_QUESTION_TEMPLATES
+from m2sa_core.model.config import M2SAConfig
 from m2sa_core.model.m2sa import M2SAModel
 from m2sa_core.model.preprocess import ImageProcessor
 from m2sa_core.model.presets import attach_tokenizer, get_preset
 from m2sa_core.model.tokenizer import builtin_corpus, train_tokenizer
-from training.config import TrainConfig
+from training.config import ModelConfig, TrainConfig
 from training.mixture import Source
 from training.sources import open_sources
 
@@ -52,9 +53,7 @@ def build_training_model(config: TrainConfig, sources: Sequence[Source], device:
                                  f"{sorted(BEHAVIOUR_FIELDS)} can change")
             _override(model.config, key, value)
     else:
-        model_config = get_preset(mc.preset)
-        for key, value in mc.overrides.items():
-            _override(model_config, key, value)
+        model_config = preset_config(mc)
         if mc.tokenizer_vocab_size <= 0:
             raise ValueError(
                 f"preset {mc.preset!r} has no weights or tokenizer to start from: set model.init_from to a "
@@ -71,6 +70,16 @@ def build_training_model(config: TrainConfig, sources: Sequence[Source], device:
         model.set_gradient_checkpointing(True)
     builder = SampleBuilder.for_model(tokenizer, model.config, seed=config.seed)
     return model, tokenizer, builder, ImageProcessor(model.config)
+
+
+def preset_config(mc: ModelConfig) -> M2SAConfig:
+    """The config a model built from scratch gets: preset ``mc.preset`` with ``mc.overrides``
+    applied. Stage 1 of the tiny model builds this way, so the shipped model's shapes are
+    this config's (tests/test_staged_training.py)."""
+    model_config = get_preset(mc.preset)
+    for key, value in mc.overrides.items():
+        _override(model_config, key, value)
+    return model_config
 
 
 def freeze_prefixes(model, prefixes) -> None:
