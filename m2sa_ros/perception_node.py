@@ -52,6 +52,11 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from m2sa_ros.openmp_policy import prefer_passive_waits
+
+# Before torch loads (through m2sa_core below): OpenMP threads must not spin on shared cores.
+OPENMP_WAIT_POLICY = prefer_passive_waits()
+
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
@@ -1306,6 +1311,10 @@ def main(args: list[str] | None = None) -> int:
     spinner: threading.Thread | None = None
     try:
         node = PerceptionNode()
+        if OPENMP_WAIT_POLICY is None:
+            node.get_logger().warning("torch was imported before m2sa_ros.perception_node: OMP_WAIT_POLICY is "
+                                      "the runtime's default, so inference can stall when other processes "
+                                      "share the cores (set OMP_WAIT_POLICY=PASSIVE)")
         # Threads: sensors and commands (per camera), lifecycle services, diagnostics,
         # timers, plus one per service/action call that can usefully wait (per camera:
         # the running command and a full queue).

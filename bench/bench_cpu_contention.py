@@ -1,0 +1,152 @@
+#!/usr/bin/env python3
+"""Inference latency when other processes keep every core busy, by OpenMP wait policy.
+
+A robot's computer runs the perception node beside its drivers and planners. This script
+measures what that costs one command of the model: the same commands on the same frame,
+with each core idle and then with ``--load`` processes spinning beside it, once with the
+OpenMP runtime's default wait policy (threads spin at each barrier before they sleep)
+and once with ``OMP_WAIT_POLICY=PASSIVE`` (they sleep at once), which the node sets for
+itself (m2sa_ros/openmp_policy.py). Each combination runs in a fresh process, because
+the runtime reads the policy only when torch loads. Figures are ratios within one run.
+
+    .venv/bin/python bench/bench_cpu_contention.py
+    .venv/bin/python bench/bench_cpu_contention.py --load 4 --commands 12 --no-write
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from bench.common import COMMANDS, RESULTS, RESULTS_HEADER, command_line, host_line, publish_report  # noqa: E402
+
+SHIPPED_MODEL = REPO / "models" / "m2sa-tiny-synth"
+POLICIES = (("runtime default", None), ("PASSIVE", "PASSIVE"))
+
+
+def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--load", type=int, default=os.cpu_count() or 2,
+                   help="busy processes beside the model in the loaded runs (default: one per core)")
+    p.add_argument("--commands", type=int, default=8, help="timed commands per run (default 8)")
+    p.add_argument("--threads", type=int, default=0, help="torch threads (default 0: torch's own, one per core)")
+    p.add_argument("--model", default=None, help="checkpoint directory (default: the shipped model)")
+    p.add_argument("--results", type=Path, default=RESULTS, help="markdown file to append to")
+    p.add_argument("--no-write", action="store_true", help="print only")
+    p.add_argument("--json", default=None, help="also write the report as JSON here")
+    p.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
+    return p.parse_args(argv)
+
+
+def worker(args: argparse.Namespace) -> None:
+    """One run: load the model, answer the commands on one frame, print the milliseconds as JSON."""
+    import torch
+
+    from m2sa_core.inference import Segmenter
+    from m2sa_core.model.batch import toy_example
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    segmenter = Segmenter.from_pretrained(args.model, device="cpu")
+    image = toy_example(0, size=(480, 640)).image
+    segmenter.segment(image, COMMANDS[0])  # warm-up: first-call allocations are not the steady state
+    ms = []
+    for i in range(args.commands):
+        start = time.perf_counter()
+        segmenter.segment(image, COMMANDS[i % len(COMMANDS)])
+        ms.append(1000.0 * (time.perf_counter() - start))
+    print(json.dumps({"ms": ms, "threads": torch.get_num_threads()}))
+
+
+@contextmanager
+def busy_processes(n: int):
+    """``n`` processes that each keep one core busy, as a robot's other work would."""
+    procs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(n)]
+    try:
+        time.sleep(0.5)
+        yield
+    finally:
+        for proc in procs:
+            proc.kill()
+        for proc in procs:
+            proc.wait()
+
+
+def timed_run(args: argparse.Namespace, policy: str | None, load: int) -> dict:
+    env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
+    if policy is not None:
+        env["OMP_WAIT_POLICY"] = policy
+    cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--model", args.model,
+           "--commands", str(args.commands), "--threads", str(args.threads)]
+    with busy_processes(load):
+        proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO)
+    if proc.returncode != 0:
+        raise SystemExit(f"bench_cpu_contention: worker failed: {proc.stderr.strip().splitlines()[-1:]}")
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    ms = sorted(out["ms"])
+    return {"load": load, "threads": out["threads"], "ms": out["ms"], "p50": statistics.median(ms),
+            "p90": ms[min(len(ms) - 1, int(round(0.9 * (len(ms) - 1))))], "max": ms[-1]}
+
+
+def run(args: argparse.Namespace) -> dict:
+    runs = {}
+    for name, policy in POLICIES:
+        for load in (0, args.load):
+            print(f"[bench_cpu_contention] {name}, {load} busy processes ...", flush=True)
+            runs[f"{name}|{load}"] = timed_run(args, policy, load)
+    return {"model": args.model, "commands": args.commands, "load": args.load, "runs": runs}
+
+
+def to_markdown(report: dict, command: str) -> str:
+    runs, load = report["runs"], report["load"]
+    now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    threads = next(iter(runs.values()))["threads"]
+    lines = [
+        f"## bench_cpu_contention: {Path(report['model']).name} on cpu, idle vs {load} busy processes",
+        "",
+        f"- date: {now}; machine: {host_line()}; torch threads {threads}",
+        f"- command: `{command}`",
+        f"- {report['commands']} commands per run, one 480x640 frame, the shipped commands; each run a fresh process",
+        "",
+        "| OpenMP wait policy | busy processes | p50 ms | p90 ms | max ms | p50 against idle |",
+        "|---|---:|---:|---:|---:|---:|",
+    ]
+    for name, _ in POLICIES:
+        idle = runs[f"{name}|0"]["p50"]
+        for n in (0, load):
+            r = runs[f"{name}|{n}"]
+            lines.append(f"| {name} | {n} | {r['p50']:.0f} | {r['p90']:.0f} | {r['max']:.0f} | {r['p50'] / idle:.2f}x |")
+    default_idle, passive_idle = runs[f"{POLICIES[0][0]}|0"]["p50"], runs[f"{POLICIES[1][0]}|0"]["p50"]
+    default_busy, passive_busy = runs[f"{POLICIES[0][0]}|{load}"]["p50"], runs[f"{POLICIES[1][0]}|{load}"]["p50"]
+    lines += ["", f"- PASSIVE against the default: idle {passive_idle / default_idle:.2f}x the latency, "
+              f"under load {passive_busy / default_busy:.3f}x", ""]
+    return "\n".join(lines)
+
+
+def main(argv: Sequence[str] | None = None) -> dict | None:
+    args = parse_args(argv)
+    args.model = args.model or str(SHIPPED_MODEL)
+    if args.worker:
+        worker(args)
+        return None
+    report = run(args)
+    publish_report(to_markdown(report, command_line(argv, "bench_cpu_contention.py")), report, args.results,
+                   not args.no_write, args.json, header=RESULTS_HEADER)
+    return report
+
+
+if __name__ == "__main__":
+    main()
