@@ -1,13 +1,16 @@
 #!/usr/bin/env python3
-"""Inference latency when other processes keep every core busy, by OpenMP wait policy.
+"""Inference latency when other processes keep every core busy, by torch thread count.
 
 A robot's computer runs the perception node beside its drivers and planners. This script
 measures what that costs one command of the model: the same commands on the same frame,
-with each core idle and then with ``--load`` processes spinning beside it, once with the
-OpenMP runtime's default wait policy (threads spin at each barrier before they sleep)
-and once with ``OMP_WAIT_POLICY=PASSIVE`` (they sleep at once), which the node sets for
-itself (m2sa_ros/openmp_policy.py). Each combination runs in a fresh process, because
-the runtime reads the policy only when torch loads. Figures are ratios within one run.
+with the cores idle and then with ``--load`` processes spinning beside it, for one torch
+thread (the node's ``cpu_threads`` default), for one per core (torch's own default), and
+for one per core with ``OMP_WAIT_POLICY=PASSIVE`` (OpenMP threads that sleep at once at
+a barrier instead of spinning first). With several threads every operation ends at a
+barrier where the threads wait for each other; when another process holds the core of
+the one being waited for, the command stalls. Each combination runs in a fresh process
+(the OpenMP runtime reads its policy once, when torch loads). Figures are ratios within
+one run.
 
     .venv/bin/python bench/bench_cpu_contention.py
     .venv/bin/python bench/bench_cpu_contention.py --load 4 --commands 12 --no-write
@@ -34,15 +37,17 @@ if str(REPO) not in sys.path:
 from bench.common import COMMANDS, RESULTS, RESULTS_HEADER, command_line, host_line, publish_report  # noqa: E402
 
 SHIPPED_MODEL = REPO / "models" / "m2sa-tiny-synth"
-POLICIES = (("runtime default", None), ("PASSIVE", "PASSIVE"))
+# (name, torch threads (0 = torch's default), OMP_WAIT_POLICY or None for the runtime's default)
+CONFIGS = (("1 thread (the node's default)", 1, None), ("one per core", 0, None),
+           ("one per core, OMP_WAIT_POLICY=PASSIVE", 0, "PASSIVE"))
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--load", type=int, default=os.cpu_count() or 2,
-                   help="busy processes beside the model in the loaded runs (default: one per core)")
+    p.add_argument("--load", type=int, default=(os.cpu_count() or 2) + 1,
+                   help="busy processes beside the model in the loaded runs (default: one more than the cores)")
     p.add_argument("--commands", type=int, default=8, help="timed commands per run (default 8)")
-    p.add_argument("--threads", type=int, default=0, help="torch threads (default 0: torch's own, one per core)")
+    p.add_argument("--threads", type=int, default=0, help=argparse.SUPPRESS)
     p.add_argument("--model", default=None, help="checkpoint directory (default: the shipped model)")
     p.add_argument("--results", type=Path, default=RESULTS, help="markdown file to append to")
     p.add_argument("--no-write", action="store_true", help="print only")
@@ -85,12 +90,12 @@ def busy_processes(n: int):
             proc.wait()
 
 
-def timed_run(args: argparse.Namespace, policy: str | None, load: int) -> dict:
+def timed_run(args: argparse.Namespace, threads: int, policy: str | None, load: int) -> dict:
     env = {k: v for k, v in os.environ.items() if k != "OMP_WAIT_POLICY"}
     if policy is not None:
         env["OMP_WAIT_POLICY"] = policy
     cmd = [sys.executable, str(Path(__file__).resolve()), "--worker", "--model", args.model,
-           "--commands", str(args.commands), "--threads", str(args.threads)]
+           "--commands", str(args.commands), "--threads", str(threads)]
     with busy_processes(load):
         proc = subprocess.run(cmd, env=env, capture_output=True, text=True, cwd=REPO)
     if proc.returncode != 0:
@@ -103,37 +108,33 @@ def timed_run(args: argparse.Namespace, policy: str | None, load: int) -> dict:
 
 def run(args: argparse.Namespace) -> dict:
     runs = {}
-    for name, policy in POLICIES:
+    for name, threads, policy in CONFIGS:
         for load in (0, args.load):
             print(f"[bench_cpu_contention] {name}, {load} busy processes ...", flush=True)
-            runs[f"{name}|{load}"] = timed_run(args, policy, load)
+            runs[f"{name}|{load}"] = timed_run(args, threads, policy, load)
     return {"model": args.model, "commands": args.commands, "load": args.load, "runs": runs}
 
 
 def to_markdown(report: dict, command: str) -> str:
     runs, load = report["runs"], report["load"]
     now = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    threads = next(iter(runs.values()))["threads"]
     lines = [
         f"## bench_cpu_contention: {Path(report['model']).name} on cpu, idle vs {load} busy processes",
         "",
-        f"- date: {now}; machine: {host_line()}; torch threads {threads}",
+        f"- date: {now}; machine: {host_line()}",
         f"- command: `{command}`",
         f"- {report['commands']} commands per run, one 480x640 frame, the shipped commands; each run a fresh process",
         "",
-        "| OpenMP wait policy | busy processes | p50 ms | p90 ms | max ms | p50 against idle |",
+        "| torch threads | busy processes | p50 ms | p90 ms | max ms | p50 against one thread |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for name, _ in POLICIES:
-        idle = runs[f"{name}|0"]["p50"]
-        for n in (0, load):
+    for n in (0, load):
+        one = runs[f"{CONFIGS[0][0]}|{n}"]["p50"]
+        for name, _, _ in CONFIGS:
             r = runs[f"{name}|{n}"]
-            lines.append(f"| {name} | {n} | {r['p50']:.0f} | {r['p90']:.0f} | {r['max']:.0f} | {r['p50'] / idle:.2f}x |")
-    default_idle, passive_idle = runs[f"{POLICIES[0][0]}|0"]["p50"], runs[f"{POLICIES[1][0]}|0"]["p50"]
-    default_busy, passive_busy = runs[f"{POLICIES[0][0]}|{load}"]["p50"], runs[f"{POLICIES[1][0]}|{load}"]["p50"]
-    lines += ["", f"- PASSIVE against the default: idle {passive_idle / default_idle:.2f}x the latency, "
-              f"under load {passive_busy / default_busy:.3f}x", ""]
-    return "\n".join(lines)
+            lines.append(f"| {name} ({r['threads']}) | {n} | {r['p50']:.0f} | {r['p90']:.0f} | {r['max']:.0f} "
+                         f"| {r['p50'] / one:.2f}x |")
+    return "\n".join(lines + [""])
 
 
 def main(argv: Sequence[str] | None = None) -> dict | None:

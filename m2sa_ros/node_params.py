@@ -77,6 +77,11 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("device", "cpu", "Torch device for the model: cpu, cuda, cuda:N, mps.", _check_device),
     ParamSpec("dtype", "", "Model dtype: float32, bfloat16, float16; empty = bfloat16 on GPU, "
               "float32 on CPU.", _one_of(DTYPES)),
+    _range("cpu_threads", 1, "Threads torch gives the model's CPU work (0 = torch's default, one "
+           "per core). One, because on cores the robot's other processes also use, threads that wait "
+           "for each other at every operation stall: the shipped model took 5x as long a command with "
+           "two threads as with one beside three busy processes, and 10 % less idle "
+           "(bench/bench_cpu_contention.py).", 0, 1024),
     ParamSpec("quantization", "none", "Load the language model quantized (bitsandbytes): none, int8 "
               "(LLM.int8) or int4 (NF4); vision towers and SAM stay in dtype. 13b fits a 24 GB GPU "
               "with int8.", _one_of(QUANTIZATIONS)),
@@ -136,6 +141,7 @@ class NodeParams:
     preset: str
     device: str
     dtype: str
+    cpu_threads: int
     quantization: str
     max_new_tokens: int
     mask_threshold: float

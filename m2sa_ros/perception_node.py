@@ -52,11 +52,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from m2sa_ros.openmp_policy import prefer_passive_waits
-
-# Before torch loads (through m2sa_core below): OpenMP threads must not spin on shared cores.
-OPENMP_WAIT_POLICY = prefer_passive_waits()
-
 import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
@@ -109,11 +104,11 @@ def load_segmenter(params: NodeParams, source: ModelSource) -> Any:
     """The production factory: ``Segmenter.from_pretrained`` with the node's parameters."""
     from m2sa_core.inference import Segmenter
 
-    dtype = None
-    if params.dtype:
-        import torch
+    import torch
 
-        dtype = getattr(torch, params.dtype)
+    if params.cpu_threads:
+        torch.set_num_threads(params.cpu_threads)  # process-wide: the node is the model's only user
+    dtype = getattr(torch, params.dtype) if params.dtype else None
     return Segmenter.from_pretrained(source.source, device=params.device, dtype=dtype,
                                      frame_cache_size=params.frame_cache_size,
                                      max_new_tokens=params.max_new_tokens,
@@ -1311,10 +1306,6 @@ def main(args: list[str] | None = None) -> int:
     spinner: threading.Thread | None = None
     try:
         node = PerceptionNode()
-        if OPENMP_WAIT_POLICY is None:
-            node.get_logger().warning("torch was imported before m2sa_ros.perception_node: OMP_WAIT_POLICY is "
-                                      "the runtime's default, so inference can stall when other processes "
-                                      "share the cores (set OMP_WAIT_POLICY=PASSIVE)")
         # Threads: sensors and commands (per camera), lifecycle services, diagnostics,
         # timers, plus one per service/action call that can usefully wait (per camera:
         # the running command and a full queue).

@@ -63,3 +63,23 @@ def test_model_source_priority(tmp_path: Path):
 def test_missing_explicit_model_path_is_an_error(tmp_path: Path):
     with pytest.raises(FileNotFoundError, match="model_path .*nope.* does not exist"):
         resolve_model_source(str(tmp_path / "nope"), "", candidates=[])
+
+
+def test_cpu_threads_is_how_many_threads_torch_runs_the_model_with():
+    """One by default: with more, threads waiting for each other at every operation stall
+    when the robot's other processes share the cores (bench/bench_cpu_contention.py)."""
+    import torch
+
+    from m2sa_ros.perception_node import load_segmenter
+
+    before = torch.get_num_threads()
+    source = resolve_model_source("", "tiny", candidates=[])
+    try:
+        torch.set_num_threads(2)
+        load_segmenter(validate({**DEFAULTS, "preset": "tiny"}), source)
+        assert torch.get_num_threads() == 1
+        torch.set_num_threads(2)
+        load_segmenter(validate({**DEFAULTS, "preset": "tiny", "cpu_threads": 0}), source)
+        assert torch.get_num_threads() == 2  # 0: torch's own choice stays
+    finally:
+        torch.set_num_threads(before)
