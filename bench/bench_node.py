@@ -44,6 +44,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     p.add_argument("--commands", type=int, default=60, help="commands to send (default 60)")
     p.add_argument("--rate", type=float, default=2.0, help="commands per second (default 2)")
     p.add_argument("--fps", type=float, default=30.0, help="camera frames per second (default 30)")
+    p.add_argument("--clock-hz", type=float, default=0.0,
+                   help="simulated time: the robot publishes /clock at this rate and the node runs with "
+                        "use_sim_time (a simulator's /clock is often 1000 Hz; default 0: wall time)")
     p.add_argument("--width", type=int, default=640)
     p.add_argument("--height", type=int, default=480)
     p.add_argument("--max-new-tokens", type=int, default=16,
@@ -66,8 +69,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     for name in ("commands", "width", "height", "max_new_tokens", "max_queue"):
         if getattr(args, name) < 1:
             p.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.rate <= 0 or args.fps <= 0:
-        p.error("--rate and --fps must be > 0")
+    if args.rate <= 0 or args.fps <= 0 or args.clock_hz < 0:
+        p.error("--rate and --fps must be > 0, --clock-hz >= 0")
     return args
 
 
@@ -77,8 +80,11 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
     model_params, model_line = load.choose_model(args.model_path)
     params = {**model_params, "max_new_tokens": args.max_new_tokens, "max_queue": args.max_queue,
               "wait_for_image": 5.0, "device": "cpu"}
+    if args.clock_hz:
+        params["use_sim_time"] = True
     log_path = load.log_dir(args.log_dir) / "bench_node.log"
-    with load.node_under_load(params, log_path, args.width, args.height, args.fps) as (node, robot):
+    with load.node_under_load(params, log_path, args.width, args.height, args.fps,
+                              clock_hz=args.clock_hz) as (node, robot):
         started = time.monotonic()
         robot.wait_for_node(node, args.startup_timeout)
         startup_s = time.monotonic() - started
@@ -103,7 +109,8 @@ def run(args: argparse.Namespace) -> dict[str, Any]:
         "model": model_line,
         "revision": load.git_revision(),
         "params": params,
-        "stream": f"{args.width}x{args.height} rgb8 at {args.fps:g} Hz",
+        "stream": f"{args.width}x{args.height} rgb8 at {args.fps:g} Hz"
+                  + (f", simulated time (/clock at {args.clock_hz:g} Hz)" if args.clock_hz else ""),
         "command_rate_hz": args.rate,
         "node_startup_s": startup_s,
         "send_duration_s": send_s,

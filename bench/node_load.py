@@ -199,7 +199,7 @@ class Robot:
     """Camera stream, command publisher and result recorder on one rclpy context."""
 
     def __init__(self, namespace: str, width: int = 640, height: int = 480, fps: float = 30.0,
-                 seed: int = 0) -> None:
+                 seed: int = 0, clock_hz: float = 0.0) -> None:
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.node import Node
@@ -220,6 +220,17 @@ class Robot:
         self._String = String
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
+        if clock_hz > 0:  # a simulator's /clock (wall time): the node runs with use_sim_time
+            from rosgraph_msgs.msg import Clock
+
+            clock_pub = self.node.create_publisher(Clock, "/clock", 10)
+
+            def tick() -> None:
+                msg = Clock()
+                msg.clock = self.node.get_clock().now().to_msg()
+                clock_pub.publish(msg)
+
+            self.node.create_timer(1.0 / clock_hz, tick)
         self._spin = threading.Thread(target=self.executor.spin, name="robot-spin", daemon=True)
         self._spin.start()
 
@@ -402,7 +413,7 @@ def summarise(robot: Robot) -> dict[str, Any]:
 
 @contextmanager
 def node_under_load(params: dict[str, Any], log_path: Path, width: int, height: int,
-                    fps: float) -> Iterator[tuple[NodeProcess, Robot]]:
+                    fps: float, clock_hz: float = 0.0) -> Iterator[tuple[NodeProcess, Robot]]:
     """The node process and a robot on a fresh namespace; both are shut down on the way out.
 
     The robot is closed and the node stopped (Ctrl-C, then kill) even when the load fails
@@ -413,7 +424,7 @@ def node_under_load(params: dict[str, Any], log_path: Path, width: int, height: 
     node = NodeProcess(params, namespace, log_path)
     robot = None
     try:
-        robot = Robot(namespace, width, height, fps)
+        robot = Robot(namespace, width, height, fps, clock_hz=clock_hz)
         yield node, robot
     finally:
         if robot is not None:

@@ -77,6 +77,20 @@ def test_bench_node_quick_runs_and_every_command_has_one_result(tmp_path):
 
 @pytest.mark.ros
 @pytest.mark.slow
+def test_bench_node_on_simulated_time_answers_every_command(tmp_path):
+    """--clock-hz: the robot publishes /clock and the node runs on it, as under a simulator
+    (where a 5 ms GIL switch interval once stalled every command for seconds)."""
+    from bench import bench_node
+
+    report = bench_node.main(["--quick", "--clock-hz", "100", "--no-write", "--log-dir", str(tmp_path)])
+    assert report["params"]["use_sim_time"] is True and "/clock at 100 Hz" in report["stream"]
+    assert report["results"] == 6 and report["lost"] == 0 and report["duplicated"] == 0
+    assert report["succeeded"] == 6, report["errors"]  # frames stamped on the simulated clock pass the age check
+    assert report["node_alive_at_end"] and report["node_exit_code"] == 0
+
+
+@pytest.mark.ros
+@pytest.mark.slow
 def test_soak_quick_counts_lost_duplicated_and_expected_errors(tmp_path):
     from bench import soak_node
 
