@@ -22,7 +22,6 @@ import argparse
 import datetime as dt
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
@@ -35,6 +34,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.common import COMMANDS, RESULTS, RESULTS_HEADER, command_line, host_line, publish_report  # noqa: E402
+from m2sa_ros.bag.scoring import percentiles  # noqa: E402 - the latency percentiles every report uses
 
 SHIPPED_MODEL = REPO / "models" / "m2sa-tiny-synth"
 # (name, torch threads (0 = torch's default), OMP_WAIT_POLICY or None for the runtime's default)
@@ -101,9 +101,9 @@ def timed_run(args: argparse.Namespace, threads: int, policy: str | None, load: 
     if proc.returncode != 0:
         raise SystemExit(f"bench_cpu_contention: worker failed: {proc.stderr.strip().splitlines()[-1:]}")
     out = json.loads(proc.stdout.strip().splitlines()[-1])
-    ms = sorted(out["ms"])
-    return {"load": load, "threads": out["threads"], "ms": out["ms"], "p50": statistics.median(ms),
-            "p90": ms[min(len(ms) - 1, int(round(0.9 * (len(ms) - 1))))], "max": ms[-1]}
+    stats = percentiles(out["ms"])
+    return {"load": load, "threads": out["threads"], "ms": out["ms"], "p50": stats["p50"], "p90": stats["p90"],
+            "max": stats["max"]}
 
 
 def run(args: argparse.Namespace) -> dict:

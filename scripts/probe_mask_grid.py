@@ -25,10 +25,9 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from training.ablation import TEST_FILES
 from training.config import DataSourceConfig
 from training.sources import open_source
-
-TEST_FILES = ("MMR_test_obj_only.json", "MMR_test_part_only.json", "MMR_test_mixed.json")
 
 
 def through_grid(mask: np.ndarray, grid: int, soft: bool) -> np.ndarray:
