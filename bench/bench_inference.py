@@ -129,6 +129,7 @@ def reference(seg: Segmenter, image: np.ndarray, prompt: list[int], forced: list
     inputs = seg.processor(image)
     emb, early = model.encode_sam(inputs["sam_image"][None].to(device))
     fused = model.fuse(emb, early)
+    upsampling = model.encode_upsampling_weights(inputs["sam_image"][None].to(device))
     sync(device)
     t1 = time.perf_counter()
     clip = model.encode_clip(inputs["clip_image"][None].to(device))
@@ -156,7 +157,7 @@ def reference(seg: Segmenter, image: np.ndarray, prompt: list[int], forced: list
     if positions:
         from m2sa_core.inference import FrameEntry, FrameFeatures
 
-        entry = FrameEntry(FrameFeatures(emb, early, clip), fused, inputs["resize_size"], inputs["original_size"])
+        entry = FrameEntry(FrameFeatures(emb, early, clip, upsampling), fused, inputs["resize_size"], inputs["original_size"])
         masks, scores = _masks_and_scores(seg.stages.decode_masks(entry, [last[p] for p in positions], timings_masks))
     else:
         masks, scores = np.zeros((0,)), np.zeros((0,))
@@ -212,7 +213,7 @@ def gpu_floor(seg: Segmenter, image: np.ndarray, prompt: list[int], n_tokens: in
         embeds = model.merge_image_embeddings(torch.tensor([prompt], device=device), entry.features.clip_embeds)[0]
         model.llm.model(inputs_embeds=embeds, use_cache=False)
         model.decode_masks(entry.fused, torch.zeros(n_targets, model.config.hidden_size, device=device,
-                                                    dtype=model.dtype))
+                                                    dtype=model.dtype), entry.features.upsampling_weights)
     flops = counter.get_total_flops()
     llm = model.llm
     weight_bytes = sum(p.numel() * p.element_size() for n, p in llm.named_parameters() if "embed_tokens" not in n)

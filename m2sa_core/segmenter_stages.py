@@ -126,13 +126,14 @@ class SegmenterStages:
         t0 = time.perf_counter()
         emb, early = seg.model.encode_sam(inputs["sam_image"][None].to(seg.device))
         fused = seg.model.fuse(emb, early)
+        upsampling = seg.model.encode_upsampling_weights(inputs["sam_image"][None].to(seg.device))
         _sync(seg.device)
         t1 = time.perf_counter()
         clip = seg.model.encode_clip(inputs["clip_image"][None].to(seg.device))
         _sync(seg.device)
         t2 = time.perf_counter()
         timings.update(sam_encode=(t1 - t0) * 1e3, clip_encode=(t2 - t1) * 1e3)
-        entry = FrameEntry(FrameFeatures(emb, early, clip), fused, inputs["resize_size"], inputs["original_size"])
+        entry = FrameEntry(FrameFeatures(emb, early, clip, upsampling), fused, inputs["resize_size"], inputs["original_size"])
         seg.cache.put(key, entry)
         return entry
 
@@ -210,7 +211,7 @@ class SegmenterStages:
             return DecodedMasks(empty, none, [], empty if amodal else None, none if amodal else None)
         t0 = time.perf_counter()
         states = torch.stack(seg_states)
-        low_res, iou = seg.model.decode_mask_pair(entry.fused, states)
+        low_res, iou = seg.model.decode_mask_pair(entry.fused, states, entry.features.upsampling_weights)
         type_logits = seg.model.mask_type_logits(states).float()
         mask_types = [MaskType.from_logits(m, a) for m, a in type_logits.tolist()]
         _sync(seg.device)
@@ -229,7 +230,7 @@ class SegmenterStages:
                         with_amodal: bool) -> tuple[np.ndarray, np.ndarray]:
         """Decoder output -> bool masks [n, k, H, W] at the frame's size and scores [n, 2] in 0..1.
 
-        ``low_res`` [n, 2, 4h, 4w] holds the visible and amodal logits; ``k`` is 2 with
+        ``low_res`` [n, 2, g, g] holds the visible and amodal logits; ``k`` is 2 with
         ``with_amodal``, else 1 (the amodal upscale is the part worth skipping).
         """
         seg = self.segmenter

@@ -74,7 +74,7 @@ class TrackPrompts:
 class TrackState:
     """What one tracked frame leaves for the next: the visible masks' low-res logits."""
 
-    low_res: torch.Tensor  # [n, 1, 4h, 4w] visible mask logits, on the model's device
+    low_res: torch.Tensor  # [n, 1, g, g] visible mask logits (config.sam.mask_grid_size), on the model's device
     frame_index: int = 0
     lost_frames: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))  # per target
 
@@ -121,7 +121,7 @@ def track_frame(
     mask_input = None
     if use_previous_mask and previous is not None and previous.low_res.shape[0] == n:
         mask_input = previous.low_res
-    low_res, iou = model.decode_prompt_pair(entry.fused, embeddings, mask_input)
+    low_res, iou = model.decode_prompt_pair(entry.fused, embeddings, mask_input, entry.features.upsampling_weights)
     wants_amodal = [t.mask_type == MaskType.AMODAL for t in prompts.targets]
     masks, scores = segmenter.stages.full_size_masks(entry, low_res, iou, any(wants_amodal))
     timings["mask_decode"] = (time.perf_counter() - t0) * 1e3

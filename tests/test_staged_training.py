@@ -248,7 +248,7 @@ def test_promptable_training_learns_to_segment_from_boxes(world, tmp_path):
     data["images"] = data["images"][:1]
     one = tmp_path / "one.json"
     one.write_text(json.dumps(data))
-    config = _stage_config("1_sam", world, tmp_path, "optim.max_steps=80", "optim.lr=3e-3", "eval_data=[]",
+    config = _stage_config("1_sam", world, tmp_path, "optim.max_steps=150", "optim.lr=3e-3", "eval_data=[]",
                            "checkpoint_every=0",
                            f"data=[{{kind: mask_annotations, path: {one}, image_root: {world / 'images'}}}]")
     final = train(config)
@@ -260,7 +260,8 @@ def test_promptable_training_learns_to_segment_from_boxes(world, tmp_path):
     untrained, _ = build_preset("tiny")
     after = evaluate_promptable(trained, records)
     before = evaluate_promptable(untrained, records)
-    assert after["box_miou"] > before["box_miou"] + 0.3, (before, after)
+    # 80 steps reached 0.09 to 0.54 by seed alone; 150 steps reach 0.80 to 0.87 (seeds 0-2)
+    assert after["box_miou"] > before["box_miou"] + 0.5, (before, after)
 
 
 def test_checkpoint_overrides_and_freeze_are_checked(world, tmp_path):

@@ -54,6 +54,7 @@ def _region_ious(model, records: Sequence) -> dict[str, list[float]]:
         rh, rw = image["resize_size"]
         scale = torch.tensor([rw / w, rh / h], dtype=torch.float32)
         embedding, _ = model.encode_sam(image["sam_image"][None])
+        upsampling = model.encode_upsampling_weights(image["sam_image"][None])
         visible = [t.mask(h, w) for t in record.targets]
         complete = [t.amodal_mask(h, w) for t in record.targets]
         keep = [i for i, m in enumerate(visible) if m.any()]
@@ -65,7 +66,7 @@ def _region_ious(model, records: Sequence) -> dict[str, list[float]]:
         labels = torch.ones(points.shape[:2], dtype=torch.long)
         for kind, prompt in (("box", dict(boxes=box_t, points=None, point_labels=None)),
                              ("point", dict(boxes=None, points=points, point_labels=labels))):
-            low_res, _ = prompted_mask_logits(model, embedding, **prompt)
+            low_res, _ = prompted_mask_logits(model, embedding, **prompt, upsampling=upsampling)
             both = model.upscale_masks(low_res.flatten(0, 1)[:, None], (rh, rw), (h, w))
             both = (both.unflatten(0, (len(keep), 2)) > 0).cpu().numpy()
             for row, i in enumerate(keep):

@@ -64,11 +64,19 @@ class SamConfig:
     num_multimask_outputs: int = 3
     iou_head_depth: int = 3
     iou_head_hidden_dim: int = 256
+    # Not SAM's: channels of the guided 2x refinement of its masks (m2sa_core.model.refiner);
+    # 0 keeps SAM's own 4x-embedding masks, as every released checkpoint has them.
+    refiner_channels: int = 0
 
     @property
     def embedding_size(self) -> int:
         """Side of the (square) image embedding grid."""
         return self.image_size // self.patch_size
+
+    @property
+    def mask_grid_size(self) -> int:
+        """Side of the low-res masks: 4x the embedding, 8x with the refiner."""
+        return self.embedding_size * (8 if self.refiner_channels else 4)
 
     def validate(self) -> None:
         if self.image_size % self.patch_size:
@@ -82,6 +90,10 @@ class SamConfig:
             raise ValueError(f"SamConfig.global_attn_indexes {bad} outside 0..{self.depth - 1}")
         if not self.global_attn_indexes:
             raise ValueError("SamConfig.global_attn_indexes is empty: early fusion needs a global block")
+        if self.refiner_channels < 0:
+            raise ValueError(f"SamConfig.refiner_channels must be >= 0, got {self.refiner_channels}")
+        if self.refiner_channels and self.patch_size % 8:
+            raise ValueError(f"SamConfig.refiner_channels needs a patch_size divisible by 8, got {self.patch_size}")
         if self.num_multimask_outputs < 1:
             raise ValueError(
                 f"SamConfig.num_multimask_outputs ({self.num_multimask_outputs}) must be >= 1: "

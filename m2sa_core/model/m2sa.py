@@ -9,6 +9,7 @@ Layout of the module tree (and thus of our checkpoints' keys):
 * ``fusion``         early local feature fusion (authors' ``mask_decoder.compress_vit``)
 * ``seg_projector``  phi, [SEG] hidden state -> prompt embedding (authors' ``text_hidden_fcs.0``)
 * ``mask_type_head`` [SEG] hidden state -> (modal, amodal) logits: which mask the command asked for
+* ``refiner``        optional image-guided 2x upsampling of SAM's masks (``sam.refiner_channels`` > 0)
 
 Each [SEG] gets two masks from one pass of SAM's unmodified mask decoder: mask token 0
 is the visible (modal) mask, the one ``multimask_output=False`` returns, so checkpoints
@@ -22,6 +23,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 from transformers import CLIPVisionModel, LlamaForCausalLM
 
@@ -29,6 +31,7 @@ from m2sa_core.prompt import IGNORE_INDEX, IMAGE_PLACEHOLDER_ID
 from m2sa_core.types import MASK_TYPES
 from m2sa_core.model.config import M2SAConfig
 from m2sa_core.model.losses import M2SALoss, answer_ce
+from m2sa_core.model.refiner import MaskRefiner
 from m2sa_core.model.sam import build_fusion, build_sam, encode_with_early_features
 
 BATCH_KEYS = (
@@ -56,12 +59,15 @@ class FrameFeatures:
     image_embeddings: torch.Tensor  # [B, P, h, w] SAM neck output
     early_features: torch.Tensor  # [B, C_vit, h, w] output of the early global block
     clip_embeds: torch.Tensor  # [B, N, d] projected CLIP patch embeddings
+    upsampling_weights: torch.Tensor | None = None  # [B, 9, 4, 4h, 4w] the refiner's, when the model has one
 
     def select(self, index: int) -> "FrameFeatures":
+        upsampling = None if self.upsampling_weights is None else self.upsampling_weights[index : index + 1]
         return FrameFeatures(
             self.image_embeddings[index : index + 1],
             self.early_features[index : index + 1],
             self.clip_embeds[index : index + 1],
+            upsampling,
         )
 
 
@@ -114,6 +120,9 @@ class M2SAModel(nn.Module):
         # Zero init: an untrained head (checkpoints without it) ties and reads as "modal".
         nn.init.zeros_(self.mask_type_head.weight)
         nn.init.zeros_(self.mask_type_head.bias)
+        # Built last, so a model without it draws every other weight as before from one seed.
+        sam = config.sam
+        self.refiner = MaskRefiner(sam.refiner_channels, sam.patch_size // 8) if sam.refiner_channels else None
 
     @classmethod
     def build(
@@ -172,9 +181,17 @@ class M2SAModel(nn.Module):
             patches = out.hidden_states[self.config.vision_feature_layer][:, 1:]
         return self.mm_projector(patches)
 
+    def encode_upsampling_weights(self, sam_images: torch.Tensor) -> torch.Tensor | None:
+        """The refiner's upsampling weights [B, 9, 4, 4h, 4w] of SAM's input images; None without a refiner."""
+        if self.refiner is None:
+            return None
+        trainable = torch.is_grad_enabled() and any(p.requires_grad for p in self.refiner.parameters())
+        with torch.set_grad_enabled(trainable):
+            return self.refiner.encode(sam_images.to(self.device, self.dtype))
+
     def encode_images(self, sam_images: torch.Tensor, clip_images: torch.Tensor) -> FrameFeatures:
         emb, early = self.encode_sam(sam_images)
-        return FrameFeatures(emb, early, self.encode_clip(clip_images))
+        return FrameFeatures(emb, early, self.encode_clip(clip_images), self.encode_upsampling_weights(sam_images))
 
     def fuse(self, image_embeddings: torch.Tensor, early_features: torch.Tensor) -> torch.Tensor:
         """Early local feature fusion: final embedding + convs(early features)."""
@@ -231,30 +248,38 @@ class M2SAModel(nn.Module):
 
     # -- masks ----------------------------------------------------------------------
     def decode_mask_pair(
-        self, fused_embedding: torch.Tensor, seg_hidden: torch.Tensor
+        self, fused_embedding: torch.Tensor, seg_hidden: torch.Tensor, upsampling: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Low-res logits [n, 2, 4h, 4w] (visible, amodal) and IoU predictions [n, 2] for one image.
+        """Low-res logits [n, 2, g, g] (visible, amodal) and IoU predictions [n, 2] for one image.
 
         Each [SEG] state goes through phi and prompts SAM's mask decoder as one sparse
         prompt embedding (see :meth:`decode_prompt_pair`).
         """
-        return self.decode_prompt_pair(fused_embedding, self.seg_projector(seg_hidden.to(self.dtype)))
+        return self.decode_prompt_pair(fused_embedding, self.seg_projector(seg_hidden.to(self.dtype)),
+                                       upsampling=upsampling)
 
     def decode_prompt_pair(
-        self, fused_embedding: torch.Tensor, prompts: torch.Tensor, mask_input: torch.Tensor | None = None
+        self, fused_embedding: torch.Tensor, prompts: torch.Tensor, mask_input: torch.Tensor | None = None,
+        upsampling: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """SAM's decoder on prompt embeddings already through phi: logits [n, 2, 4h, 4w], IoU [n, 2].
+        """SAM's decoder on prompt embeddings already through phi: logits [n, 2, g, g], IoU [n, 2].
 
+        ``g`` is ``config.sam.mask_grid_size``: SAM's 4h, or 8h when the model refines its
+        masks with the frame's ``upsampling`` weights [1, 9, 4, 4h, 4w] (:meth:`encode_upsampling_weights`).
         ``prompts`` [n, P] are what a command's [SEG] states become; kept, they segment
         the same targets on any later frame without the language model (tracking).
-        ``mask_input`` [n, 1, 4h, 4w] (low-res logits, e.g. the previous frame's visible
-        masks) is SAM's dense mask prompt; without it the dense prompt is SAM's own
-        "no mask" embedding. One call of ``predict_masks`` yields every mask token; token
-        0 is exactly what ``multimask_output=False`` returns, token 1 is the amodal mask.
+        ``mask_input`` [n, 1, g, g] (low-res logits, e.g. the previous frame's visible
+        masks) is SAM's dense mask prompt, resized to SAM's 4h when refined; without it
+        the dense prompt is SAM's own "no mask" embedding. One call of ``predict_masks``
+        yields every mask token; token 0 is exactly what ``multimask_output=False``
+        returns, token 1 is the amodal mask.
         """
         if fused_embedding.shape[0] != 1:
             raise ValueError(f"decode_masks takes one image at a time, got {fused_embedding.shape[0]}")
         masks = None if mask_input is None else mask_input.to(fused_embedding.dtype)
+        sam_grid = tuple(self.sam.prompt_encoder.mask_input_size)
+        if masks is not None and tuple(masks.shape[-2:]) != sam_grid:
+            masks = F.interpolate(masks, size=sam_grid, mode="bilinear", align_corners=False, antialias=True)
         _, dense = self.sam.prompt_encoder(points=None, boxes=None, masks=masks)
         low_res, iou = self.sam.mask_decoder.predict_masks(
             image_embeddings=fused_embedding,
@@ -263,13 +288,22 @@ class M2SAModel(nn.Module):
             dense_prompt_embeddings=dense.to(fused_embedding.dtype),
         )
         keep = [VISIBLE_MASK_TOKEN, AMODAL_MASK_TOKEN]
-        return low_res[:, keep], iou[:, keep]
+        return self.refine_masks(low_res[:, keep], upsampling), iou[:, keep]
+
+    def refine_masks(self, low_res: torch.Tensor, upsampling: torch.Tensor | None) -> torch.Tensor:
+        """SAM's logits [n, k, 4h, 4w] of one image, upsampled to [n, k, 8h, 8w] by the refiner if the model has one."""
+        if self.refiner is None:
+            return low_res
+        if upsampling is None:
+            raise ValueError("this model refines its masks with the image: pass the frame's upsampling weights "
+                             "(M2SAModel.encode_upsampling_weights)")
+        return self.refiner(low_res, upsampling)
 
     def decode_masks(
-        self, fused_embedding: torch.Tensor, seg_hidden: torch.Tensor
+        self, fused_embedding: torch.Tensor, seg_hidden: torch.Tensor, upsampling: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Visible masks only: low-res logits [n, 1, 4h, 4w] and IoU predictions [n]."""
-        low_res, iou = self.decode_mask_pair(fused_embedding, seg_hidden)
+        """Visible masks only: low-res logits [n, 1, g, g] and IoU predictions [n]."""
+        low_res, iou = self.decode_mask_pair(fused_embedding, seg_hidden, upsampling)
         return low_res[:, VISIBLE_MASK_TOKEN : VISIBLE_MASK_TOKEN + 1], iou[:, VISIBLE_MASK_TOKEN]
 
     def mask_type_logits(self, seg_hidden: torch.Tensor) -> torch.Tensor:
@@ -331,9 +365,10 @@ class M2SAModel(nn.Module):
 
         clip_embeds = self.encode_clip(batch["clip_images"])
         # A batch of conversations answered in words (language pretraining) never needs SAM.
-        fused = None
+        fused = upsampling = None
         if any(int(m.shape[0]) for m in batch["gt_masks"]):
             fused = self.fuse(*self.encode_sam(batch["sam_images"]))
+            upsampling = self.encode_upsampling_weights(batch["sam_images"])
         embeds, attn, merged_labels = self.merge_image_embeddings(
             input_ids, clip_embeds, batch["attention_mask"].to(self.device), labels, sample_ids
         )
@@ -355,7 +390,8 @@ class M2SAModel(nn.Module):
                 pred_types.append(hidden.new_zeros((0, len(MASK_TYPES))))
                 continue
             states = hidden[b, seg_pos[b]]
-            low_res, iou = self.decode_mask_pair(fused[b : b + 1], states)
+            low_res, iou = self.decode_mask_pair(fused[b : b + 1], states,
+                                                 None if upsampling is None else upsampling[b : b + 1])
             both = self.upscale_masks(
                 low_res.flatten(0, 1)[:, None], batch["resize_sizes"][b], batch["original_sizes"][b]
             )

@@ -22,10 +22,11 @@ PROMPTED_BATCH_KEYS = ("sam_images", "resize_sizes", "original_sizes", "boxes", 
 
 
 def prompted_mask_logits(model: M2SAModel, image_embedding: torch.Tensor, boxes: torch.Tensor | None,
-                         points: torch.Tensor | None, point_labels: torch.Tensor | None
-                         ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Low-res (visible, complete) logits [n, 2, 4h, 4w] and IoU predictions [n, 2] for n prompts
-    on one image embedding [1, P, h, w]; ``boxes`` [n, 4], ``points`` [n, k, 2] in SAM's input frame."""
+                         points: torch.Tensor | None, point_labels: torch.Tensor | None,
+                         upsampling: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Low-res (visible, complete) logits [n, 2, g, g] and IoU predictions [n, 2] for n prompts
+    on one image embedding [1, P, h, w]; ``boxes`` [n, 4], ``points`` [n, k, 2] in SAM's input frame.
+    ``upsampling`` [1, 9, 4, 4h, 4w] holds the image's refiner weights, for a model that refines its masks (``g`` = 8h, else 4h)."""
     dtype, device = image_embedding.dtype, image_embedding.device
     point_pair = None
     if points is not None:
@@ -39,7 +40,7 @@ def prompted_mask_logits(model: M2SAModel, image_embedding: torch.Tensor, boxes:
         dense_prompt_embeddings=dense.to(dtype),
     )
     keep = [VISIBLE_MASK_TOKEN, AMODAL_MASK_TOKEN]
-    return low_res[:, keep], iou[:, keep]
+    return model.refine_masks(low_res[:, keep], upsampling), iou[:, keep]
 
 
 def low_res_targets(masks: torch.Tensor, resize_size, image_size: int, low_res_size) -> torch.Tensor:
@@ -68,11 +69,12 @@ def promptable_forward(model: M2SAModel, batch: dict) -> M2SAOutput:
     if missing:
         raise KeyError(f"promptable_forward: batch lacks {missing}")
     embeddings, _ = model.encode_sam(batch["sam_images"])
+    upsampling = model.encode_upsampling_weights(batch["sam_images"])
     losses = M2SALoss(model.config)
     pred_masks, pred_amodal, pred_ious = [], [], []
     for b, sample_id in enumerate(batch["sample_ids"]):
         low_res, iou = prompted_mask_logits(model, embeddings[b:b + 1], batch["boxes"][b], batch["points"][b],
-                                            batch["point_labels"][b])
+                                            batch["point_labels"][b], None if upsampling is None else upsampling[b:b + 1])
         masks, amodal = low_res[:, VISIBLE_MASK_TOKEN], low_res[:, AMODAL_MASK_TOKEN]
         gt = batch["gt_masks"][b]
         if tuple(gt.shape[-2:]) != tuple(batch["original_sizes"][b]):

@@ -2,13 +2,14 @@
 
 ``paper`` (the M2SA paper's training setup): LoRA r 8 / alpha 16 / dropout 0.05 on the LLM's q_proj and
 v_proj, full ``embed_tokens`` and ``lm_head`` (the new tokens need rows), SAM's mask
-decoder, the fusion convolutions, phi and the mask-type head; CLIP, the mm projector, SAM's image and
+decoder (and mask refiner), the fusion convolutions, phi and the mask-type head; CLIP, the mm projector, SAM's image and
 prompt encoders and the base LLM frozen. ``from_scratch`` trains every weight with no
 LoRA: the tiny preset has no pretrained weights to protect; ``full`` is the same split
 named for a model that starts from pretrained parts.
 
 Staged training (docs/TRAINING.md) has a policy per pretraining stage: ``promptable_sam``
-trains SAM alone (image encoder, prompt encoder, mask decoder), as SAM is trained;
+trains SAM alone (image encoder, prompt encoder, mask decoder, and the mask refiner
+where the model has one), as SAM is trained;
 ``clip_alignment`` trains CLIP and the projector alone, against the language model's
 word embeddings as they are (``m2sa_core.model.patch_alignment``);
 ``vision_language`` trains CLIP, the projector and the LLM (LLaVA's image-text
@@ -28,7 +29,7 @@ POLICIES = ("paper", "from_scratch", "full", "promptable_sam", "clip_alignment",
 
 # Parameter-name prefixes trained by each pretraining stage's policy.
 _STAGE_PREFIXES = {
-    "promptable_sam": ("sam.image_encoder.", "sam.prompt_encoder.", "sam.mask_decoder."),
+    "promptable_sam": ("sam.image_encoder.", "sam.prompt_encoder.", "sam.mask_decoder.", "refiner."),
     "clip_alignment": ("vision_tower.", "mm_projector."),
     "vision_language": ("vision_tower.", "mm_projector.", "llm."),
 }
@@ -38,6 +39,7 @@ _PAPER_FULL = (
     "llm.model.embed_tokens.",
     "llm.lm_head.",
     "sam.mask_decoder.",
+    "refiner.",
     "fusion.",
     "seg_projector.",
     "mask_type_head.",
