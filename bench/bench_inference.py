@@ -127,9 +127,10 @@ def reference(seg: Segmenter, image: np.ndarray, prompt: list[int], forced: list
     timings: dict[str, float] = {}
     start = time.perf_counter()
     inputs = seg.processor(image)
-    emb, early = model.encode_sam(inputs["sam_image"][None].to(device))
+    sam_image = inputs["sam_image"][None].to(device)
+    emb, early = model.encode_sam(sam_image)
     fused = model.fuse(emb, early)
-    upsampling = model.encode_upsampling_weights(inputs["sam_image"][None].to(device))
+    upsampling = model.encode_upsampling_weights(sam_image)
     sync(device)
     t1 = time.perf_counter()
     clip = model.encode_clip(inputs["clip_image"][None].to(device))

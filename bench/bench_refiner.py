@@ -52,10 +52,10 @@ def without_refiner(segmenter: Segmenter) -> Segmenter:
 def time_model(segmenter: Segmenter, image: np.ndarray, targets: int) -> tuple[float, float]:
     """(frame encode ms, mask decode and full-size postprocess ms for ``targets`` masks)."""
     segmenter.clear_cache()
+    states = list(torch.randn(targets, segmenter.model.config.hidden_size, generator=torch.Generator().manual_seed(0)))
     t0 = time.perf_counter()
     entry = segmenter.stages.encode_frame(image, None, {})
     t1 = time.perf_counter()
-    states = list(torch.randn(targets, segmenter.model.config.hidden_size, generator=torch.Generator().manual_seed(0)))
     segmenter.stages.decode_masks(entry, states, {})
     t2 = time.perf_counter()
     return (t1 - t0) * 1e3, (t2 - t1) * 1e3
@@ -81,7 +81,7 @@ def main(argv: list[str] | None = None) -> int:
     with torch.inference_mode():
         for n in args.targets:
             times = {"refiner": [], "plain": []}
-            for name, seg in (("refiner", refined), ("plain", plain)):
+            for seg in (refined, plain):
                 time_model(seg, image, n)  # warm-up
             for _ in range(args.repeats):
                 for name, seg in (("refiner", refined), ("plain", plain)):

@@ -124,9 +124,10 @@ class SegmenterStages:
             return entry
         inputs = seg.processor(image)
         t0 = time.perf_counter()
-        emb, early = seg.model.encode_sam(inputs["sam_image"][None].to(seg.device))
+        sam_image = inputs["sam_image"][None].to(seg.device)
+        emb, early = seg.model.encode_sam(sam_image)
         fused = seg.model.fuse(emb, early)
-        upsampling = seg.model.encode_upsampling_weights(inputs["sam_image"][None].to(seg.device))
+        upsampling = seg.model.encode_upsampling_weights(sam_image)
         _sync(seg.device)
         t1 = time.perf_counter()
         clip = seg.model.encode_clip(inputs["clip_image"][None].to(seg.device))
