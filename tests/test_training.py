@@ -15,6 +15,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
@@ -163,6 +164,16 @@ def test_sharded_evaluation_gives_the_single_process_numbers(tmp_path, synth):
         b = json.loads((tmp_path / f"two-{protocol}.json").read_text())["splits"]
         assert a == b
         assert a["all"]["samples"] >= 3, "too few questions were evaluated for the comparison to mean much"
+        # every ground-truth target's IoU, gathered from the ranks, and its summary
+        targets = [(tmp_path / f"{n}-{protocol}.targets.jsonl").read_text().splitlines() for n in ("one", "two")]
+        assert targets[0] == targets[1]
+        entries = [json.loads(line) for line in targets[0]]
+        summary = json.loads((tmp_path / f"one-{protocol}.json").read_text())["targets"]
+        assert entries and sum(v["targets"] for v in summary["by_size"].values()) == len(entries)
+        assert len(entries) <= a["all"]["masks"]  # the split also counts extra predictions
+        if protocol == "teacher-forced":  # one mask per target, so the targets' mean is the split gIoU
+            assert len(entries) == a["all"]["masks"]
+            assert np.mean([e["iou"] for e in entries]) == pytest.approx(a["all"]["giou"])
         if protocol == "generative":  # each answer's kind of mistake, summed over the ranks too
             errors = json.loads((tmp_path / "one-generative.json").read_text())["answer_errors"]
             assert errors == json.loads((tmp_path / "two-generative.json").read_text())["answer_errors"]

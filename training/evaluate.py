@@ -10,7 +10,9 @@ given the right answer. generative (what a robot sees): the model answers freely
 predictions and ground truth pair by Hungarian matching on IoU, unmatched entries score
 0, and target-count accuracy says how often it found as many targets as there are.
 Each free answer, the targets it named and the true ones, and its kind of mistake go to
-``OUT.answers.jsonl`` (``--out OUT.json``), one line a question in question order.
+``OUT.answers.jsonl`` (``--out OUT.json``), one line a question in question order. Each
+ground-truth target, what it is ("mug's handle"), its area and the IoU it was given go to
+``OUT.targets.jsonl``, summarised by target kind and by COCO size range in the report.
 
 The per-split gIoU/cIoU score the mask each command asked for (``Target.requested_mask``: the
 visible one, or the complete one when the command asks for the complete shape). Beside
@@ -44,6 +46,9 @@ from m2sa_core.types import MaskType
 from m2sa_core.metrics import AmodalEvaluator, SegmentationEvaluator, SplitReport, format_report, pair_masks
 from m2sa_core.model.batch import collate
 from m2sa_core.model.quantization import MODES as QUANTIZATION_MODES
+from m2sa_core.target_breakdown import markdown as targets_markdown
+from m2sa_core.target_breakdown import score_targets, target_kind
+from m2sa_core.target_breakdown import summarise as summarise_targets
 from training.config import DataSourceConfig
 from training.distributed import DistInfo, init_distributed, shutdown
 from training.sources import open_source
@@ -149,14 +154,17 @@ def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, spl
                      info: DistInfo = DistInfo(), show_dir: Path | None = None, show: int = 0,
                      progress: bool = True, amodal: AmodalEvaluator | None = None,
                      answers: AnswerErrorCounter | None = None,
-                     answer_log: list[dict] | None = None) -> dict[str, SplitReport]:
+                     answer_log: list[dict] | None = None,
+                     target_log: list[dict] | None = None) -> dict[str, SplitReport]:
     """Score ``records`` (this rank takes every world_size-th one) and all-reduce the sums.
 
     With ``amodal`` given, visible, amodal and mask-type scores are added to it as well;
     with ``answers`` given, each free answer's kind of mistake about its targets
     (generative protocol only: teacher forcing gives the true answer), and with
-    ``answer_log`` also one entry per answer of this rank (:func:`gather_answer_log`), since
-    the counts alone cannot say which questions a mistake comes from.
+    ``answer_log`` also one entry per answer of this rank (:func:`gather_log`), since
+    the counts alone cannot say which questions a mistake comes from. With ``target_log``
+    given, one entry per ground-truth target of this rank: its kind, size and the IoU it
+    was given (:mod:`m2sa_core.target_breakdown`), which the split averages hide.
     """
     evaluator = SegmentationEvaluator(protocol, splits=sorted(set(splits)))
     builder = SampleBuilder.for_model(segmenter.tokenizer, segmenter.model.config, evaluation=True)
@@ -180,7 +188,12 @@ def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, spl
                                        "question": record.question, "answer": result.answer, "kind": kind,
                                        "predicted": [t.label for t in result.targets],
                                        "truth": [t.label for t in record.targets]})
-        evaluator.add(predictions.requested, gts, split=record.split, ignore=record.ignore_mask())
+        ignore = record.ignore_mask()
+        evaluator.add(predictions.requested, gts, split=record.split, ignore=ignore)
+        if target_log is not None:
+            kinds = [target_kind(t.object_name, t.part_name) for t in record.targets]
+            target_log += [{"index": index, "split": record.split, **entry}
+                           for entry in score_targets(predictions.requested, gts, kinds, protocol, ignore)]
         if amodal is not None:
             score_amodal(amodal, predictions, record, gts)
         if show_dir is not None and shown < show and result is not None:
@@ -197,15 +210,15 @@ def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, spl
     return evaluator.report()
 
 
-def gather_answer_log(answer_log: list[dict]) -> list[dict]:
-    """Every process's answer entries, in question order (on every process)."""
+def gather_log(entries: list[dict]) -> list[dict]:
+    """Every process's log entries, in question order (on every process)."""
     import torch.distributed as dist
 
     if dist.is_available() and dist.is_initialized():
         parts: list = [None] * dist.get_world_size()
-        dist.all_gather_object(parts, answer_log)
-        answer_log = [entry for part in parts for entry in part]
-    return sorted(answer_log, key=lambda entry: entry["index"])
+        dist.all_gather_object(parts, entries)
+        entries = [entry for part in parts for entry in part]
+    return sorted(entries, key=lambda entry: entry["index"])  # stable: a question's targets keep their order
 
 
 def _save_overlay(out_dir: Path, index: int, image: np.ndarray, record, result) -> None:
@@ -309,11 +322,13 @@ def main(argv: list[str] | None = None) -> int:
     amodal = AmodalEvaluator(protocol)
     answers = AnswerErrorCounter() if protocol == "generative" else None
     answer_log: list[dict] | None = [] if answers is not None else None
+    target_log: list[dict] = []
     reports = evaluate_records(segmenter, records, protocol, [r.split for r in records], info,
                                show_dir=out.with_suffix("") if args.show else None, show=args.show, amodal=amodal,
-                               answers=answers, answer_log=answer_log)
+                               answers=answers, answer_log=answer_log, target_log=target_log)
     if answer_log is not None:
-        answer_log = gather_answer_log(answer_log)
+        answer_log = gather_log(answer_log)
+    target_log = gather_log(target_log)
     if info.is_main:
         out.parent.mkdir(parents=True, exist_ok=True)
         amodal_report = amodal.report()
@@ -321,9 +336,12 @@ def main(argv: list[str] | None = None) -> int:
                    "splits": {k: v.as_dict() for k, v in reports.items()}, "amodal": amodal_report}
         if answers is not None:
             payload["answer_errors"] = answers.report()
+        payload["targets"] = summarise_targets(target_log)
         out.write_text(json.dumps(payload, indent=2))
         if answer_log is not None:  # each free answer, its targets and its kind of mistake
             out.with_suffix(".answers.jsonl").write_text("".join(json.dumps(e) + "\n" for e in answer_log))
+        # each ground-truth target, what it is and the IoU it was given
+        out.with_suffix(".targets.jsonl").write_text("".join(json.dumps(e) + "\n" for e in target_log))
         table = markdown_table(reports, "M2SA")
         extra = amodal_markdown(amodal_report)
         if extra:
@@ -331,6 +349,10 @@ def main(argv: list[str] | None = None) -> int:
         if answers is not None:
             table += "\n\nWhat the free answers got wrong about their targets (by name, not mask):\n\n"
             table += answer_errors_markdown(payload["answer_errors"])
+        by_target = targets_markdown(payload["targets"])
+        if by_target:
+            table += "\n\ngIoU by what each target is and by its size (targets only: extra predictions are in no row):\n\n"
+            table += by_target
         out.with_suffix(".md").write_text(table + "\n")
         print(format_report(reports))
         print()
