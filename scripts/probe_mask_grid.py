@@ -14,6 +14,10 @@ out (a confident model), and ``soft``, a cell whose logit says how much of it is
 (the best a model can do; its edges fall between cells).
 
     .venv/bin/python scripts/probe_mask_grid.py --data-dir data/heldout --grids 64 128
+
+A second table gives the same ceilings by target size (COCO's area ranges, as
+``m2sa-eval`` breaks its scores down), to say how much of small targets' low IoU the grid
+alone explains.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
+from m2sa_core.target_breakdown import SIZE_RANGES, size_range
 from training.ablation import TEST_FILES
 from training.config import DataSourceConfig
 from training.sources import open_source
@@ -53,17 +58,25 @@ def main() -> None:
     p.add_argument("--grids", type=int, nargs="+", default=[64, 128])
     p.add_argument("--max-items", type=int, default=120, help="questions per split")
     args = p.parse_args()
-    print("| split | targets | " + " | ".join(f"{g} hard | {g} soft" for g in args.grids) + " |")
-    print("|---|---:|" + "---:|" * (2 * len(args.grids)))
+    head = " | ".join(f"{g} hard | {g} soft" for g in args.grids)
+    rule = "|---|---:|" + "---:|" * (2 * len(args.grids))
+    by_split: dict[str, list[np.ndarray]] = {}
     for name in TEST_FILES:
         source = DataSourceConfig(kind="synthetic", path=str(args.data_dir / name),
                                   image_root=str(args.data_dir / "images"))
-        masks = [t.mask(r.height, r.width) for r in open_source(source).items[:args.max_items] for t in r.targets]
-        cells = []
-        for grid in args.grids:
-            for soft in (False, True):
-                cells.append(f"{np.mean([iou(m, through_grid(m, grid, soft)) for m in masks]):.3f}")
-        print(f"| {name} | {len(masks)} | " + " | ".join(cells) + " |")
+        by_split[name] = [t.mask(r.height, r.width) for r in open_source(source).items[:args.max_items]
+                          for t in r.targets]
+    every = [m for masks in by_split.values() for m in masks]
+    by_size = {name: [m for m in every if size_range(m.sum()) == name] for name, _, _ in SIZE_RANGES}
+
+    def row(title: str, masks: list[np.ndarray]) -> str:
+        cells = [f"{np.mean([iou(m, through_grid(m, grid, soft)) for m in masks]):.3f}"
+                 for grid in args.grids for soft in (False, True)]
+        return f"| {title} | {len(masks)} | " + " | ".join(cells) + " |"
+
+    print(f"| split | targets | {head} |", rule, *(row(n, m) for n, m in by_split.items()), sep="\n")
+    print(f"\n| target size (COCO area) | targets | {head} |", rule,
+          *(row(n, m) for n, m in by_size.items() if m), sep="\n")
 
 
 if __name__ == "__main__":
