@@ -8,6 +8,7 @@ from __future__ import annotations
 import json
 import random
 import re
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -26,6 +27,7 @@ from m2sa_core.model.batch import collate_prompted
 from m2sa_core.model.preprocess import ImageProcessor
 from m2sa_core.model.presets import build_preset
 from m2sa_core.model.trainable import apply_trainable_policy
+from m2sa_core.target_breakdown import SIZE_RANGES, size_range
 from training.config import load_config
 from training.model_setup import training_corpus
 from training.promptable_eval import evaluate_promptable
@@ -262,6 +264,21 @@ def test_promptable_training_learns_to_segment_from_boxes(world, tmp_path):
     before = evaluate_promptable(untrained, records)
     # 80 steps reached 0.09 to 0.54 by seed alone; 150 steps reach 0.80 to 0.87 (seeds 0-2)
     assert after["box_miou"] > before["box_miou"] + 0.5, (before, after)
+
+
+def test_promptable_eval_splits_box_iou_by_region_size(world):
+    # Stage 1's eval says how SAM does on small regions, where the M2SA model's masks fail
+    # first: every region counted in exactly the COCO area range of its visible mask.
+    records = list(read_dataset(world / "masks_val.json", world / "images"))[:3]
+    untrained, _ = build_preset("tiny")
+    report = evaluate_promptable(untrained, records)
+    areas = [int(m.sum()) for r in records for m in (t.mask(r.height, r.width) for t in r.targets) if m.any()]
+    expected = Counter(size_range(area) for area in areas)
+    sizes = [name for name, _, _ in SIZE_RANGES]
+    assert {s: report[f"regions_{s}"] for s in sizes} == {s: expected.get(s, 0) for s in sizes}
+    assert len(expected) >= 2 and report["regions"] == len(areas)
+    weighted = sum(report[f"box_miou_{s}"] * report[f"regions_{s}"] for s in expected) / report["regions"]
+    assert weighted == pytest.approx(report["box_miou"])
 
 
 def test_checkpoint_overrides_and_freeze_are_checked(world, tmp_path):

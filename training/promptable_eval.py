@@ -5,7 +5,10 @@ with one point at the pixel of its visible mask furthest from the border (the mo
 central one), and scored by IoU against its visible mask (first mask token) and its
 complete shape (second token). Reported as mean IoU over regions, for objects and parts
 apart: a SAM that cannot outline a mug's handle from a box around it will not outline it
-from a [SEG] either.
+from a [SEG] either. Box-prompt IoU is also given by the region's size in COCO's area
+ranges (``box_miou_small``, with ``regions_small`` counting them): the M2SA model's masks
+fail first on small targets, and this is where a change to SAM's training shows whether
+it reaches them, before M2SA training has run.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from m2sa_core.metrics import mask_iou
 from m2sa_core.model.m2sa import AMODAL_MASK_TOKEN, VISIBLE_MASK_TOKEN
 from m2sa_core.model.preprocess import ImageProcessor
 from m2sa_core.model.promptable import prompted_mask_logits
+from m2sa_core.target_breakdown import SIZE_RANGES, size_range
 from m2sa_core.types import mask_bbox
 from training.stage_evals import eval_mode
 
@@ -40,12 +44,15 @@ def evaluate_promptable(model, records: Sequence, max_items: int = 0) -> dict[st
         scores = _region_ious(model, chosen)
     report = {key: float(np.mean(values)) for key, values in sorted(scores.items())}
     report["regions"] = len(scores.get("box_miou", []))
+    for size, _, _ in SIZE_RANGES:
+        report[f"regions_{size}"] = len(scores.get(f"box_miou_{size}", []))
     return report
 
 
 def _region_ious(model, records: Sequence) -> dict[str, list[float]]:
     """The IoU of every non-empty region of ``records`` from its box and from its central
-    point, keyed by prompt kind and granularity (``box_miou_part``)."""
+    point, keyed by prompt kind and granularity (``box_miou_part``), and from its box by
+    the size of its visible mask in the image's own pixels (``box_miou_small``)."""
     processor = ImageProcessor(model.config)
     scores: dict[str, list[float]] = defaultdict(list)
     for record in records:
@@ -74,6 +81,8 @@ def _region_ious(model, records: Sequence) -> dict[str, list[float]]:
                 iou = mask_iou(both[row, VISIBLE_MASK_TOKEN], visible[i])
                 scores[f"{kind}_miou"].append(iou)
                 scores[f"{kind}_miou_{level}"].append(iou)
-                if complete[i] is not None and kind == "box":
-                    scores["box_amodal_miou"].append(mask_iou(both[row, AMODAL_MASK_TOKEN], complete[i] | visible[i]))
+                if kind == "box":
+                    scores[f"box_miou_{size_range(float(visible[i].sum()))}"].append(iou)
+                    if complete[i] is not None:
+                        scores["box_amodal_miou"].append(mask_iou(both[row, AMODAL_MASK_TOKEN], complete[i] | visible[i]))
     return scores

@@ -63,7 +63,8 @@ def promptable_eval(model, tokenizer, config: TrainConfig, step: int, info: Dist
     report = {}
     for src in config.eval_data:
         report[src.name or src.kind] = evaluate_promptable(model, open_source(src).items, config.eval_max_items)
-    line = " ".join(f"{name}: box mIoU {r.get('box_miou', 0):.3f} (parts {r.get('box_miou_part', 0):.3f}) "
+    line = " ".join(f"{name}: box mIoU {r.get('box_miou', 0):.3f} (parts {r.get('box_miou_part', 0):.3f}, "
+                    f"small {r.get('box_miou_small', 0):.3f}) "
                     f"point mIoU {r.get('point_miou', 0):.3f} amodal {r.get('box_amodal_miou', 0):.3f}"
                     for name, r in report.items())
     report_eval(config, step, report, line, writer)
