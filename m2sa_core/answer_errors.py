@@ -6,6 +6,10 @@ the right thing at the wrong level (the mug for its handle, or the handle alone 
 both were asked for), or the right things with too few or too many instances are
 different failures with different remedies (training/tiny/RUNS.md, run 7). The kinds
 compare target names only (object, instance, part), never masks.
+
+The counter also splits the answers by how many targets their question asks for: a
+target-count accuracy that is high for one target and low for two says the model finds
+the first instance and stops, which no split average shows (RUNS.md, "Where the count fails").
 """
 
 from __future__ import annotations
@@ -24,6 +28,18 @@ KINDS: tuple[str, ...] = (
     "some category wrong",  # some of the right objects, with wrong or missing ones
     "no category right",  # none of the objects asked for (an empty answer included)
 )
+
+
+# How many targets a question asks for, grouped; and what is counted in each group.
+NUMBER_GROUPS: tuple[str, ...] = ("0", "1", "2", "3", "4+")
+NUMBER_FIELDS: tuple[str, ...] = ("answers", "right number", "fewer", "more", "exact")
+
+
+def number_group(asked: int) -> str:
+    """The :data:`NUMBER_GROUPS` entry of a question asking for ``asked`` targets."""
+    if asked < 0:
+        raise ValueError(f"a question asks for at least 0 targets, got {asked}")
+    return NUMBER_GROUPS[min(asked, len(NUMBER_GROUPS) - 1)]
 
 
 class NamedTarget(Protocol):
@@ -64,11 +80,23 @@ class AnswerErrorCounter:
     """Answers of each kind, per split; sums over ``torch.distributed`` processes."""
 
     counts: dict[str, Counter] = field(default_factory=dict)
+    by_number: Counter = field(default_factory=Counter)  # (number group, field) -> answers
 
     def add(self, predicted: Iterable[NamedTarget], truth: Iterable[NamedTarget], split: str = "all") -> str:
+        predicted, truth = list(predicted), list(truth)
         kind = answer_error(predicted, truth)
         self.counts.setdefault(split, Counter())[kind] += 1
+        group = number_group(len(truth))
+        self.by_number[group, "answers"] += 1
+        self.by_number[group, "right number" if len(predicted) == len(truth)
+                       else "fewer" if len(predicted) < len(truth) else "more"] += 1
+        self.by_number[group, "exact"] += kind == "exact"
         return kind
+
+    def report_by_number(self) -> dict[str, dict[str, int]]:
+        """{number group: {field: answers}} for the groups some question fell in, in order."""
+        return {g: {f: int(self.by_number[g, f]) for f in NUMBER_FIELDS}
+                for g in NUMBER_GROUPS if self.by_number[g, "answers"]}
 
     def report(self) -> dict[str, dict[str, int]]:
         """{split: {kind: answers}} with every kind, and an "all" row when there are several splits."""
@@ -89,6 +117,10 @@ class AnswerErrorCounter:
         state = torch.tensor([[self.counts.get(s, Counter())[k] for k in KINDS] for s in splits], dtype=torch.float64)
         dist.all_reduce(state)
         self.counts = {s: Counter({k: int(v) for k, v in zip(KINDS, row.tolist()) if v}) for s, row in zip(splits, state)}
+        keys = [(g, f) for g in NUMBER_GROUPS for f in NUMBER_FIELDS]
+        numbers = torch.tensor([self.by_number[k] for k in keys], dtype=torch.float64)
+        dist.all_reduce(numbers)
+        self.by_number = Counter({k: int(v) for k, v in zip(keys, numbers.tolist()) if v})
 
 
 def markdown(report: dict[str, dict[str, int]]) -> str:
@@ -98,4 +130,15 @@ def markdown(report: dict[str, dict[str, int]]) -> str:
         total = sum(counts.values()) or 1
         lines.append(f"| {split} ({sum(counts.values())}) | "
                      + " | ".join(f"{100 * counts[k] / total:.1f} %" for k in KINDS) + " |")
+    return "\n".join(lines)
+
+
+def markdown_by_number(report: dict[str, dict[str, int]]) -> str:
+    """The answers by how many targets their question asks for: how often each group's
+    answers name as many targets, fewer or more, and exactly the right ones."""
+    lines = ["| targets asked | answers | right number | fewer | more | exact |", "|---|---:|---:|---:|---:|---:|"]
+    for group, row in report.items():
+        total = row["answers"] or 1
+        lines.append(f"| {group} | {row['answers']} | " + " | ".join(
+            f"{100 * row[f] / total:.1f} %" for f in ("right number", "fewer", "more", "exact")) + " |")
     return "\n".join(lines)

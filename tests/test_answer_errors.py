@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from m2sa_core.answer_errors import KINDS, AnswerErrorCounter, answer_error, markdown
+from m2sa_core.answer_errors import KINDS, AnswerErrorCounter, answer_error, markdown, markdown_by_number, number_group
 from m2sa_core.data.labels import parse_label_before
 
 
@@ -50,3 +50,24 @@ def test_the_report_counts_every_kind_per_split_and_in_all():
     table = markdown(report)
     assert "| test_obj_only (2) | 50.0 % | 50.0 % |" in table
     assert counter.all_reduce(["test_mixed", "test_obj_only"]) is None and counter.report() == report  # one process
+
+
+def test_answers_are_also_counted_by_how_many_targets_were_asked():
+    # Two instances asked, the first named and the second missed: the count fails on the
+    # two-target questions only, which the split's count accuracy would average away.
+    counter = AnswerErrorCounter()
+    counter.add(targets("mug_1"), targets("mug_1"), split="a")
+    counter.add(targets("mug_2"), targets("mug_1"), split="a")  # right number, other instance
+    counter.add(targets("mug_1"), targets("mug_1", "mug_2"), split="a")
+    counter.add(targets("mug_1", "mug_2", "mug_3"), targets("mug_1", "mug_2"), split="b")
+    for n in (4, 5):
+        counter.add(targets("lamp_1"), targets(*(f"lamp_{i}" for i in range(1, n + 1))), split="b")
+    report = counter.report_by_number()
+    assert list(report) == ["1", "2", "4+"]
+    assert report["1"] == {"answers": 2, "right number": 2, "fewer": 0, "more": 0, "exact": 1}
+    assert report["2"] == {"answers": 2, "right number": 0, "fewer": 1, "more": 1, "exact": 0}
+    assert report["4+"] == {"answers": 2, "right number": 0, "fewer": 2, "more": 0, "exact": 0}
+    assert "| 1 | 2 | 100.0 % | 0.0 % | 0.0 % | 50.0 % |" in markdown_by_number(report)
+    assert counter.all_reduce(["a", "b"]) is None and counter.report_by_number() == report  # one process
+    with pytest.raises(ValueError, match="at least 0"):
+        number_group(-1)

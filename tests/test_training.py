@@ -178,6 +178,9 @@ def test_sharded_evaluation_gives_the_single_process_numbers(tmp_path, synth):
             errors = json.loads((tmp_path / "one-generative.json").read_text())["answer_errors"]
             assert errors == json.loads((tmp_path / "two-generative.json").read_text())["answer_errors"]
             assert {s: sum(kinds.values()) for s, kinds in errors.items()} == {s: r["samples"] for s, r in a.items()}
+            by_number = json.loads((tmp_path / "one-generative.json").read_text())["answers_by_number"]
+            assert by_number == json.loads((tmp_path / "two-generative.json").read_text())["answers_by_number"]
+            assert sum(row["answers"] for row in by_number.values()) == a["all"]["samples"]
             # and each answer itself, gathered from the ranks into question order
             logged = [(tmp_path / f"{n}-generative.answers.jsonl").read_text().splitlines() for n in ("one", "two")]
             assert logged[0] == logged[1]

@@ -39,6 +39,7 @@ from tqdm import tqdm
 from m2sa_core.cli_errors import cli_entry
 from m2sa_core.answer_errors import AnswerErrorCounter
 from m2sa_core.answer_errors import markdown as answer_errors_markdown
+from m2sa_core.answer_errors import markdown_by_number
 from m2sa_core.data.builder import SampleBuilder
 from m2sa_core.prompt import sanitize_command
 from m2sa_core.inference import DEFAULT_MAX_NEW_TOKENS, Segmenter
@@ -336,6 +337,7 @@ def main(argv: list[str] | None = None) -> int:
                    "splits": {k: v.as_dict() for k, v in reports.items()}, "amodal": amodal_report}
         if answers is not None:
             payload["answer_errors"] = answers.report()
+            payload["answers_by_number"] = answers.report_by_number()
         payload["targets"] = summarise_targets(target_log)
         out.write_text(json.dumps(payload, indent=2))
         if answer_log is not None:  # each free answer, its targets and its kind of mistake
@@ -349,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
         if answers is not None:
             table += "\n\nWhat the free answers got wrong about their targets (by name, not mask):\n\n"
             table += answer_errors_markdown(payload["answer_errors"])
+            table += "\n\nThe free answers by how many targets their question asks for:\n\n"
+            table += markdown_by_number(payload["answers_by_number"])
         by_target = targets_markdown(payload["targets"])
         if by_target:
             table += "\n\ngIoU by what each target is and by its size (targets only: extra predictions are in no row):\n\n"

@@ -84,5 +84,6 @@ def _region_ious(model, records: Sequence) -> dict[str, list[float]]:
                 if kind == "box":
                     scores[f"box_miou_{size_range(float(visible[i].sum()))}"].append(iou)
                     if complete[i] is not None:
-                        scores["box_amodal_miou"].append(mask_iou(both[row, AMODAL_MASK_TOKEN], complete[i] | visible[i]))
+                        whole = complete[i] | visible[i]
+                        scores["box_amodal_miou"].append(mask_iou(both[row, AMODAL_MASK_TOKEN], whole))
     return scores
