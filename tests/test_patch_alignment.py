@@ -93,6 +93,14 @@ def test_training_moves_patch_tokens_to_their_words_and_leaves_the_words_alone(t
     after = patch_word_accuracy(model, batch)
     assert after["category"] > 0.9 and after["background"] > 0.9 and after["instance"] > 0.9, (before, after)
     assert torch.equal(model.llm.get_input_embeddings().weight, embeddings)
+    # per true instance word: the object patches split between "1" and "2", averaging to the whole
+    named = patch_word_accuracy(model, batch, ["1", "2"])
+    counts = [named["patches_instance_1"], named["patches_instance_2"]]
+    assert min(counts) > 0
+    mean = (named["instance_1"] * counts[0] + named["instance_2"] * counts[1]) / sum(counts)
+    assert mean == pytest.approx(named["instance"])
+    with pytest.raises(ValueError, match="1 instance names for 2 instance words"):
+        patch_word_accuracy(model, batch, ["1"])
 
 
 

@@ -215,7 +215,10 @@ def test_the_stages_chain_through_m2sa_train(world, tmp_path):
     assert _changed(w1, w1b, "vision_tower.") and _changed(w1, w1b, "mm_projector.")
     assert not _changed(w1, w1b, "sam.") and not _changed(w1, w1b, "llm.")  # the words stay stage 1's
     evals = sorted((tmp_path / "1b_clip").glob("eval_step*.json"))
-    assert evals and set(json.loads(evals[-1].read_text())["val"]) == {"category", "background", "instance"}
+    patch_words = json.loads(evals[-1].read_text())["val"]
+    assert {"category", "background", "instance", "instance_1", "patches_instance_1"} <= set(patch_words)
+    by_word = set(patch_words) - {"category", "background", "instance"}  # the instance words by name
+    assert by_word <= {f"{prefix}instance_{n}" for prefix in ("", "patches_") for n in range(1, 10)}
 
     stage2 = _stage_config("2_language", world, tmp_path, f"model.init_from={aligned}")
     second = train(stage2)

@@ -90,8 +90,10 @@ def patch_word_eval(model, tokenizer, config: TrainConfig, step: int, info: Dist
             records = list(open_source(src).items)[: config.eval_max_items or None]
             batch = collate_patch_words([builder.build(r) for r in records], processor, clip_grid(model),
                                         builder.category_candidates, builder.instance_candidates)
-            report[src.name or src.kind] = patch_word_accuracy(model, batch)
+            names = [tokenizer.decode([word]).strip() for word in builder.instance_candidates]
+            report[src.name or src.kind] = patch_word_accuracy(model, batch, names)
     said = INSTANCE_WORD_NAMES[config.patch_instance_words]
     line = " ".join(f"{name}: category {r['category']:.3f} background {r['background']:.3f} "
-                    f"{said} {r['instance']:.3f}" for name, r in report.items())
+                    f"{said} {r['instance']:.3f}" + (f" ({said} 2: {r['instance_2']:.3f})" if "instance_2" in r else "")
+                    for name, r in report.items())
     report_eval(config, step, report, line, writer, prefix="patch_")

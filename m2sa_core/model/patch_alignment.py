@@ -118,10 +118,18 @@ def patch_word_forward(model: M2SAModel, batch: dict) -> M2SAOutput:
 
 
 @torch.no_grad()
-def patch_word_accuracy(model: M2SAModel, batch: dict) -> dict[str, float]:
+def patch_word_accuracy(model: M2SAModel, batch: dict,
+                        instance_names: Sequence[str] | None = None) -> dict[str, float]:
     """How often a patch's nearest category word is its main one, over patches an object
     covers most of (``category``) and over bare-table patches (``background``), and the
-    same for instance words on object patches (``instance``)."""
+    same for instance words on object patches (``instance``).
+
+    With ``instance_names`` (one per candidate instance word, in the batch's order) the
+    instance accuracy also comes per true instance word (``instance_2``, with
+    ``patches_instance_2`` counting its patches): most object patches are first
+    instances, so the average hides whether a second mug's patches read "2", which an
+    answer needs before it names the mug_2 (training/tiny/RUNS.md, "Where the count fails").
+    """
     category, instance = _patch_logits(model, batch)
     device = category.device
     targets = batch["category_targets"].to(device)
@@ -134,5 +142,14 @@ def patch_word_accuracy(model: M2SAModel, batch: dict) -> dict[str, float]:
     def share(hit: torch.Tensor, where: torch.Tensor) -> float:
         return float(hit[where].float().mean()) if where.any() else 0.0
 
-    return {"category": share(guess == truth, on_object), "background": share(guess == truth, on_table),
-            "instance": share(instance_guess == instance_truth, on_object)}
+    report = {"category": share(guess == truth, on_object), "background": share(guess == truth, on_table),
+              "instance": share(instance_guess == instance_truth, on_object)}
+    if instance_names is not None:
+        if len(instance_names) != instance.shape[-1]:
+            raise ValueError(f"{len(instance_names)} instance names for {instance.shape[-1]} instance words")
+        for k, name in enumerate(instance_names):
+            where = on_object & (instance_truth == k)
+            if where.any():
+                report[f"instance_{name}"] = share(instance_guess == instance_truth, where)
+                report[f"patches_instance_{name}"] = int(where.sum())
+    return report
