@@ -136,9 +136,10 @@ def markdown(report: dict[str, dict[str, int]]) -> str:
 def markdown_by_number(report: dict[str, dict[str, int]]) -> str:
     """The answers by how many targets their question asks for: how often each group's
     answers name as many targets, fewer or more, and exactly the right ones."""
-    lines = ["| targets asked | answers | right number | fewer | more | exact |", "|---|---:|---:|---:|---:|---:|"]
+    shares = NUMBER_FIELDS[1:]  # every field but the count of answers, as a share of it
+    lines = ["| targets asked | answers | " + " | ".join(shares) + " |", "|---|---:|" + "---:|" * len(shares)]
     for group, row in report.items():
         total = row["answers"] or 1
-        lines.append(f"| {group} | {row['answers']} | " + " | ".join(
-            f"{100 * row[f] / total:.1f} %" for f in ("right number", "fewer", "more", "exact")) + " |")
+        lines.append(f"| {group} | {row['answers']} | "
+                     + " | ".join(f"{100 * row[f] / total:.1f} %" for f in shares) + " |")
     return "\n".join(lines)

@@ -142,14 +142,15 @@ def patch_word_accuracy(model: M2SAModel, batch: dict,
     def share(hit: torch.Tensor, where: torch.Tensor) -> float:
         return float(hit[where].float().mean()) if where.any() else 0.0
 
+    instance_hit = instance_guess == instance_truth
     report = {"category": share(guess == truth, on_object), "background": share(guess == truth, on_table),
-              "instance": share(instance_guess == instance_truth, on_object)}
+              "instance": share(instance_hit, on_object)}
     if instance_names is not None:
         if len(instance_names) != instance.shape[-1]:
             raise ValueError(f"{len(instance_names)} instance names for {instance.shape[-1]} instance words")
         for k, name in enumerate(instance_names):
             where = on_object & (instance_truth == k)
             if where.any():
-                report[f"instance_{name}"] = share(instance_guess == instance_truth, where)
+                report[f"instance_{name}"] = share(instance_hit, where)
                 report[f"patches_instance_{name}"] = int(where.sum())
     return report
