@@ -17,7 +17,9 @@
 # starting from the one before it under the same RUNS; DATA and HELD are where the
 # training and held-out worlds go (data/synth, data/heldout: the stage configs read
 # data/synth); BIN is where the m2sa-* commands are (.venv/bin); STAGES the stages, in
-# order (default "1_sam 1b_clip 2_language 3_m2sa"; each starts from the one before it).
+# order (default "1_sam 1b_clip 2_language 3_m2sa"; each starts from the one before it);
+# IMAGES the training world's size (default 8000: 6,400 training images; with 2,000, stage
+# 1b's CLIP learned its training scenes by heart, training/tiny/RUNS.md run 27).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
@@ -25,6 +27,7 @@ RUNS=${RUNS:-runs/tiny}
 DATA=${DATA:-data/synth}
 HELD=${HELD:-data/heldout}
 STAGES=${STAGES:-1_sam 1b_clip 2_language 3_m2sa}
+IMAGES=${IMAGES:-8000}
 EXPORT=0
 if [[ "${1:-}" == "--export" ]]; then EXPORT=1; shift; fi
 mkdir -p "$RUNS"
@@ -37,13 +40,15 @@ timed() {  # timed NAME COMMAND...: run, and record the wall time of this invoca
   printf '%s\t%s\n' "$name" "$((end - start))" >> "$RUNS/timings.tsv"
 }
 
-# A world written by an older m2sa-synth lacks the files newer configs read: write it again.
+# A world written by an older m2sa-synth lacks the files newer configs read, and one of
+# another size is another world: write it again. .complete holds the size it was written at.
 for needed in $(grep -oh "$DATA/[A-Za-z_]*\.json" training/tiny/*.yaml | sort -u); do
   [[ -f $needed ]] || rm -f $DATA/.complete
 done
-if [[ ! -f $DATA/.complete ]]; then
-  timed data_train "$BIN/m2sa-synth" --out $DATA --images 2000 --seed 0 --quiet
-  touch $DATA/.complete
+if [[ "$(cat $DATA/.complete 2>/dev/null)" != "images=$IMAGES" ]]; then
+  rm -rf $DATA/images
+  timed data_train "$BIN/m2sa-synth" --out $DATA --images "$IMAGES" --seed 0 --quiet
+  echo "images=$IMAGES" > $DATA/.complete
 fi
 if [[ ! -f $HELD/.complete ]]; then
   timed data_heldout "$BIN/m2sa-synth" --out $HELD --images 1000 --seed 7 --size 320 --quiet

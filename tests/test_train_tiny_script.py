@@ -95,3 +95,14 @@ def test_stages_named_in_stages_run_in_order_each_from_the_one_before(pipeline):
         f"training/tiny/{stage}.yaml" for stage in ("1_sam", "2_language", "3_m2sa")]
     assert [_option(call, "model.init_from") for call in trains] == [
         None, f"{runs}/1_sam/final", f"{runs}/2_language/final"]
+
+
+def test_the_training_world_is_written_again_only_when_its_size_changes(pipeline):
+    run, _ = pipeline
+    first = run()
+    synth = [call for call in first if call[0] == "m2sa-synth" and "--seed" in call and call[call.index("--seed") + 1] == "0"]
+    assert len(synth) == 1 and synth[0][synth[0].index("--images") + 1] == "8000"  # the default world
+    assert not [call for call in run() if call[0] == "m2sa-synth"]  # the same size: kept
+    # Another size is another world: written again rather than trained on as if it were the same.
+    resized = [call for call in run(IMAGES="2000") if call[0] == "m2sa-synth"]
+    assert len(resized) == 1 and resized[0][resized[0].index("--images") + 1] == "2000"
