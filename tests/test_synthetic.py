@@ -389,3 +389,23 @@ def test_probe_view_wording_asks_every_variant_about_the_same_objects(world):
     rows = [line for line in out[2:] if line.startswith("| ")]
     assert len(rows) == 9 and rows[-1].startswith("| Mark the X in view. |")
     assert {row.rsplit("|", 2)[1].split("/")[1].strip() for row in rows} == {"1"}
+
+
+def test_probe_patch_words_scores_the_training_and_val_images_it_is_asked_for(world):
+    """scripts/probe_patch_words.py, as run from the repository with the shipped model: one
+    row per split over the first images asked for, each instance column with its patch count."""
+    import re
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "scripts/probe_patch_words.py", "--model", "models/m2sa-tiny-synth",
+                          "--world", str(world), "--images", "2"],
+                         cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
+    rows = {line.split("|")[1].strip(): line for line in out[2:]}
+    assert set(rows) == {"train", "val"}
+    for row in rows.values():
+        cells = [c.strip() for c in row.split("|")[2:-1]]
+        assert cells[0] == "2" and 0.0 <= float(cells[1]) <= 1.0
+        first = re.fullmatch(r"(\d\.\d{3}) \((\d+)\)", cells[2])  # every scene has a first instance
+        assert first and 0.0 <= float(first[1]) <= 1.0 and int(first[2]) > 0
