@@ -101,8 +101,8 @@ def test_the_training_world_is_written_again_only_when_its_size_changes(pipeline
     run, _ = pipeline
     first = run()
     synth = [call for call in first if call[0] == "m2sa-synth" and "--seed" in call and call[call.index("--seed") + 1] == "0"]
-    assert len(synth) == 1 and synth[0][synth[0].index("--images") + 1] == "8000"  # the default world
+    assert len(synth) == 1 and synth[0][synth[0].index("--images") + 1] == "2000"  # the default world
     assert not [call for call in run() if call[0] == "m2sa-synth"]  # the same size: kept
     # Another size is another world: written again rather than trained on as if it were the same.
-    resized = [call for call in run(IMAGES="2000") if call[0] == "m2sa-synth"]
-    assert len(resized) == 1 and resized[0][resized[0].index("--images") + 1] == "2000"
+    resized = [call for call in run(IMAGES="8000") if call[0] == "m2sa-synth"]
+    assert len(resized) == 1 and resized[0][resized[0].index("--images") + 1] == "8000"
