@@ -19,27 +19,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-import torch
-
 from m2sa_core.data.patch_words import PatchWordSampleBuilder
 from m2sa_core.model.checkpoint import from_pretrained
-from m2sa_core.model.patch_alignment import clip_grid, collate_patch_words, patch_word_accuracy
-from m2sa_core.model.preprocess import ImageProcessor
 from training.config import DataSourceConfig
 from training.sources import open_source
+from training.stage_evals import patch_word_report
 
 SPLITS = ("train", "val")
 # The columns: category word on object patches, then instance word per true instance.
 COLUMNS = ("category", "instance_1", "instance_2", "instance_3")
-
-
-def score_split(model, builder: PatchWordSampleBuilder, records: list, names: list[str]) -> dict[str, float]:
-    """Patch-word accuracy over ``records`` as one batch (a few hundred 112-px images fit)."""
-    processor = ImageProcessor(model.config)
-    batch = collate_patch_words([builder.build(r) for r in records], processor, clip_grid(model),
-                                builder.category_candidates, builder.instance_candidates)
-    with torch.no_grad():
-        return patch_word_accuracy(model, batch, names)
 
 
 def markdown(rows: dict[str, dict[str, float]], items: dict[str, int]) -> str:
@@ -66,11 +54,10 @@ def main() -> None:
                                                    image_root=str(args.world / "images")))
                for split in SPLITS}
     builder = PatchWordSampleBuilder(tokenizer, list(sources["train"].items))
-    names = [tokenizer.decode([word]).strip() for word in builder.instance_candidates]
     rows, items = {}, {}
     for split, source in sources.items():
         records = list(source.items)[: args.images]
-        rows[split], items[split] = score_split(model, builder, records, names), len(records)
+        rows[split], items[split] = patch_word_report(model, tokenizer, builder, records), len(records)
     print(markdown(rows, items))
 
 

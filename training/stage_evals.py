@@ -70,6 +70,20 @@ def promptable_eval(model, tokenizer, config: TrainConfig, step: int, info: Dist
     report_eval(config, step, report, line, writer)
 
 
+def patch_word_report(model, tokenizer, builder, records: list) -> dict[str, float]:
+    """Nearest-word accuracy of CLIP's patch tokens over ``records`` as one batch, against
+    ``builder``'s candidate words, per true instance word as well (``instance_2``...)."""
+    from m2sa_core.model.patch_alignment import clip_grid, collate_patch_words, patch_word_accuracy
+    from m2sa_core.model.preprocess import ImageProcessor
+    import torch
+
+    batch = collate_patch_words([builder.build(r) for r in records], ImageProcessor(model.config),
+                                clip_grid(model), builder.category_candidates, builder.instance_candidates)
+    names = [tokenizer.decode([word]).strip() for word in builder.instance_candidates]
+    with torch.no_grad():
+        return patch_word_accuracy(model, batch, names)
+
+
 def patch_word_eval(model, tokenizer, config: TrainConfig, step: int, info: DistInfo, writer, builder) -> None:
     """Nearest-word accuracy of CLIP's patch tokens on the eval sources, on rank 0.
 
@@ -77,21 +91,15 @@ def patch_word_eval(model, tokenizer, config: TrainConfig, step: int, info: Dist
     loss trains: which of the world's words covers this patch.
     """
     from m2sa_core.data.patch_words import INSTANCE_WORD_NAMES
-    from m2sa_core.model.patch_alignment import clip_grid, collate_patch_words, patch_word_accuracy
-    from m2sa_core.model.preprocess import ImageProcessor
     from training.sources import open_source
 
     if not info.is_main:
         return
-    processor = ImageProcessor(model.config)
     report = {}
     with eval_mode(model):
         for src in config.eval_data:
             records = list(open_source(src).items)[: config.eval_max_items or None]
-            batch = collate_patch_words([builder.build(r) for r in records], processor, clip_grid(model),
-                                        builder.category_candidates, builder.instance_candidates)
-            names = [tokenizer.decode([word]).strip() for word in builder.instance_candidates]
-            report[src.name or src.kind] = patch_word_accuracy(model, batch, names)
+            report[src.name or src.kind] = patch_word_report(model, tokenizer, builder, records)
     said = INSTANCE_WORD_NAMES[config.patch_instance_words]
     line = " ".join(f"{name}: category {r['category']:.3f} background {r['background']:.3f} "
                     f"{said} {r['instance']:.3f}" + (f" ({said} 2: {r['instance_2']:.3f})" if "instance_2" in r else "")
