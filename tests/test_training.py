@@ -181,6 +181,9 @@ def test_sharded_evaluation_gives_the_single_process_numbers(tmp_path, synth):
             by_number = json.loads((tmp_path / "one-generative.json").read_text())["answers_by_number"]
             assert by_number == json.loads((tmp_path / "two-generative.json").read_text())["answers_by_number"]
             assert sum(row["answers"] for row in by_number.values()) == a["all"]["samples"]
+            by_question = json.loads((tmp_path / "one-generative.json").read_text())["answers_by_question"]
+            assert by_question == json.loads((tmp_path / "two-generative.json").read_text())["answers_by_question"]
+            assert sum(row["answers"] for row in by_question) == a["all"]["samples"]
             # and each answer itself, gathered from the ranks into question order
             logged = [(tmp_path / f"{n}-generative.answers.jsonl").read_text().splitlines() for n in ("one", "two")]
             assert logged[0] == logged[1]

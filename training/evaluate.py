@@ -39,7 +39,7 @@ from tqdm import tqdm
 from m2sa_core.cli_errors import cli_entry
 from m2sa_core.answer_errors import AnswerErrorCounter
 from m2sa_core.answer_errors import markdown as answer_errors_markdown
-from m2sa_core.answer_errors import markdown_by_number
+from m2sa_core.answer_errors import markdown_by_number, markdown_by_question, report_by_question
 from m2sa_core.data.builder import SampleBuilder
 from m2sa_core.prompt import sanitize_command
 from m2sa_core.inference import DEFAULT_MAX_NEW_TOKENS, Segmenter
@@ -338,6 +338,7 @@ def main(argv: list[str] | None = None) -> int:
         if answers is not None:
             payload["answer_errors"] = answers.report()
             payload["answers_by_number"] = answers.report_by_number()
+            payload["answers_by_question"] = report_by_question(answer_log)
         payload["targets"] = summarise_targets(target_log)
         out.write_text(json.dumps(payload, indent=2))
         if answer_log is not None:  # each free answer, its targets and its kind of mistake
@@ -353,6 +354,9 @@ def main(argv: list[str] | None = None) -> int:
             table += answer_errors_markdown(payload["answer_errors"])
             table += "\n\nThe free answers by how many targets their question asks for:\n\n"
             table += markdown_by_number(payload["answers_by_number"])
+            table += ("\n\nThe question sentences whose answers miss the number of targets most often "
+                      "(all of them in the JSON, `answers_by_question`):\n\n")
+            table += markdown_by_question(payload["answers_by_question"])
         by_target = targets_markdown(payload["targets"])
         if by_target:
             table += "\n\ngIoU by what each target is and by its size (targets only: extra predictions are in no row):\n\n"
