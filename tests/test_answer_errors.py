@@ -78,8 +78,8 @@ def test_the_question_sentences_that_miss_the_number_most_often_come_first():
     # One sentence asked often and missed half the time costs the count more than one
     # asked once and missed: it leads the report, as on the held-out splits (RUNS.md, run 28).
     log = []
-    for i, (predicted, truth) in enumerate([(["mug_1"], ["mug_1"]), (["mug_1"], ["mug_1", "mug_2"]),
-                                             (["mug_1's handle"], ["mug_1"]), (["mug_1", "lamp_1"], ["mug_1"])]):
+    for predicted, truth in [(["mug_1"], ["mug_1"]), (["mug_1"], ["mug_1", "mug_2"]),
+                             (["mug_1's handle"], ["mug_1"]), (["mug_1", "lamp_1"], ["mug_1"])]:
         log.append({"question": "Where could I serve a | cup of cocoa?", "predicted": predicted, "truth": truth,
                     "kind": answer_error(targets(*predicted), targets(*truth))})
     log.append({"question": "What gives light?", "predicted": [], "truth": ["lamp_1"], "kind": "no category right"})
