@@ -9,7 +9,8 @@ from m2sa_core.prompt import SEG_TOKEN
 from m2sa_core.model import ImageProcessor, M2SAModel, get_preset
 from m2sa_core.model.batch import fit_batch, make_batch, toy_example
 from m2sa_core.model.tokenizer import build_tiny_tokenizer
-from m2sa_core.model.trainable import apply_trainable_policy, has_lora, merge_lora, trainable_parameter_groups
+from m2sa_core.model.trainable import (apply_trainable_policy, has_lora, merge_lora, split_summary,
+                                      trainable_parameter_groups)
 
 
 @pytest.fixture(scope="module")
@@ -68,6 +69,20 @@ def test_from_scratch_trains_everything_without_lora(tokenizer):
     assert all(p.requires_grad for p in model.parameters())
     with pytest.raises(ValueError, match="unknown trainable policy"):
         apply_trainable_policy(model, "everything")
+
+
+def test_the_split_summary_names_what_is_held_still_with_its_size(tokenizer):
+    model = apply_trainable_policy(_model(tokenizer), "from_scratch")
+    total = sum(p.numel() for p in model.parameters())
+    assert split_summary(model) == f"{total / 1e6:.2f} M of {total / 1e6:.2f} M parameters train"
+    for p in model.sam.image_encoder.parameters():
+        p.requires_grad_(False)
+    encoder = sum(p.numel() for p in model.sam.image_encoder.parameters())
+    assert split_summary(model) == (f"{(total - encoder) / 1e6:.2f} M of {total / 1e6:.2f} M parameters train; "
+                                    f"frozen: sam.image_encoder {encoder / 1e6:.2f} M")
+    # Under the paper's policy the language model's base weights are still, its LoRA adapters are not.
+    paper = split_summary(apply_trainable_policy(_model(tokenizer), "paper"))
+    assert "llm " in paper and "vision_tower " in paper and "lora" not in paper.split("frozen:")[1]
 
 
 def test_merge_lora_keeps_the_function_and_removes_adapters(tokenizer):

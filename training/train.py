@@ -35,6 +35,7 @@ from training.config import TrainConfig, config_to_dict, load_config
 from training.distributed import DistInfo, all_gather_objects, barrier, init_distributed, shutdown
 from training.mixture import Mixture
 from m2sa_core.model.patch_alignment import clip_grid
+from m2sa_core.model.trainable import split_summary
 from training.objectives import Objective, objective_of
 from training.variants import to_single_seg
 from training.model_setup import (build_training_model, optimizer_groups, save_trained_model,
@@ -254,6 +255,8 @@ def setup(config: TrainConfig) -> Run:
     sources = open_sources(config.data, strict=config.strict_data)
     model, tokenizer, builder, processor = build_training_model(config, sources, device)
     builder = objective.make_builder(config, sources, tokenizer, builder)
+    if info.is_main:
+        print(f"[train] {split_summary(model)}", flush=True)
     fsdp = info.enabled and config.strategy == "fsdp"
     if fsdp:
         from training import fsdp as fsdp_lib

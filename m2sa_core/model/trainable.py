@@ -93,26 +93,57 @@ def apply_trainable_policy(model: M2SAModel, policy: str = "paper") -> M2SAModel
     return model
 
 
+def component_of(name: str) -> str:
+    """The component a parameter belongs to ("lora", "embed_tokens", "sam.mask_decoder", "fusion", ...)."""
+    if "lora_" in name:
+        return "lora"
+    if name.startswith("llm.model.embed_tokens."):
+        return "embed_tokens"
+    if name.startswith("llm.lm_head."):
+        return "lm_head"
+    if name.startswith("llm."):
+        return "llm"
+    if name.startswith("sam."):
+        return "sam." + name.split(".")[1]
+    return name.split(".")[0]
+
+
 def trainable_parameter_groups(model: M2SAModel) -> dict[str, list[str]]:
     """Names of trainable parameters grouped by component, for logs and optimiser groups."""
     groups: dict[str, list[str]] = {}
     for name, p in model.named_parameters():
-        if not p.requires_grad:
-            continue
-        if "lora_" in name:
-            group = "lora"
-        elif name.startswith("llm.model.embed_tokens."):
-            group = "embed_tokens"
-        elif name.startswith("llm.lm_head."):
-            group = "lm_head"
-        elif name.startswith("llm."):
-            group = "llm"
-        elif name.startswith("sam."):
-            group = "sam." + name.split(".")[1]
-        else:
-            group = name.split(".")[0]
-        groups.setdefault(group, []).append(name)
+        if p.requires_grad:
+            groups.setdefault(component_of(name), []).append(name)
     return groups
+
+
+def split_summary(model: M2SAModel) -> str:
+    """One line saying how many weights train and which components are held still.
+
+    Printed when a run starts, so that a freeze list, a policy or a LoRA setting that does
+    not do what was meant shows before hours of training rather than after them.
+    """
+    trained = frozen = 0
+    held: dict[str, int] = {}
+    partly: set[str] = set()
+    for name, p in model.named_parameters():
+        component = component_of(name)
+        if p.requires_grad:
+            trained += p.numel()
+            partly.add(component)
+        else:
+            frozen += p.numel()
+            held[component] = held.get(component, 0) + p.numel()
+    line = f"{_millions(trained)} of {_millions(trained + frozen)} parameters train"
+    if held:
+        parts = [f"{c}{' (partly)' if c in partly else ''} {_millions(n)}"
+                 for c, n in sorted(held.items(), key=lambda item: -item[1])]
+        line += "; frozen: " + ", ".join(parts)
+    return line
+
+
+def _millions(count: int) -> str:
+    return f"{count / 1e6:.2f} M" if count >= 10_000 else f"{count / 1e3:.1f} k"
 
 
 def merge_lora(model: M2SAModel) -> M2SAModel:
