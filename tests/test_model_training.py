@@ -80,6 +80,12 @@ def test_the_split_summary_names_what_is_held_still_with_its_size(tokenizer):
     encoder = sum(p.numel() for p in model.sam.image_encoder.parameters())
     assert split_summary(model) == (f"{(total - encoder) / 1e6:.2f} M of {total / 1e6:.2f} M parameters train; "
                                     f"frozen: sam.image_encoder {encoder / 1e6:.2f} M")
+    # A prefix that catches part of a component says so.
+    for p in model.sam.image_encoder.parameters():
+        p.requires_grad_(True)
+    block = sum(p.numel() for p in model.sam.image_encoder.blocks[0].parameters())
+    model.sam.image_encoder.blocks[0].requires_grad_(False)
+    assert split_summary(model).endswith(f"frozen: sam.image_encoder (partly) {block / 1e6:.2f} M")
     # Under the paper's policy the language model's base weights are still, its LoRA adapters are not.
     paper = split_summary(apply_trainable_policy(_model(tokenizer), "paper"))
     assert "llm " in paper and "vision_tower " in paper and "lora" not in paper.split("frozen:")[1]

@@ -125,24 +125,24 @@ def split_summary(model: M2SAModel) -> str:
     """
     trained = frozen = 0
     held: dict[str, int] = {}
-    partly: set[str] = set()
+    training: set[str] = set()  # components with at least one trained weight
     for name, p in model.named_parameters():
         component = component_of(name)
         if p.requires_grad:
             trained += p.numel()
-            partly.add(component)
+            training.add(component)
         else:
             frozen += p.numel()
             held[component] = held.get(component, 0) + p.numel()
-    line = f"{_millions(trained)} of {_millions(trained + frozen)} parameters train"
+    line = f"{_size(trained)} of {_size(trained + frozen)} parameters train"
     if held:
-        parts = [f"{c}{' (partly)' if c in partly else ''} {_millions(n)}"
+        parts = [f"{c}{' (partly)' if c in training else ''} {_size(n)}"
                  for c, n in sorted(held.items(), key=lambda item: -item[1])]
         line += "; frozen: " + ", ".join(parts)
     return line
 
 
-def _millions(count: int) -> str:
+def _size(count: int) -> str:
     return f"{count / 1e6:.2f} M" if count >= 10_000 else f"{count / 1e3:.1f} k"
 
 
