@@ -123,7 +123,7 @@ def split_summary(model: M2SAModel) -> str:
     Printed when a run starts, so that a freeze list, a policy or a LoRA setting that does
     not do what was meant shows before hours of training rather than after them.
     """
-    trained = frozen = 0
+    trained = 0
     held: dict[str, int] = {}
     training: set[str] = set()  # components with at least one trained weight
     for name, p in model.named_parameters():
@@ -132,9 +132,8 @@ def split_summary(model: M2SAModel) -> str:
             trained += p.numel()
             training.add(component)
         else:
-            frozen += p.numel()
             held[component] = held.get(component, 0) + p.numel()
-    line = f"{_size(trained)} of {_size(trained + frozen)} parameters train"
+    line = f"{_size(trained)} of {_size(trained + sum(held.values()))} parameters train"
     if held:
         parts = [f"{c}{' (partly)' if c in training else ''} {_size(n)}"
                  for c, n in sorted(held.items(), key=lambda item: -item[1])]
