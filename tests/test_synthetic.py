@@ -192,6 +192,47 @@ def test_mixed_words_train_asks_for_each_object_and_its_part_without_the_word_pa
     assert asked >= len(entries) and len(wordings) > 20
 
 
+
+def test_level_words_train_asks_each_action_for_the_object_then_its_part(world):
+    """The level pairs: for every train image, per category in view, one of its part's
+    actions asked for the object without naming it (every instance, object level) and then
+    for the part, naming the object (every instance's part), with those masks; each pair
+    differs only in how it is put, and no wording is a held-out sentence or carries a
+    clause of one, so the held-out splits still measure reading the level."""
+    from m2sa_core.data.synthetic.level_wording import HELD_OUT_CLAUSES
+
+    assert "which part of the" in HELD_OUT_CLAUSES and "how do i power up the" in HELD_OUT_CLAUSES
+    masks = {e["image_id"]: {a["label"]: a for a in e["annotations"]} for e in load(world, "masks_train.json")["images"]}
+    train_ids = {e["image_id"] for e in load(world, "MMR_train.json")}
+    held_out = _held_out_texts()
+    parts_by_action = {fn.action: fn.targets[0] for fn in PART_FUNCTIONS}
+    entries = load(world, "level_words_train.json")
+    assert entries and {e["image_id"] for e in entries} <= train_ids
+    pairs = 0
+    for entry in entries:
+        image = masks[entry["image_id"]]
+        rows = list(zip(entry["questions"], entry["text_answers"], entry["answers"], entry["mask_types"],
+                        entry["question_families"], strict=True))
+        assert len(rows) % 2 == 0
+        for (obj_q, obj_a, obj_anns, *obj_kind), (part_q, part_a, part_anns, *part_kind) in zip(rows[::2], rows[1::2]):
+            assert (obj_kind, part_kind) == (["modal", "object"], ["modal", "part"])
+            action = next(a for a in parts_by_action if part_q.rstrip(".?").endswith(a) or f" {a}," in part_q)
+            assert action in obj_q, (obj_q, part_q)
+            category, part = parts_by_action[action]
+            assert not any(f"the {name} " in obj_q or f"the {name}," in obj_q
+                           for name in CATEGORIES[category].spoken), obj_q
+            assert any(f"the {name}" in part_q for name in CATEGORIES[category].spoken), part_q
+            for question in (obj_q, part_q):
+                assert question not in held_out and not any(c in question.lower() for c in HELD_OUT_CLAUSES), question
+            instances = sorted((lab for lab, a in image.items() if a["category_name"] == category and "'s " not in lab),
+                               key=lambda lab: int(lab.rsplit("_", 1)[1]))
+            for answer, anns, labels in ((obj_a, obj_anns, instances), (part_a, part_anns,
+                                                                          [f"{o}'s {part}" for o in instances])):
+                assert re.findall(r"the ([^,{]+?) \{seg\}", answer) == labels
+                assert [a["segmentation"] for a in anns] == [image[lab]["segmentation"] for lab in labels]
+            pairs += 1
+    assert pairs >= len(entries)
+
 def test_val_and_test_use_only_held_out_phrasings(world):
     held_out = _held_out_texts()
     train_qs = {q for e in load(world, "MMR_train.json") for q in e["questions"]}

@@ -31,7 +31,10 @@ Files (all image paths relative to ``DIR/images``):
   for together without the word "part" (:mod:`mixed_wording`);
 * ``view_twins_train.json``: each train visible/complete request with its twin of the
   other kind, the same words turned by a negation, about the same targets
-  (:mod:`view_twins`).
+  (:mod:`view_twins`);
+* ``level_words_train.json``: per category in view, one of its part's actions asked for
+  the object that has the part and then for the part itself, worded from a lexicon
+  without any clause of the held-out phrasings (:mod:`level_wording`).
 
 Every annotation also carries ``amodal_segmentation``, the complete mask.
 """
@@ -49,6 +52,7 @@ import numpy as np
 from m2sa_core.data.labels import category_of, make_label
 from m2sa_core.data.rle import encode_mask
 from m2sa_core.data.synthetic.knowledge import knowledge_entry, knowledge_questions, object_and_part_questions
+from m2sa_core.data.synthetic.level_wording import worded_level_questions
 from m2sa_core.data.synthetic.mixed_wording import worded_mixed_questions
 from m2sa_core.data.synthetic.pretraining import conversation_entry, mask_annotation_entry, text_answer
 from m2sa_core.data.synthetic.questions import Question, name_instance, named_view_questions, sample_questions
@@ -202,7 +206,7 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
     r2sm, amodal = [], []
     masks: dict[str, list] = {"train": [], "val": []}
     conversations_train, knowledge_train, knowledge_seg_train, views_train, view_words_train = [], [], [], [], []
-    mixed_words_train, view_twins_train = [], []
+    mixed_words_train, view_twins_train, level_words_train = [], [], []
     indices = range(n_images)
     if progress:
         from tqdm import tqdm
@@ -241,6 +245,10 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
                 twins = [t for q in gen.questions for t in twin_view_questions(gen.scene, q, rng)]
                 if twins:
                     view_twins_train.append(mmr_entry(gen, twins))
+                rng = np.random.default_rng(np.random.SeedSequence([seed, index, 7]))
+                levels = worded_level_questions(gen.scene, rng)
+                if levels:
+                    level_words_train.append(mmr_entry(gen, levels))
             continue
         by_split: dict[str, list[Question]] = {}
         for q in gen.questions:
@@ -266,7 +274,7 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
         counts[name] = sum(len(e["conversations"]) for e in entries)
     for name, entries in (("knowledge_seg_train.json", knowledge_seg_train), ("views_train.json", views_train),
                           ("view_words_train.json", view_words_train), ("mixed_words_train.json", mixed_words_train),
-                          ("view_twins_train.json", view_twins_train)):
+                          ("view_twins_train.json", view_twins_train), ("level_words_train.json", level_words_train)):
         _write_json(out_dir / name, entries)
         counts[name] = sum(len(e["questions"]) for e in entries)
     counts["r2sm_test.json"] = sum(len(e["queries"]) for e in r2sm)

@@ -1,0 +1,104 @@
+"""One use asked at both levels: the object that serves it, and the part of it that does.
+
+The object and part families ask about different uses in different words ("What can I
+cut the vegetables with?" for the knife, "Which part of the knife is sharp?" for its
+blade), so nothing in training sets the two levels side by side: the same use, once for
+the thing and once for its part. The held-out answers of the shipped models miss the
+level more often than anything else (a part for an object question, the object for a
+part question: 74 of 353 held-out questions in training/tiny/RUNS.md, run 30). These
+pairs ask about one part's action twice on the same image: for the thing that has it,
+without naming the thing ("Which object has the bit I cut with?"), and for the part,
+naming the thing ("On the knife, what do I cut with?"), so that what sets the level is
+how the request is put, not which use it names.
+
+No wording carries a clause of a held-out object, part or mixed phrasing
+(:data:`HELD_OUT_CLAUSES`, checked at composition), so the held-out splits still measure
+whether the model reads the level of a sentence it has never seen.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from m2sa_core.data.synthetic.knowledge import _pick
+from m2sa_core.data.synthetic.mixed_wording import VERBS
+from m2sa_core.data.synthetic.questions import (
+    MAX_TARGETS,
+    MIXED_PHRASINGS,
+    OBJECT_FUNCTIONS,
+    PART_FUNCTIONS,
+    Question,
+    _answer,
+    _labels,
+    phrasings_for,
+)
+from m2sa_core.data.synthetic.scene import Scene
+from m2sa_core.data.synthetic.shapes import CATEGORIES
+
+SPOTS = ("bit", "piece", "spot", "side", "area")
+THINGS = ("thing", "object")
+# "{v}" a verb, "{t}" thing or object, "{s}" a spot, "{name}" the spoken name, "{action}" the action.
+OBJECT_FORMS = (
+    "Which {t} here has what I {action}?",
+    "{v} the {t} with the {s} I {action}.",
+    "What {t} has the {s} I {action}?",
+    "{v} the whole {t} that has the {s} I {action}.",
+    "I want the {t}, the whole of it, that has the {s} I {action}.",
+)
+PART_FORMS = (
+    "On the {name}, what do I {action}?",
+    "{v} the {s} of the {name} I {action}.",
+    "What on the {name} do I {action}?",
+    "I want only the {s} of the {name} that I {action}.",
+    "{v} just the {s} of the {name} I {action}, not all of it.",
+)
+OBJECT_ANSWERS = ("You can use {targets}.", "That is {targets}.")
+
+
+def _held_out_clauses() -> tuple[str, ...]:
+    """The clauses of every held-out object, part and mixed phrasing, lower-cased, of three words or more."""
+    phrasings = [phrasings_for(fn.phrasings, held_out=True)[0] for fn in OBJECT_FUNCTIONS + PART_FUNCTIONS]
+    phrasings += phrasings_for(MIXED_PHRASINGS, held_out=True)
+    clauses = []
+    for phrasing in phrasings:
+        for sep in ("{name}", "{action}", "?", "."):
+            phrasing = phrasing.replace(sep, ",")
+        clauses.extend(p.strip().lower() for p in phrasing.split(",") if len(p.split()) >= 3)
+    return tuple(dict.fromkeys(clauses))
+
+
+HELD_OUT_CLAUSES = _held_out_clauses()
+
+
+def compose(rng: np.random.Generator, forms: tuple[str, ...], name: str, action: str) -> str:
+    """One request from ``forms`` about ``action`` (and ``name``), avoiding the held-out clauses."""
+    for _ in range(100):
+        text = (_pick(rng, forms).replace("{v}", _pick(rng, VERBS)).replace("{t}", _pick(rng, THINGS))
+                .replace("{s}", _pick(rng, SPOTS)).replace("{name}", name).replace("{action}", action))
+        if not any(clause in text.lower() for clause in HELD_OUT_CLAUSES):
+            return text
+    raise RuntimeError(f"no wording of {name!r} / {action!r} avoids the held-out clauses")  # unreachable by design
+
+
+def worded_level_questions(scene: Scene, rng: np.random.Generator) -> list[Question]:
+    """Per category in view, one of its part functions asked for the object, then for the part.
+
+    Both questions target every instance of the category (objects, or each one's part);
+    a category with more instances than an answer holds gives none.
+    """
+    out = []
+    for category in scene.categories():
+        functions = [fn for fn in PART_FUNCTIONS if fn.targets[0][0] == category]
+        instances = [i for i, o in enumerate(scene.objects) if o.category == category]
+        if not functions or len(instances) > MAX_TARGETS:
+            continue
+        fn = functions[int(rng.integers(len(functions)))]
+        part = fn.targets[0][1]
+        objects = [(i, "") for i in instances]
+        parts = [(i, part) for i in instances]
+        text = compose(rng, OBJECT_FORMS, "", fn.action)
+        out.append(Question("object", text, _answer(rng, OBJECT_ANSWERS, _labels(scene, objects)), objects,
+                            "modal", fn.key))
+        text = compose(rng, PART_FORMS, _pick(rng, CATEGORIES[category].spoken), fn.action)
+        out.append(Question("part", text, _answer(rng, fn.answers, _labels(scene, parts)), parts, "modal", fn.key))
+    return out
