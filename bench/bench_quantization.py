@@ -130,17 +130,26 @@ def run_mode(source: str, mode: str, inputs: Sequence[tuple[np.ndarray, str]], d
         torch.cuda.empty_cache()
         torch.cuda.reset_peak_memory_stats(device)
     start = time.perf_counter()
+    progress(f"{mode}: loading {source}")
     seg = load(source, mode, device, dtype, max_new_tokens, seed)
     run.load_s = time.perf_counter() - start
+    progress(f"{mode}: loaded in {run.load_s:.1f} s")
     run.lm_weight_bytes = language_model_weight_bytes(seg.model)
     answer_all(seg, inputs[:1])  # warm-up
     run.answers = answer_all(seg, inputs)
+    progress(f"{mode}: {len(inputs)} commands answered, {time.perf_counter() - start:.1f} s since the load began")
     if device.type == "cuda":
         torch.cuda.synchronize(device)
         run.peak_mib = torch.cuda.max_memory_allocated(device) / 2**20
     del seg
     gc.collect()
     return run
+
+
+def progress(message: str) -> None:
+    """One line on stderr at each phase, so a run stopped at a time cap still shows where its time went
+    (a 7b/13b run on an H200 once stopped before its first row: bench/RESULTS.md)."""
+    print(f"[bench_quantization] {message}", file=sys.stderr, flush=True)
 
 
 def mask_iou(a: np.ndarray, b: np.ndarray) -> float:
