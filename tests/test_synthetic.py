@@ -450,3 +450,20 @@ def test_probe_patch_words_scores_the_training_and_val_images_it_is_asked_for(wo
         assert cells[0] == "2" and 0.0 <= float(cells[1]) <= 1.0
         first = re.fullmatch(r"(\d\.\d{3}) \((\d+)\)", cells[2])  # every scene has a first instance
         assert first and 0.0 <= float(first[1]) <= 1.0 and int(first[2]) > 0
+
+
+def test_lexicon_cuts_held_out_clauses_and_never_composes_one():
+    """Clauses of three words or more, cut at slots and sentence ends, each once; a
+    composition that can only produce a forbidden clause fails loudly instead of
+    slipping a held-out sentence into training."""
+    from m2sa_core.data.synthetic.lexicon import compose, held_out_clauses
+
+    clauses = held_out_clauses(["Point out the {name} and also where I {action}.", "Point out the {name} now."])
+    assert clauses == ("point out the", "and also where i")
+    rng = np.random.default_rng(0)
+    forms = ("{v} the {name}.", "Point out the {name}.")
+    texts = {compose(rng, forms, {"{v}": ("Show", "Point out"), "{name}": "mug"}, clauses, "the mug")
+             for _ in range(50)}
+    assert texts == {"Show the mug."}
+    with pytest.raises(RuntimeError, match="avoids the held-out clauses"):
+        compose(rng, ("Point out the {name}.",), {"{name}": "mug"}, clauses, "the mug")

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from m2sa_core.data.synthetic import lexicon
 from m2sa_core.data.synthetic.knowledge import _pick
+from m2sa_core.data.synthetic.lexicon import held_out_clauses
 from m2sa_core.data.synthetic.mixed_wording import VERBS
 from m2sa_core.data.synthetic.questions import (
     MAX_TARGETS,
@@ -55,29 +57,15 @@ PART_FORMS = (
 OBJECT_ANSWERS = ("You can use {targets}.", "That is {targets}.")
 
 
-def _held_out_clauses() -> tuple[str, ...]:
-    """The clauses of every held-out object, part and mixed phrasing, lower-cased, of three words or more."""
-    phrasings = [phrasings_for(fn.phrasings, held_out=True)[0] for fn in OBJECT_FUNCTIONS + PART_FUNCTIONS]
-    phrasings += phrasings_for(MIXED_PHRASINGS, held_out=True)
-    clauses = []
-    for phrasing in phrasings:
-        for sep in ("{name}", "{action}", "?", "."):
-            phrasing = phrasing.replace(sep, ",")
-        clauses.extend(p.strip().lower() for p in phrasing.split(",") if len(p.split()) >= 3)
-    return tuple(dict.fromkeys(clauses))
-
-
-HELD_OUT_CLAUSES = _held_out_clauses()
+HELD_OUT_CLAUSES = held_out_clauses([phrasings_for(fn.phrasings, held_out=True)[0]
+                                     for fn in OBJECT_FUNCTIONS + PART_FUNCTIONS]
+                                    + list(phrasings_for(MIXED_PHRASINGS, held_out=True)))
 
 
 def compose(rng: np.random.Generator, forms: tuple[str, ...], name: str, action: str) -> str:
-    """One request from ``forms`` about ``action`` (and ``name``), avoiding the held-out clauses."""
-    for _ in range(100):
-        text = (_pick(rng, forms).replace("{v}", _pick(rng, VERBS)).replace("{t}", _pick(rng, THINGS))
-                .replace("{s}", _pick(rng, SPOTS)).replace("{name}", name).replace("{action}", action))
-        if not any(clause in text.lower() for clause in HELD_OUT_CLAUSES):
-            return text
-    raise RuntimeError(f"no wording of {name!r} / {action!r} avoids the held-out clauses")  # unreachable by design
+    """One request from ``forms`` about ``action`` (and ``name``), from the lexicon."""
+    slots = {"{v}": VERBS, "{t}": THINGS, "{s}": SPOTS, "{name}": name, "{action}": action}
+    return lexicon.compose(rng, forms, slots, HELD_OUT_CLAUSES, f"{name!r} / {action!r}")
 
 
 def worded_level_questions(scene: Scene, rng: np.random.Generator) -> list[Question]:

@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from m2sa_core.data.synthetic import lexicon
 from m2sa_core.data.synthetic.knowledge import _pick
+from m2sa_core.data.synthetic.lexicon import held_out_clauses
 from m2sa_core.data.synthetic.questions import (
     MAX_TARGETS,
     MIXED_ANSWERS,
@@ -47,28 +49,14 @@ FORMS = (
 )
 
 
-def _held_out_clauses() -> tuple[str, ...]:
-    """The clauses of the held-out mixed phrasing, lower-cased, of three words or more."""
-    clauses = []
-    for phrasing in phrasings_for(MIXED_PHRASINGS, held_out=True):
-        for sep in ("{name}", "{action}", "?", "."):
-            phrasing = phrasing.replace(sep, ",")
-        clauses.extend(p.strip().lower() for p in phrasing.split(",") if len(p.split()) >= 3)
-    return tuple(clauses)
-
-
-HELD_OUT_CLAUSES = _held_out_clauses()
+HELD_OUT_CLAUSES = held_out_clauses(phrasings_for(MIXED_PHRASINGS, held_out=True))
 FORBIDDEN = (*HELD_OUT_CLAUSES, "where i", "part")
 
 
 def compose(rng: np.random.Generator, name: str, action: str) -> str:
     """One request for ``name`` and the spot where one does ``action``, from the lexicon."""
-    for _ in range(100):
-        text = (_pick(rng, FORMS).replace("{v}", _pick(rng, VERBS)).replace("{j}", _pick(rng, JOINS))
-                .replace("{s}", _pick(rng, SPOTS)).replace("{name}", name).replace("{action}", action))
-        if not any(words in text.lower() for words in FORBIDDEN):
-            return text
-    raise RuntimeError(f"no wording of {name!r} / {action!r} avoids the held-out clauses")  # unreachable by design
+    slots = {"{v}": VERBS, "{j}": JOINS, "{s}": SPOTS, "{name}": name, "{action}": action}
+    return lexicon.compose(rng, FORMS, slots, FORBIDDEN, f"{name!r} / {action!r}")
 
 
 def worded_mixed_questions(scene: Scene, rng: np.random.Generator) -> list[Question]:

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from m2sa_core.data.synthetic import lexicon
 from m2sa_core.data.synthetic.knowledge import VIEW_WORDS, _pick
+from m2sa_core.data.synthetic.lexicon import held_out_clauses
 from m2sa_core.data.synthetic.questions import (
     AMODAL_PHRASINGS,
     VIEW_ANSWERS,
@@ -70,30 +72,15 @@ VISIBLE_FORMS = (
 FORMS = {"amodal": AMODAL_FORMS, "visible": VISIBLE_FORMS}
 
 
-def _held_out_clauses() -> tuple[str, ...]:
-    """The clauses of the held-out view phrasings, lower-cased, of three words or more."""
-    clauses = []
-    for phrasing in phrasings_for(AMODAL_PHRASINGS, held_out=True) + phrasings_for(VISIBLE_PHRASINGS, held_out=True):
-        for piece in phrasing.replace("{name}", ",").replace("?", ",").replace(".", ",").split(","):
-            piece = piece.strip().lower()
-            if len(piece.split()) >= 3:
-                clauses.append(piece)
-    return tuple(clauses)
-
-
-HELD_OUT_CLAUSES = _held_out_clauses()
+HELD_OUT_CLAUSES = held_out_clauses(phrasings_for(AMODAL_PHRASINGS, held_out=True)
+                                    + phrasings_for(VISIBLE_PHRASINGS, held_out=True))
 
 
 def compose(rng: np.random.Generator, kind: str, name: str) -> str:
     """One request for the ``kind`` ("amodal" | "visible") mask of ``name``, from the lexicon."""
-    for _ in range(100):
-        text = (_pick(rng, FORMS[kind]).replace("{v}", _pick(rng, VERBS))
-                .replace("{a}", _pick(rng, COMPLETE_ADJECTIVES)).replace("{hp}", _pick(rng, VIEW_WORDS["hidden"]))
-                .replace("{h}", _pick(rng, ONE_WORD_HIDDEN)).replace("{s}", _pick(rng, SEEN_CLAUSES))
-                .replace("{name}", name))
-        if not any(clause in text.lower() for clause in HELD_OUT_CLAUSES):
-            return text
-    raise RuntimeError(f"no {kind} wording of {name!r} avoids the held-out clauses")  # unreachable by design
+    slots = {"{v}": VERBS, "{a}": COMPLETE_ADJECTIVES, "{hp}": VIEW_WORDS["hidden"], "{h}": ONE_WORD_HIDDEN,
+             "{s}": SEEN_CLAUSES, "{name}": name}
+    return lexicon.compose(rng, FORMS[kind], slots, HELD_OUT_CLAUSES, f"the {kind} mask of {name!r}")
 
 
 def worded_view_questions(scene: Scene, question: Question, rng: np.random.Generator) -> list[Question]:
