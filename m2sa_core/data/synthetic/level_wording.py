@@ -14,6 +14,10 @@ how the request is put, not which use it names.
 No wording carries a clause of a held-out object, part or mixed phrasing
 (:data:`HELD_OUT_CLAUSES`, checked at composition), so the held-out splits still measure
 whether the model reads the level of a sentence it has never seen.
+
+Run 31 (training/tiny/RUNS.md) put these in stage 3 and left them out of the shipped
+mixture: the model learned the object side's one cue ("which thing has the bit I ...")
+rather than the level, and answered held-out object requests put as a use with a part.
 """
 
 from __future__ import annotations
