@@ -195,7 +195,8 @@ def test_mixed_words_train_asks_for_each_object_and_its_part_without_the_word_pa
 def test_level_words_train_asks_each_action_for_the_object_then_its_part(world):
     """The level pairs: for every train image, per category in view, one of its part's
     actions asked for the object without naming it (every instance, object level) and then
-    for the part, naming the object (every instance's part), with those masks; each pair
+    for the part, naming the object (every instance's part), with those masks; the object
+    side asks by use, never by what the thing has (run 31 learned that one cue); each pair
     differs only in how it is put, and no wording is a held-out sentence or carries a
     clause of one, so the held-out splits still measure reading the level."""
     from m2sa_core.data.synthetic.level_wording import HELD_OUT_CLAUSES
@@ -220,6 +221,7 @@ def test_level_words_train_asks_each_action_for_the_object_then_its_part(world):
             category, part = parts_by_action[action]
             assert not any(f"the {name} " in obj_q or f"the {name}," in obj_q
                            for name in CATEGORIES[category].spoken), obj_q
+            assert " has " not in obj_q, obj_q  # by use, not possession: run 31's cue (training/tiny/RUNS.md)
             assert any(f"the {name}" in part_q for name in CATEGORIES[category].spoken), part_q
             for question in (obj_q, part_q):
                 assert question not in held_out and not any(c in question.lower() for c in HELD_OUT_CLAUSES), question

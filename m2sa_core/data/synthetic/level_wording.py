@@ -7,7 +7,7 @@ the thing and once for its part. The held-out answers of the shipped models miss
 level more often than anything else (a part for an object question, the object for a
 part question: 74 of 353 held-out questions in training/tiny/RUNS.md, run 30). These
 pairs ask about one part's action twice on the same image: for the thing that has it,
-without naming the thing ("Which object has the bit I cut with?"), and for the part,
+without naming the thing ("Which tool here would I cut with?"), and for the part,
 naming the thing ("On the knife, what do I cut with?"), so that what sets the level is
 how the request is put, not which use it names.
 
@@ -15,9 +15,11 @@ No wording carries a clause of a held-out object, part or mixed phrasing
 (:data:`HELD_OUT_CLAUSES`, checked at composition), so the held-out splits still measure
 whether the model reads the level of a sentence it has never seen.
 
-Run 31 (training/tiny/RUNS.md) put these in stage 3 and left them out of the shipped
-mixture: the model learned the object side's one cue ("which thing has the bit I ...")
-rather than the level, and answered held-out object requests put as a use with a part.
+Run 31 (training/tiny/RUNS.md) put these in stage 3 with the object side worded by
+possession ("Which object has the bit I cut with?", commit 6dc459a): the model learned
+that one cue rather than the level, and answered held-out object requests put as a use
+with a part. The object side is now worded by use, under kinds of thing and "where"
+(held-out object requests begin "Where could I ...", "Which gadget ..."): run 32.
 """
 
 from __future__ import annotations
@@ -42,14 +44,20 @@ from m2sa_core.data.synthetic.scene import Scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
 
 SPOTS = ("bit", "piece", "spot", "side", "area")
-THINGS = ("thing", "object")
-# "{v}" a verb, "{t}" thing or object, "{s}" a spot, "{name}" the spoken name, "{action}" the action.
+# The object side names the thing by a kind ("device", "tool") or not at all, and asks
+# for it by its use, never by what it has: run 31's forms ("Which object has the bit I
+# cut with?") taught that one cue for the object level, and held-out object requests put
+# as a use ("Which gadget moves the pointer ...?") were answered with the part.
+THINGS = ("thing", "object", "device", "gadget", "tool", "item", "utensil")
+# "{v}" a verb, "{t}" a kind of thing, "{s}" a spot, "{name}" the spoken name, "{action}" the action.
 OBJECT_FORMS = (
-    "Which {t} here has what I {action}?",
-    "{v} the {t} with the {s} I {action}.",
-    "What {t} has the {s} I {action}?",
-    "{v} the whole {t} that has the {s} I {action}.",
-    "I want the {t}, the whole of it, that has the {s} I {action}.",
+    "Which {t} here would I {action}?",
+    "Where is something I could {action}?",
+    "What {t} do I {action}?",
+    "I need something to {action}. Which {t} is it?",
+    "{v} the {t} I would {action}, all of it.",
+    "Where could I find the {t} to {action}?",
+    "What is there in this room that I could {action}?",
 )
 PART_FORMS = (
     "On the {name}, what do I {action}?",
