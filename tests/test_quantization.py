@@ -145,6 +145,23 @@ def test_bench_writes_its_section(tmp_path, bench):
     assert "## bench_quantization: preset tiny" in text and "| int8 |" in text
 
 
+def test_bench_draws_random_weights_once_and_gives_each_mode_a_copy(bench):
+    """A 7b/13b run draws its random weights once (drawing them per mode on an H200's host
+    stopped two GPU runs at their caps, bench/RESULTS.md): every mode starts from the same
+    weights, and loading one mode leaves the host copy whole for the next."""
+    host_model = bench.build_preset("tiny", device="cpu", dtype=torch.float32)
+    before = {k: v.clone() for k, v in host_model[0].state_dict().items()}
+    loaded = {mode: bench.load("tiny", mode, torch.device("cpu"), torch.float32, 8, host_model=host_model)
+              for mode in ("none", "int8")}
+    after = host_model[0].state_dict()
+    assert all(torch.equal(before[k], after[k]) for k in before)
+    reference, quantized = (loaded[m].model.state_dict() for m in ("none", "int8"))
+    shared = [k for k in before if k.startswith(("sam.", "vision_tower.", "mm_projector."))]
+    assert shared and all(torch.equal(reference[k], before[k]) and torch.equal(quantized[k], before[k])
+                          for k in shared)
+    assert loaded["int8"].model is not loaded["none"].model is not host_model[0]
+
+
 def test_eval_cli_takes_the_flag(tmp_path):
     from m2sa_core.data.synthetic import main as synth_main
     from training.evaluate import main as eval_main
