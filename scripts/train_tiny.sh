@@ -19,7 +19,10 @@
 # data/synth); BIN is where the m2sa-* commands are (.venv/bin); STAGES the stages, in
 # order (default "1_sam 1b_clip 2_language 3_m2sa"; each starts from the one before it);
 # IMAGES the training world's size (default 2000: 1,600 training images, the shipped model's;
-# training/tiny/RUNS.md run 27 trains on 8000).
+# training/tiny/RUNS.md run 27 trains on 8000). Stage 1b reads the same world written larger,
+# CLIP_DATA (default data/synth8k) at CLIP_IMAGES (default 8000, seed 0): its first 1,600
+# training images are the training world's, and on 1,600 scenes alone CLIP learns which mug
+# is the second by heart instead of by rule (RUNS.md, runs 27 and 30).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
@@ -28,6 +31,8 @@ DATA=${DATA:-data/synth}
 HELD=${HELD:-data/heldout}
 STAGES=${STAGES:-1_sam 1b_clip 2_language 3_m2sa}
 IMAGES=${IMAGES:-2000}
+CLIP_DATA=${CLIP_DATA:-data/synth8k}
+CLIP_IMAGES=${CLIP_IMAGES:-8000}
 EXPORT=0
 if [[ "${1:-}" == "--export" ]]; then EXPORT=1; shift; fi
 mkdir -p "$RUNS"
@@ -42,14 +47,19 @@ timed() {  # timed NAME COMMAND...: run, and record the wall time of this invoca
 
 # A world written by an older m2sa-synth lacks the files newer configs read, and one of
 # another size is another world: write it again. .complete holds the size it was written at.
-for needed in $(grep -oh "$DATA/[A-Za-z_]*\.json" training/tiny/*.yaml | sort -u); do
-  [[ -f $needed ]] || rm -f $DATA/.complete
-done
-if [[ "$(cat $DATA/.complete 2>/dev/null)" != "images=$IMAGES" ]]; then
-  rm -rf $DATA/images
-  timed data_train "$BIN/m2sa-synth" --out $DATA --images "$IMAGES" --seed 0 --quiet
-  echo "images=$IMAGES" > $DATA/.complete
-fi
+world() {  # world NAME DIR IMAGES: the training world (seed 0) of that size in DIR
+  local name=$1 dir=$2 images=$3 needed
+  for needed in $(grep -oh "$dir/[A-Za-z_]*\.json" training/tiny/*.yaml | sort -u); do
+    [[ -f $needed ]] || rm -f "$dir/.complete"
+  done
+  if [[ "$(cat "$dir/.complete" 2>/dev/null)" != "images=$images" ]]; then
+    rm -rf "$dir/images"
+    timed "$name" "$BIN/m2sa-synth" --out "$dir" --images "$images" --seed 0 --quiet
+    echo "images=$images" > "$dir/.complete"
+  fi
+}
+world data_train "$DATA" "$IMAGES"
+if [[ " $STAGES " == *" 1b_clip "* ]]; then world data_clip "$CLIP_DATA" "$CLIP_IMAGES"; fi
 if [[ ! -f $HELD/.complete ]]; then
   timed data_heldout "$BIN/m2sa-synth" --out $HELD --images 1000 --seed 7 --size 320 --quiet
   touch $HELD/.complete

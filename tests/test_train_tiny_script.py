@@ -44,7 +44,7 @@ def pipeline(tmp_path):
         (bin_dir / name).write_text(STAND_IN)
         (bin_dir / name).chmod(0o755)
     env = {**os.environ, "BIN": str(bin_dir), "RUNS": str(tmp_path / "runs" / "trial"),
-           "DATA": str(tmp_path / "synth"), "HELD": str(tmp_path / "heldout"), "CALLS": str(tmp_path / "calls")}
+           "DATA": str(tmp_path / "synth"), "CLIP_DATA": str(tmp_path / "synth8k"), "HELD": str(tmp_path / "heldout"), "CALLS": str(tmp_path / "calls")}
 
     def run(*args: str, **extra_env: str) -> list[list[str]]:
         calls = tmp_path / "calls"
@@ -97,12 +97,26 @@ def test_stages_named_in_stages_run_in_order_each_from_the_one_before(pipeline):
         None, f"{runs}/1_sam/final", f"{runs}/2_language/final"]
 
 
-def test_the_training_world_is_written_again_only_when_its_size_changes(pipeline):
+def test_the_training_world_is_written_again_only_when_its_size_changes(pipeline, tmp_path):
     run, _ = pipeline
     first = run()
-    synth = [call for call in first if call[0] == "m2sa-synth" and "--seed" in call and call[call.index("--seed") + 1] == "0"]
+    synth = [call for call in first if call[0] == "m2sa-synth" and call[call.index("--out") + 1] == str(tmp_path / "synth")]
     assert len(synth) == 1 and synth[0][synth[0].index("--images") + 1] == "2000"  # the default world
     assert not [call for call in run() if call[0] == "m2sa-synth"]  # the same size: kept
     # Another size is another world: written again rather than trained on as if it were the same.
     resized = [call for call in run(IMAGES="8000") if call[0] == "m2sa-synth"]
     assert len(resized) == 1 and resized[0][resized[0].index("--images") + 1] == "8000"
+
+
+def test_stage_1b_reads_the_same_world_written_larger_and_only_when_it_runs(pipeline, tmp_path):
+    run, _ = pipeline
+    worlds = {call[call.index("--out") + 1]: call for call in run() if call[0] == "m2sa-synth"}
+    clip_world = worlds[str(tmp_path / "synth8k")]  # beside the training world, not instead of it
+    assert clip_world[clip_world.index("--images") + 1] == "8000"
+    assert clip_world[clip_world.index("--seed") + 1] == "0"  # its first training images are the training world's
+    assert str(tmp_path / "synth") in worlds
+    assert not [call for call in run() if call[0] == "m2sa-synth"]  # written once
+    # A recipe without stage 1b (runs 1-12) does not pay for a world it never reads.
+    (tmp_path / "synth8k" / ".complete").unlink()
+    assert not [call for call in run(STAGES="1_sam 2_language 3_m2sa", RUNS=str(tmp_path / "runs" / "old"))
+                if call[0] == "m2sa-synth"]
