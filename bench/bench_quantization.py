@@ -95,9 +95,10 @@ def load(source: str, mode: str, device: torch.device, dtype: torch.dtype, max_n
 
     The reference (``none``) is built on the host and then moved, exactly as a quantized
     load stages it, so that random presets get the same weights in every mode.
-    ``host_model``: (model, tokenizer) already built on the host for a preset; each mode
-    gets its own copy, so a 7b/13b run builds its random weights once (about a minute of
-    host time each, bench/RESULTS.md) and the load time is the move and quantization alone.
+    ``host_model``: (model, tokenizer) of a preset's random weights, already in host memory;
+    each mode gets its own copy, so a 7b/13b run draws its weights once and the load time is
+    the move and quantization alone. The copy takes ``Segmenter.from_pretrained``'s last
+    steps (check, quantize, wrap), which start from a path, not from a model.
     """
     if host_model is not None:
         check_supported(mode, device, dtype, "dynamic")
@@ -235,7 +236,7 @@ def run(args: argparse.Namespace) -> dict:
     host_model = None
     if weights == "random":
         start = time.perf_counter()
-        progress(f"building preset {source} on the host ({dtype})")
+        progress(f"drawing preset {source}'s random weights on {device} ({dtype}), then copying them to the host")
         # Drawn on the device and copied to the host: a 7b drawn on an H200 host's CPU took over
         # 3.5 min (bench/RESULTS.md), on the GPU seconds. The allocator peak is reset per mode.
         model, tokenizer = build_preset(source, device=device, dtype=dtype)
@@ -267,8 +268,8 @@ def to_markdown(report: dict, command: str) -> str:
         f"- command: `{command}`",
         f"- inputs: {report['commands']} commands on held-out synthetic scenes (seed {DEMO_SEED}+), greedy, "
         f"up to {report['max_new_tokens']} new tokens, dynamic KV cache in every mode",
-        *([f"- random weights built once on the host in {report['host_build_s']:.1f} s; each mode loads its own "
-            "copy, so 'load s' is the move to the device (and the quantization) alone"] if "host_build_s" in report
+        *([f"- random weights drawn once on {report['device']} and copied to the host in {report['host_build_s']:.1f} s; "
+            "each mode loads its own copy, so 'load s' is the move to the device (and the quantization) alone"] if "host_build_s" in report
           else []),
         "",
         "| mode | LM linear weights MiB | size vs none | peak MiB | load s | p50 ms | latency vs none |"
