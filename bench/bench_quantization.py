@@ -47,9 +47,7 @@ from m2sa_core.model.checkpoint import from_pretrained as load_checkpoint  # noq
 from m2sa_core.model.presets import build_preset  # noqa: E402
 from m2sa_core.model.quantization import (  # noqa: E402
     MODES,
-    check_supported,
     language_model_weight_bytes,
-    quantize_language_model,
 )
 
 SHIPPED_MODEL = REPO / "models" / "m2sa-tiny-synth"
@@ -97,23 +95,20 @@ def load(source: str, mode: str, device: torch.device, dtype: torch.dtype, max_n
     load stages it, so that random presets get the same weights in every mode.
     ``host_model``: (model, tokenizer) of a preset's random weights, already in host memory;
     each mode gets its own copy, so a 7b/13b run draws its weights once and the load time is
-    the move and quantization alone. The copy takes ``Segmenter.from_pretrained``'s last
-    steps (check, quantize, wrap), which start from a path, not from a model.
+    the move and quantization alone. Every mode decodes with the dynamic KV cache, as every
+    quantized model does (no CUDA graph).
     """
     if host_model is not None:
-        check_supported(mode, device, dtype, "dynamic")
         model, tokenizer = copy.deepcopy(host_model[0]), host_model[1]
-        quantize_language_model(model, mode, device=device)
-        return Segmenter(model, tokenizer, device=device, dtype=dtype, max_new_tokens=max_new_tokens, decoder="dynamic")
-    if mode != "none":
+    elif mode != "none":
         return Segmenter.from_pretrained(source, device=device, dtype=dtype, max_new_tokens=max_new_tokens,
                                          seed=seed, quantization=mode)
-    if Path(source).is_dir():
+    elif Path(source).is_dir():
         model, tokenizer = load_checkpoint(source, device="cpu", dtype=dtype)
     else:
         model, tokenizer = build_preset(source, device="cpu", dtype=dtype, seed=seed)
-    # The dynamic KV cache, as every quantized model decodes (no CUDA graph).
-    return Segmenter(model, tokenizer, device=device, dtype=dtype, max_new_tokens=max_new_tokens, decoder="dynamic")
+    return Segmenter.from_model(model, tokenizer, device=device, dtype=dtype, quantization=mode,
+                                max_new_tokens=max_new_tokens, decoder="dynamic")
 
 
 def answer_all(seg: Segmenter, inputs: Sequence[tuple[np.ndarray, str]]) -> list[Answer]:

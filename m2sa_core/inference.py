@@ -126,8 +126,6 @@ class Segmenter:
             dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
         check_quantization(quantization, device, dtype, decoder)
         staging = device if quantization == "none" else torch.device("cpu")
-        kwargs = dict(frame_cache_size=frame_cache_size, max_new_tokens=max_new_tokens, mask_threshold=mask_threshold,
-                      decoder=resolve_decoder(quantization, decoder), amodal=amodal)
         path = Path(path_or_preset)
         if path.is_dir():
             model, tokenizer = load_checkpoint(path, device=staging, dtype=dtype)
@@ -136,8 +134,35 @@ class Segmenter:
             if name not in PRESETS:
                 raise ValueError(f"{name!r} is neither a checkpoint directory nor a preset ({sorted(PRESETS)})")
             model, tokenizer = build_preset(name, device=staging, dtype=dtype, seed=seed)
+        return cls.from_model(model, tokenizer, device=device, dtype=dtype, quantization=quantization,
+                              frame_cache_size=frame_cache_size, max_new_tokens=max_new_tokens,
+                              mask_threshold=mask_threshold, decoder=decoder, amodal=amodal)
+
+    @classmethod
+    def from_model(
+        cls,
+        model: M2SAModel,
+        tokenizer: PreTrainedTokenizerBase,
+        device: str | torch.device = "cpu",
+        dtype: torch.dtype | None = None,
+        quantization: str = "none",
+        decoder: str = "auto",
+        **kwargs,
+    ) -> "Segmenter":
+        """Wrap a model already in memory, quantizing its language model on the way to ``device``.
+
+        :meth:`from_pretrained`'s last steps, for callers that hold the model themselves
+        (a benchmark that draws a preset's weights once and copies them per mode). A
+        quantized model should lie in host memory (see :meth:`from_pretrained`); it is
+        changed in place. ``kwargs``: the other :class:`Segmenter` settings.
+        """
+        device = torch.device(device)
+        if dtype is None:
+            dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+        check_quantization(quantization, device, dtype, decoder)
         quantize_language_model(model, quantization, device=device)
-        return cls(model, tokenizer, device=device, dtype=dtype, **kwargs)
+        return cls(model, tokenizer, device=device, dtype=dtype, decoder=resolve_decoder(quantization, decoder),
+                   **kwargs)
 
     def save_pretrained(self, directory: str | Path) -> Path:
         """Write the model and tokenizer as a checkpoint directory :meth:`from_pretrained` loads.

@@ -23,6 +23,7 @@ import torch
 from torch import nn
 
 from m2sa_core.inference import Segmenter
+from m2sa_core.model.presets import build_preset
 from m2sa_core.model.quantization import (
     UnsupportedQuantization,
     is_quantized,
@@ -130,6 +131,22 @@ def test_unknown_mode_and_unsupported_settings_are_refused_before_loading():
     with pytest.raises(UnsupportedQuantization, match="runs on .* only, got device 'meta'"):
         Segmenter.from_pretrained("tiny", device="meta", quantization="int4")
     assert issubclass(UnsupportedQuantization, ValueError)  # CLIs turn it into one line
+
+
+def test_a_model_in_memory_is_wrapped_as_from_pretrained_wraps_a_checkpoint():
+    """``from_model`` is ``from_pretrained`` without the read: same quantization, same
+    decoder choice, same refusals, so a caller holding weights need not repeat its steps."""
+    model, tokenizer = build_preset("tiny", device="cpu", dtype=torch.float32)
+    with pytest.raises(UnsupportedQuantization, match="decoder 'graph'"):
+        Segmenter.from_model(model, tokenizer, quantization="int8", decoder="graph")
+    assert all(type(layer) is nn.Linear for _, layer in language_model_linears(model))  # refused before touching
+    seg = Segmenter.from_model(model, tokenizer, quantization="int8", max_new_tokens=12)
+    loaded = Segmenter.from_pretrained("tiny", quantization="int8", max_new_tokens=12)
+    assert seg.model is model and seg.max_new_tokens == 12
+    assert (seg.decoder, seg.dtype, seg.device) == (loaded.decoder, loaded.dtype, loaded.device) == (
+        "dynamic", torch.float32, torch.device("cpu"))
+    kinds = lambda s: [type(layer).__name__ for _, layer in language_model_linears(s.model)]  # noqa: E731
+    assert kinds(seg) == kinds(loaded) and "Linear8bitLt" in kinds(seg)
 
 
 def test_none_leaves_the_model_untouched():
