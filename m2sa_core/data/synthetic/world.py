@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -68,6 +69,19 @@ CATEGORY_NAMES: tuple[str, ...] = tuple(
     sorted([c for c in CATEGORIES] + [category_of(c, p) for c, spec in CATEGORIES.items() for p in spec.parts])
 )
 CATEGORY_IDS = {name: i + 1 for i, name in enumerate(CATEGORY_NAMES)}
+
+# The train split's files of worded requests (MMR layout, stage 3): file name, the random
+# stream of each image it draws from, and what it asks of an image given the image's
+# functional questions. Each file has its own stream (seed, image, stream), so adding or
+# rewording one leaves every other file as it was.
+WordedQuestions = Callable[[Scene, list[Question], np.random.Generator], list[Question]]
+WORDED_TRAIN_FILES: tuple[tuple[str, int, WordedQuestions], ...] = (
+    ("views_train.json", 3, lambda scene, qs, rng: [n for q in qs for n in named_view_questions(scene, q, rng)]),
+    ("view_words_train.json", 4, lambda scene, qs, rng: [w for q in qs for w in worded_view_questions(scene, q, rng)]),
+    ("mixed_words_train.json", 5, lambda scene, qs, rng: worded_mixed_questions(scene, rng)),
+    ("view_twins_train.json", 6, lambda scene, qs, rng: [t for q in qs for t in twin_view_questions(scene, q, rng)]),
+    ("level_words_train.json", 7, lambda scene, qs, rng: worded_level_questions(scene, rng)),
+)
 
 
 def split_of(index: int, n_images: int) -> str:
@@ -205,8 +219,8 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
     mmr: dict[str, list] = {name: [] for name in MMR_FILES}
     r2sm, amodal = [], []
     masks: dict[str, list] = {"train": [], "val": []}
-    conversations_train, knowledge_train, knowledge_seg_train, views_train, view_words_train = [], [], [], [], []
-    mixed_words_train, view_twins_train, level_words_train = [], [], []
+    conversations_train, knowledge_train, knowledge_seg_train = [], [], []
+    worded_train: dict[str, list] = {name: [] for name, _, _ in WORDED_TRAIN_FILES}
     indices = range(n_images)
     if progress:
         from tqdm import tqdm
@@ -229,26 +243,11 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
                 # Drawn after the worded items, which stay those of earlier versions.
                 both = object_and_part_questions(gen.scene, rng)
                 knowledge_seg_train.append(mmr_entry(gen, [it for it in items if isinstance(it, Question)] + both))
-                rng = np.random.default_rng(np.random.SeedSequence([seed, index, 3]))
-                named = [n for q in gen.questions for n in named_view_questions(gen.scene, q, rng)]
-                if named:
-                    views_train.append(mmr_entry(gen, named))
-                rng = np.random.default_rng(np.random.SeedSequence([seed, index, 4]))
-                worded = [w for q in gen.questions for w in worded_view_questions(gen.scene, q, rng)]
-                if worded:
-                    view_words_train.append(mmr_entry(gen, worded))
-                rng = np.random.default_rng(np.random.SeedSequence([seed, index, 5]))
-                mixed = worded_mixed_questions(gen.scene, rng)
-                if mixed:
-                    mixed_words_train.append(mmr_entry(gen, mixed))
-                rng = np.random.default_rng(np.random.SeedSequence([seed, index, 6]))
-                twins = [t for q in gen.questions for t in twin_view_questions(gen.scene, q, rng)]
-                if twins:
-                    view_twins_train.append(mmr_entry(gen, twins))
-                rng = np.random.default_rng(np.random.SeedSequence([seed, index, 7]))
-                levels = worded_level_questions(gen.scene, rng)
-                if levels:
-                    level_words_train.append(mmr_entry(gen, levels))
+                for name, stream, worded in WORDED_TRAIN_FILES:
+                    rng = np.random.default_rng(np.random.SeedSequence([seed, index, stream]))
+                    questions = worded(gen.scene, gen.questions, rng)
+                    if questions:
+                        worded_train[name].append(mmr_entry(gen, questions))
             continue
         by_split: dict[str, list[Question]] = {}
         for q in gen.questions:
@@ -272,9 +271,7 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
     for name, entries in (("conversations_train.json", conversations_train), ("knowledge_train.json", knowledge_train)):
         _write_layout(out_dir / name, "image_conversations", "train", generator, entries)
         counts[name] = sum(len(e["conversations"]) for e in entries)
-    for name, entries in (("knowledge_seg_train.json", knowledge_seg_train), ("views_train.json", views_train),
-                          ("view_words_train.json", view_words_train), ("mixed_words_train.json", mixed_words_train),
-                          ("view_twins_train.json", view_twins_train), ("level_words_train.json", level_words_train)):
+    for name, entries in (("knowledge_seg_train.json", knowledge_seg_train), *worded_train.items()):
         _write_json(out_dir / name, entries)
         counts[name] = sum(len(e["questions"]) for e in entries)
     counts["r2sm_test.json"] = sum(len(e["queries"]) for e in r2sm)
