@@ -30,6 +30,7 @@ from m2sa_ros.bag.record import (  # noqa: E402
     read_frames,
     stamp_ns,
     write_bag,
+    write_sidecar_json,
 )
 
 TEST_FILES = ("MMR_test_obj_only.json", "MMR_test_part_only.json", "MMR_test_mixed.json")
@@ -122,6 +123,26 @@ def test_bad_inputs_are_named(synth, tmp_path):
     bad.write_text(json.dumps({"format": "something else"}))
     with pytest.raises(BagError, match=str(bad)):
         GroundTruth.load(bad)
+
+
+@pytest.mark.parametrize("sidecar", ["ground truth", "tracking ground truth"])
+def test_a_sidecar_of_another_kind_or_version_is_refused_in_one_line(tmp_path, sidecar):
+    """A tracking sidecar is not a ground-truth one and the other way round; a newer
+    version is refused by name, not parsed into wrong scores. Saved sidecars load back."""
+    from m2sa_ros.bag.sequences import TrackingGroundTruth
+
+    kinds = {"ground truth": GroundTruth(), "tracking ground truth": TrackingGroundTruth()}
+    truth = kinds[sidecar]
+    other = next(t for k, t in kinds.items() if k != sidecar)
+    path = truth.save(tmp_path / "truth.json")
+    assert type(truth).load(path).to_json() == truth.to_json()
+    with pytest.raises(BagError) as wrong_kind:
+        type(truth).load(other.save(tmp_path / "other.json"))
+    assert str(wrong_kind.value) == (f"{tmp_path / 'other.json'}: not an m2sa_ros {sidecar.replace(' truth', '-truth')} "
+                                     f"file (format must be '{truth.to_json()['format']}')")
+    newer = dict(truth.to_json(), version=truth.to_json()["version"] + 1)
+    with pytest.raises(BagError, match=r"truth.json: version \d+ is not supported \(expected \d+\)$"):
+        type(truth).load(write_sidecar_json(path, newer))
 
 
 def test_cli_make_and_info(synth, tmp_path, capsys):

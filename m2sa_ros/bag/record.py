@@ -180,18 +180,12 @@ class GroundTruth:
         }
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.write_text(json.dumps(self.to_json(), indent=1), encoding="utf-8")
-        return path
+        return write_sidecar_json(path, self.to_json())
 
     @classmethod
     def from_json(cls, data: Any, where: str = "ground truth") -> "GroundTruth":
         """Parse and check a sidecar; BagError naming ``where`` and the entry on bad input."""
-        if not isinstance(data, dict) or data.get("format") != GROUND_TRUTH_FORMAT:
-            raise BagError(f"{where}: not an m2sa_ros ground-truth file (format must be '{GROUND_TRUTH_FORMAT}')")
-        if data.get("version") != GROUND_TRUTH_VERSION:
-            raise BagError(f"{where}: version {data.get('version')!r} is not supported "
-                           f"(expected {GROUND_TRUTH_VERSION})")
+        check_sidecar_header(data, GROUND_TRUTH_FORMAT, GROUND_TRUTH_VERSION, "ground-truth", where)
         try:
             frames = {int(k): GroundTruthFrame(**v) for k, v in data.get("frames", {}).items()}
             commands = []
@@ -224,6 +218,21 @@ def read_sidecar_json(path: str | Path, what: str) -> Any:
         raise BagError(f"{what} {path} does not exist") from exc
     except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise BagError(f"{what} {path} is not valid JSON: {exc}") from exc
+
+
+def write_sidecar_json(path: str | Path, data: Any) -> Path:
+    """Write a sidecar's JSON (indented: people read and diff these files)."""
+    path = Path(path)
+    path.write_text(json.dumps(data, indent=1), encoding="utf-8")
+    return path
+
+
+def check_sidecar_header(data: Any, fmt: str, version: int, what: str, where: str) -> None:
+    """A one-line BagError naming ``where`` unless ``data`` is a ``what`` sidecar of ``fmt`` at ``version``."""
+    if not isinstance(data, dict) or data.get("format") != fmt:
+        raise BagError(f"{where}: not an m2sa_ros {what} file (format must be '{fmt}')")
+    if data.get("version") != version:
+        raise BagError(f"{where}: version {data.get('version')!r} is not supported (expected {version})")
 
 
 def sidecar_to_load(bag: str | Path, file_name: str, override: str | Path | None) -> Path | None:

@@ -33,7 +33,8 @@ import numpy as np
 
 from m2sa_ros.bag.record import (COMMAND_TOPIC, DEFAULT_FRAME_ID, DEFAULT_START_NS, IMAGE_TOPIC, BagError, BagPlan,
                                  GroundTruth, GroundTruthCommand, GroundTruthFrame, GroundTruthTarget, PlannedCommand,
-                                 PlannedFrame, read_sidecar_json, sidecar_to_load, write_bag)
+                                 PlannedFrame, check_sidecar_header, read_sidecar_json, sidecar_to_load, write_bag,
+                                 write_sidecar_json)
 
 TRACKING_GROUND_TRUTH_FILE = "tracking_ground_truth.json"
 TRACKING_GROUND_TRUTH_FORMAT = "m2sa_ros/bag_tracking_ground_truth"
@@ -98,19 +99,13 @@ class TrackingGroundTruth:
                 "generator": self.generator, "sequences": [asdict(s) for s in self.sequences]}
 
     def save(self, path: str | Path) -> Path:
-        path = Path(path)
-        path.write_text(json.dumps(self.to_json(), indent=1), encoding="utf-8")
-        return path
+        return write_sidecar_json(path, self.to_json())
 
     @classmethod
     def from_json(cls, data: Any, where: str = "tracking ground truth") -> "TrackingGroundTruth":
         """Parse and check a tracking sidecar; BagError naming ``where`` and the entry on bad input."""
-        if not isinstance(data, dict) or data.get("format") != TRACKING_GROUND_TRUTH_FORMAT:
-            raise BagError(f"{where}: not an m2sa_ros tracking ground-truth file "
-                           f"(format must be '{TRACKING_GROUND_TRUTH_FORMAT}')")
-        if data.get("version") != TRACKING_GROUND_TRUTH_VERSION:
-            raise BagError(f"{where}: version {data.get('version')!r} is not supported "
-                           f"(expected {TRACKING_GROUND_TRUTH_VERSION})")
+        check_sidecar_header(data, TRACKING_GROUND_TRUTH_FORMAT, TRACKING_GROUND_TRUTH_VERSION,
+                             "tracking ground-truth", where)
         sequences = []
         try:
             for i, entry in enumerate(data.get("sequences", [])):
