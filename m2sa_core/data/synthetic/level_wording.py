@@ -20,9 +20,6 @@ possession ("Which object has the bit I cut with?", commit 6dc459a): the model l
 that one cue rather than the level, and answered held-out object requests put as a use
 with a part. The object side is now worded by use, under kinds of thing and "where"
 (held-out object requests begin "Where could I ...", "Which gadget ..."): run 32.
-Run 33 asks a third of the part sides by the spot alone ("Which bit here do I cut with?")
-and the parts several kinds of thing share (buttons, handles, screens) together: every
-other part request of training named its object.
 """
 
 from __future__ import annotations
