@@ -33,13 +33,11 @@ from m2sa_core.data.synthetic.mixed_wording import VERBS
 from m2sa_core.data.synthetic.questions import (
     MAX_TARGETS,
     MIXED_PHRASINGS,
-    MULTI_FUNCTIONS,
     OBJECT_FUNCTIONS,
     PART_FUNCTIONS,
     Question,
     _answer,
     _labels,
-    _targets,
     phrasings_for,
 )
 from m2sa_core.data.synthetic.scene import Scene
@@ -69,35 +67,10 @@ PART_FORMS = (
     "{v} just the {s} of the {name} I {action}, not all of it.",
 )
 OBJECT_ANSWERS = ("You can use {targets}.", "That is {targets}.")
-# The part side without the thing's name: held-out part requests put that way ("Which
-# parts are designed for my hand?") were answered with an object, as every training part
-# request but four functional sentences named its object (run 33). A third of the pairs
-# ask their part side so; "{s}" a spot, never a kind of thing.
-UNNAMED_PART_FORMS = (
-    "Which {s} here do I {action}?",
-    "What {s} around here would I {action}?",
-    "{v} only the {s} I would {action}, not the whole thing.",
-    "Where is the {s} I {action}? Just that {s}.",
-)
-UNNAMED_PART_RATE = 1 / 3
-# Parts of several kinds of thing that share a use (the functional "multi" part
-# families), asked together without naming any thing.
-GROUP_ACTIONS: dict[str, tuple[str, ...]] = {
-    "press_all": ("press", "push with a finger", "click"),
-    "grab_handles": ("hold", "grip", "carry things by"),
-    "screens": ("watch pictures on", "see images on"),
-}
-GROUP_FORMS = (
-    "Which {s}s here could I {action}?",
-    "{v} every {s} in view that I could {action}.",
-    "Where are the {s}s I could {action}?",
-    "What {s}s around here would I {action}?",
-)
-GROUP_ANSWERS = ("You can {action} {targets}.", "These: {targets}.")
 
 
 HELD_OUT_CLAUSES = held_out_clauses([phrasings_for(fn.phrasings, held_out=True)[0]
-                                     for fn in OBJECT_FUNCTIONS + PART_FUNCTIONS + MULTI_FUNCTIONS]
+                                     for fn in OBJECT_FUNCTIONS + PART_FUNCTIONS]
                                     + list(phrasings_for(MIXED_PHRASINGS, held_out=True)))
 
 
@@ -108,13 +81,10 @@ def compose(rng: np.random.Generator, forms: tuple[str, ...], name: str, action:
 
 
 def worded_level_questions(scene: Scene, rng: np.random.Generator) -> list[Question]:
-    """Per category in view, one of its part functions asked for the object, then for the part;
-    then each part family of several kinds of thing in view, asked for all their parts.
+    """Per category in view, one of its part functions asked for the object, then for the part.
 
-    The pair's questions target every instance of the category (objects, or each one's
-    part); the part side names the thing, or (a third of the time) only the spot. A
-    category with more instances than an answer holds gives no pair, a family with more
-    targets than that no question.
+    Both questions target every instance of the category (objects, or each one's part);
+    a category with more instances than an answer holds gives none.
     """
     out = []
     for category in scene.categories():
@@ -129,18 +99,6 @@ def worded_level_questions(scene: Scene, rng: np.random.Generator) -> list[Quest
         text = compose(rng, OBJECT_FORMS, "", fn.action)
         out.append(Question("object", text, _answer(rng, OBJECT_ANSWERS, _labels(scene, objects)), objects,
                             "modal", fn.key))
-        forms = UNNAMED_PART_FORMS if rng.random() < UNNAMED_PART_RATE else PART_FORMS
-        text = compose(rng, forms, _pick(rng, CATEGORIES[category].spoken), fn.action)
+        text = compose(rng, PART_FORMS, _pick(rng, CATEGORIES[category].spoken), fn.action)
         out.append(Question("part", text, _answer(rng, fn.answers, _labels(scene, parts)), parts, "modal", fn.key))
-    present = set(scene.categories())
-    for fn in MULTI_FUNCTIONS:
-        if fn.key not in GROUP_ACTIONS or len({cat for cat, _ in fn.targets if cat in present}) < 2:
-            continue
-        targets = _targets(scene, fn.targets)
-        if len(targets) > MAX_TARGETS:
-            continue
-        action = _pick(rng, GROUP_ACTIONS[fn.key])
-        text = compose(rng, GROUP_FORMS, "", action)
-        answer = _answer(rng, GROUP_ANSWERS, _labels(scene, targets)).replace("{action}", action)
-        out.append(Question("part", text, answer, targets, "modal", fn.key))
     return out
