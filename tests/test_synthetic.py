@@ -202,6 +202,7 @@ def test_level_words_train_asks_each_action_for_the_object_then_its_part(world):
     from m2sa_core.data.synthetic.level_wording import HELD_OUT_CLAUSES
 
     assert "which part of the" in HELD_OUT_CLAUSES and "how do i power up the" in HELD_OUT_CLAUSES
+    assert "which parts are designed for my hand" in HELD_OUT_CLAUSES  # the multi families' too
     masks = {e["image_id"]: {a["label"]: a for a in e["annotations"]} for e in load(world, "masks_train.json")["images"]}
     train_ids = {e["image_id"] for e in load(world, "MMR_train.json")}
     held_out = _held_out_texts()

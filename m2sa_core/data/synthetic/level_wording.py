@@ -11,7 +11,7 @@ without naming the thing ("Which tool here would I cut with?"), and for the part
 naming the thing ("On the knife, what do I cut with?"), so that what sets the level is
 how the request is put, not which use it names.
 
-No wording carries a clause of a held-out object, part or mixed phrasing
+No wording carries a clause of a held-out object, part, multi or mixed phrasing
 (:data:`HELD_OUT_CLAUSES`, checked at composition), so the held-out splits still measure
 whether the model reads the level of a sentence it has never seen.
 
@@ -33,6 +33,7 @@ from m2sa_core.data.synthetic.mixed_wording import VERBS
 from m2sa_core.data.synthetic.questions import (
     MAX_TARGETS,
     MIXED_PHRASINGS,
+    MULTI_FUNCTIONS,
     OBJECT_FUNCTIONS,
     PART_FUNCTIONS,
     Question,
@@ -70,7 +71,7 @@ OBJECT_ANSWERS = ("You can use {targets}.", "That is {targets}.")
 
 
 HELD_OUT_CLAUSES = held_out_clauses([phrasings_for(fn.phrasings, held_out=True)[0]
-                                     for fn in OBJECT_FUNCTIONS + PART_FUNCTIONS]
+                                     for fn in OBJECT_FUNCTIONS + PART_FUNCTIONS + MULTI_FUNCTIONS]
                                     + list(phrasings_for(MIXED_PHRASINGS, held_out=True)))
 
 
