@@ -98,11 +98,11 @@ def load(source: str, mode: str, device: torch.device, dtype: torch.dtype, max_n
     the move and quantization alone. Every mode decodes with the dynamic KV cache, as every
     quantized model does (no CUDA graph).
     """
-    if host_model is not None:
-        model, tokenizer = copy.deepcopy(host_model[0]), host_model[1]
-    elif mode != "none":
+    if host_model is None and mode != "none":
         return Segmenter.from_pretrained(source, device=device, dtype=dtype, max_new_tokens=max_new_tokens,
                                          seed=seed, quantization=mode)
+    if host_model is not None:
+        model, tokenizer = copy.deepcopy(host_model[0]), host_model[1]
     elif Path(source).is_dir():
         model, tokenizer = load_checkpoint(source, device="cpu", dtype=dtype)
     else:

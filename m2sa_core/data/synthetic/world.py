@@ -42,8 +42,8 @@ Every annotation also carries ``amodal_segmentation``, the complete mask.
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from collections.abc import Callable
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -70,17 +70,28 @@ CATEGORY_NAMES: tuple[str, ...] = tuple(
 )
 CATEGORY_IDS = {name: i + 1 for i, name in enumerate(CATEGORY_NAMES)}
 
-# The train split's files of worded requests (MMR layout, stage 3): file name, the random
-# stream of each image it draws from, and what it asks of an image given the image's
-# functional questions. Each file has its own stream (seed, image, stream), so adding or
-# rewording one leaves every other file as it was.
 WordedQuestions = Callable[[Scene, list[Question], np.random.Generator], list[Question]]
+
+
+def _per_question(ask: Callable[[Scene, Question, np.random.Generator], list[Question]]) -> WordedQuestions:
+    """Requests worded from each of an image's functional questions, in their order."""
+    return lambda scene, questions, rng: [w for q in questions for w in ask(scene, q, rng)]
+
+
+def _per_image(ask: Callable[[Scene, np.random.Generator], list[Question]]) -> WordedQuestions:
+    """Requests worded from the scene alone."""
+    return lambda scene, questions, rng: ask(scene, rng)
+
+
+# The train split's files of worded requests (MMR layout, stage 3): file name, the random
+# stream of each image it draws from, and what it asks of an image. Each file has its own
+# stream (seed, image, stream), so adding or rewording one leaves every other file as it was.
 WORDED_TRAIN_FILES: tuple[tuple[str, int, WordedQuestions], ...] = (
-    ("views_train.json", 3, lambda scene, qs, rng: [n for q in qs for n in named_view_questions(scene, q, rng)]),
-    ("view_words_train.json", 4, lambda scene, qs, rng: [w for q in qs for w in worded_view_questions(scene, q, rng)]),
-    ("mixed_words_train.json", 5, lambda scene, qs, rng: worded_mixed_questions(scene, rng)),
-    ("view_twins_train.json", 6, lambda scene, qs, rng: [t for q in qs for t in twin_view_questions(scene, q, rng)]),
-    ("level_words_train.json", 7, lambda scene, qs, rng: worded_level_questions(scene, rng)),
+    ("views_train.json", 3, _per_question(named_view_questions)),
+    ("view_words_train.json", 4, _per_question(worded_view_questions)),
+    ("mixed_words_train.json", 5, _per_image(worded_mixed_questions)),
+    ("view_twins_train.json", 6, _per_question(twin_view_questions)),
+    ("level_words_train.json", 7, _per_image(worded_level_questions)),
 )
 
 
