@@ -19,10 +19,12 @@
 # data/synth); BIN is where the m2sa-* commands are (.venv/bin); STAGES the stages, in
 # order (default "1_sam 1b_clip 2_language 3_m2sa"; each starts from the one before it);
 # IMAGES the training world's size (default 2000: 1,600 training images, the shipped model's;
-# training/tiny/RUNS.md run 27 trains on 8000). Stage 1b reads the same world written larger,
-# CLIP_DATA (default data/synth8k) at CLIP_IMAGES (default 8000, seed 0): its first 1,600
-# training images are the training world's, and on 1,600 scenes alone CLIP learns which mug
-# is the second by heart instead of by rule (RUNS.md, runs 27 and 30).
+# training/tiny/RUNS.md run 27 trains on 8000). Stage 1b reads a larger world of its own,
+# CLIP_DATA (default data/synth8k) at CLIP_IMAGES (default 8000) and CLIP_SEED (default 1): on
+# 1,600 scenes alone CLIP learns which mug is the second by heart instead of by rule (RUNS.md,
+# runs 27 and 30). Its seed is not the training world's (0): image k of a world is drawn from
+# (seed, k), so a larger world of seed 0 holds the training world's val and test images in its
+# own training split (RUNS.md, run 34), nor the held-out world's (7).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
@@ -33,6 +35,13 @@ STAGES=${STAGES:-1_sam 1b_clip 2_language 3_m2sa}
 IMAGES=${IMAGES:-2000}
 CLIP_DATA=${CLIP_DATA:-data/synth8k}
 CLIP_IMAGES=${CLIP_IMAGES:-8000}
+CLIP_SEED=${CLIP_SEED:-1}
+TRAIN_SEED=0 HELD_SEED=7
+if [[ $CLIP_SEED == "$TRAIN_SEED" || $CLIP_SEED == "$HELD_SEED" ]]; then
+  echo "train_tiny.sh: CLIP_SEED=$CLIP_SEED is the training world's ($TRAIN_SEED) or the held-out world's" \
+       "($HELD_SEED) seed: stage 1b would train on their val or test images; pick another" >&2
+  exit 2
+fi
 EXPORT=0
 if [[ "${1:-}" == "--export" ]]; then EXPORT=1; shift; fi
 mkdir -p "$RUNS"
@@ -46,22 +55,25 @@ timed() {  # timed NAME COMMAND...: run, and record the wall time of this invoca
 }
 
 # A world written by an older m2sa-synth lacks the files newer configs read, and one of
-# another size is another world: write it again. .complete holds the size it was written at.
-world() {  # world NAME DIR IMAGES: the training world (seed 0) of that size in DIR
-  local name=$1 dir=$2 images=$3 needed
+# another size or seed is another world: write it again. .complete holds how it was written
+# (the training world's says only its size, as before seeds were recorded: its seed never changes).
+world() {  # world NAME DIR IMAGES SEED: the world of that size and seed in DIR
+  local name=$1 dir=$2 images=$3 seed=$4 needed stamp
+  stamp="images=$images"
+  [[ $seed == "$TRAIN_SEED" ]] || stamp="$stamp seed=$seed"
   for needed in $(grep -oh "$dir/[A-Za-z_]*\.json" training/tiny/*.yaml | sort -u); do
     [[ -f $needed ]] || rm -f "$dir/.complete"
   done
-  if [[ "$(cat "$dir/.complete" 2>/dev/null)" != "images=$images" ]]; then
+  if [[ "$(cat "$dir/.complete" 2>/dev/null)" != "$stamp" ]]; then
     rm -rf "$dir/images"
-    timed "$name" "$BIN/m2sa-synth" --out "$dir" --images "$images" --seed 0 --quiet
-    echo "images=$images" > "$dir/.complete"
+    timed "$name" "$BIN/m2sa-synth" --out "$dir" --images "$images" --seed "$seed" --quiet
+    echo "$stamp" > "$dir/.complete"
   fi
 }
-world data_train "$DATA" "$IMAGES"
-if [[ " $STAGES " == *" 1b_clip "* ]]; then world data_clip "$CLIP_DATA" "$CLIP_IMAGES"; fi
+world data_train "$DATA" "$IMAGES" "$TRAIN_SEED"
+if [[ " $STAGES " == *" 1b_clip "* ]]; then world data_clip "$CLIP_DATA" "$CLIP_IMAGES" "$CLIP_SEED"; fi
 if [[ ! -f $HELD/.complete ]]; then
-  timed data_heldout "$BIN/m2sa-synth" --out $HELD --images 1000 --seed 7 --size 320 --quiet
+  timed data_heldout "$BIN/m2sa-synth" --out $HELD --images 1000 --seed $HELD_SEED --size 320 --quiet
   touch $HELD/.complete
 fi
 
