@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The shipped tiny model, built in stages like the real M2SA (docs/TRAINING.md):
-#   data      m2sa-synth: the training world (seed 0) and a held-out world (seed 7, 320 px)
+#   data      m2sa-synth: the training world (seed 0) and a held-out world (seed 7, 320 px);
+#             m2sa-overlap: no stage trains on an image an evaluation scores
 #   stage 1   SAM promptable segmentation          training/tiny/1_sam.yaml
 #   stage 1b  CLIP + projector: the words of each patch  training/tiny/1b_clip.yaml
 #   stage 2   projector + language model (CLIP frozen)   training/tiny/2_language.yaml
@@ -77,6 +78,20 @@ if [[ ! -f $HELD/.complete ]]; then
   touch $HELD/.complete
 fi
 
+# No stage may train on an image that an evaluation scores: the training world's val and test
+# images and the held-out world's, compared byte for byte (training/overlap.py; RUNS.md, run 34).
+SPLITS=($HELD/MMR_test_obj_only.json $HELD/MMR_test_part_only.json $HELD/MMR_test_mixed.json)
+CONFIGS=() PENDING=0
+for stage in $STAGES; do
+  CONFIGS+=("training/tiny/$stage.yaml")
+  [[ -f $RUNS/$stage/final/model.safetensors ]] || PENDING=1
+done
+if [[ $PENDING == 1 ]]; then  # every stage's data, since the last stage builds on all of them
+  "$BIN/m2sa-overlap" --quiet --config "${CONFIGS[@]}" --against "$DATA/MMR_val.json" \
+    "$DATA/MMR_test_obj_only.json" "$DATA/MMR_test_part_only.json" "$DATA/MMR_test_mixed.json" "${SPLITS[@]}" \
+    "$HELD/r2sm_test.json" "$HELD/amodal_reasonseg_test.json"
+fi
+
 previous=""  # each stage starts from the one before it, under the same $RUNS
 for stage in $STAGES; do
   if [[ ! -f $RUNS/$stage/final/model.safetensors ]]; then
@@ -87,7 +102,6 @@ for stage in $STAGES; do
 done
 
 MODEL=$RUNS/3_m2sa/final
-SPLITS=($HELD/MMR_test_obj_only.json $HELD/MMR_test_part_only.json $HELD/MMR_test_mixed.json)
 for protocol in generative teacher-forced; do
   if [[ ! -f $RUNS/eval_$protocol.json ]]; then
     timed "eval_$protocol" "$BIN/m2sa-eval" --model $MODEL --data "${SPLITS[@]}" --image-root $HELD/images \

@@ -40,7 +40,7 @@ done
 def pipeline(tmp_path):
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for name in ("m2sa-synth", "m2sa-train", "m2sa-eval", "m2sa-export"):
+    for name in ("m2sa-synth", "m2sa-overlap", "m2sa-train", "m2sa-eval", "m2sa-export"):
         (bin_dir / name).write_text(STAND_IN)
         (bin_dir / name).chmod(0o755)
     env = {**os.environ, "BIN": str(bin_dir), "RUNS": str(tmp_path / "runs" / "trial"),
@@ -140,3 +140,28 @@ def test_a_clip_world_seeded_like_the_training_or_held_out_world_is_refused_befo
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and f"CLIP_SEED={seed}" in done.stderr
     assert not (tmp_path / "calls").exists() and not (tmp_path / "synth8k").exists()
+
+
+def test_the_stages_configs_are_checked_against_every_evaluation_image_before_any_training(pipeline, tmp_path):
+    run, _ = pipeline
+    calls = run()
+    names = [call[0] for call in calls]
+    assert names.index("m2sa-overlap") < names.index("m2sa-train")
+    (check,) = [call for call in calls if call[0] == "m2sa-overlap"]
+    configs = check[check.index("--config") + 1: check.index("--against")]
+    assert configs == [f"training/tiny/{s}.yaml" for s in ("1_sam", "1b_clip", "2_language", "3_m2sa")]
+    against = check[check.index("--against") + 1:]
+    synth, held = tmp_path / "synth", tmp_path / "heldout"
+    assert {f"{synth}/MMR_val.json", f"{synth}/MMR_test_mixed.json", f"{held}/MMR_test_part_only.json",
+            f"{held}/r2sm_test.json", f"{held}/amodal_reasonseg_test.json"} <= set(against)
+
+
+def test_a_stage_that_would_train_on_an_evaluation_image_stops_the_pipeline_before_it_trains(pipeline, tmp_path):
+    run, _ = pipeline
+    refusing = tmp_path / "bin" / "m2sa-overlap"
+    refusing.write_text('#!/usr/bin/env bash\nprintf "m2sa-overlap\\n" >> "$CALLS"\n'
+                        'echo "training/tiny/1b_clip.yaml: 400 training images are evaluation images" >&2; exit 1\n')
+    with pytest.raises(AssertionError, match="400 training images are evaluation images"):
+        run()
+    assert [line.split()[0] for line in (tmp_path / "calls").read_text().splitlines()] == (
+        ["m2sa-synth"] * 3 + ["m2sa-overlap"])
