@@ -23,9 +23,9 @@
 # training/tiny/RUNS.md run 27 trains on 8000). Stage 1b reads a larger world of its own,
 # CLIP_DATA (default data/synth8k) at CLIP_IMAGES (default 8000) and CLIP_SEED (default 1): on
 # 1,600 scenes alone CLIP learns which mug is the second by heart instead of by rule (RUNS.md,
-# runs 27 and 30). Its seed is not the training world's (0): image k of a world is drawn from
-# (seed, k), so a larger world of seed 0 holds the training world's val and test images in its
-# own training split (RUNS.md, run 34), nor the held-out world's (7).
+# runs 27 and 30). Its seed is neither the training world's (0) nor the held-out world's (7):
+# image k of a world is drawn from (seed, k), so a larger world of seed 0 holds the training
+# world's val and test images in its own training split (RUNS.md, run 34).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
@@ -87,7 +87,7 @@ for stage in $STAGES; do
   [[ -f $RUNS/$stage/final/model.safetensors ]] || PENDING=1
 done
 if [[ $PENDING == 1 ]]; then  # every stage's data, since the last stage builds on all of them
-  "$BIN/m2sa-overlap" --quiet --config "${CONFIGS[@]}" --against "$DATA/MMR_val.json" \
+  timed overlap_check "$BIN/m2sa-overlap" --quiet --config "${CONFIGS[@]}" --against "$DATA/MMR_val.json" \
     "$DATA/MMR_test_obj_only.json" "$DATA/MMR_test_part_only.json" "$DATA/MMR_test_mixed.json" "${SPLITS[@]}" \
     "$HELD/r2sm_test.json" "$HELD/amodal_reasonseg_test.json"
 fi
