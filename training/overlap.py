@@ -32,9 +32,6 @@ from m2sa_core.data.readers import read_dataset
 from training.config import DataSourceConfig, load_config
 from training.sources import open_source
 
-CHUNK = 1 << 20
-
-
 @dataclass(frozen=True)
 class SharedImage:
     """A training image whose bytes are an evaluation image's."""
@@ -65,11 +62,8 @@ class ImageDigests:
 
 
 def _sha1(path: Path) -> str:
-    h = hashlib.sha1()
     with open(path, "rb") as f:
-        for block in iter(lambda: f.read(CHUNK), b""):
-            h.update(block)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha1").hexdigest()
 
 
 def source_images(source: DataSourceConfig) -> list[Path]:
