@@ -24,9 +24,9 @@ SHIPPED = ROOT / "models" / "m2sa-tiny-synth"
 # Prompt ids of a demo command for the shipped model: what its training built (no
 # segmentation request after the question). Re-pinned only when the model is re-exported
 # with a new tokenizer (scripts/train_tiny.sh --export), never when the prompt code changes.
-SHIPPED_DEMO_IDS = [1, 36, 679, 688, 303, 701, 550, 296, 457, 694, 698, 549, 17, 565, 549, 697, 700, 15, 696, 15, 296,
-                    695, 699, 345, 262, 550, 271, 689, 17, 705, 29, 224, -200, 202, 44, 956, 345, 798, 377, 262, 486, 17,
-                    938, 738, 357, 529, 34, 706, 29]
+SHIPPED_DEMO_IDS = [1, 36, 707, 718, 302, 730, 568, 296, 465, 731, 727, 567, 17, 592, 567, 726, 729, 15, 725, 15,
+                    296, 724, 728, 338, 262, 568, 271, 719, 17, 736, 29, 224, -200, 202, 44, 743, 338, 828, 370, 262,
+                    496, 17, 963, 785, 332, 474, 34, 737, 29]
 
 
 @pytest.mark.parametrize("preset", ["7b", "13b"])
