@@ -37,3 +37,11 @@ def test_a_variant_run_alone_is_reused_by_the_table(tmp_path):
     assert reused["scores"] == alone["scores"] and reused["train_s"] == alone["train_s"]
     rows = [line for line in (out / "ablation.md").read_text().splitlines() if line.startswith("| ")]
     assert len(rows) == 5  # the header and the four variants
+
+    # Naming some variants assembles a table of those alone, from their kept scores.
+    assert main([*common, "--variant", "single_nofusion", "--variant", "multi_fusion", *overrides]) == 0
+    some = json.loads((out / "ablation.json").read_text())
+    assert [(r["seg_mode"], r["early_fusion"]) for r in some] == [("multi", True), ("single", False)]
+    assert some[1]["scores"] == alone["scores"]
+    rows = [line for line in (out / "ablation.md").read_text().splitlines() if line.startswith("| ")]
+    assert len(rows) == 3 and rows[2].startswith("| single [SEG], no early fusion")

@@ -14,7 +14,8 @@ can only ever give one mask). Results go to ``--out``/ablation.json and a markdo
 
 The variants are independent: ``--variant multi_fusion`` trains and scores one, so they
 can run side by side (four processes on one GPU); each keeps its scores in
-``--out``/TAG/scores.json, and a run over all variants afterwards only assembles the table.
+``--out``/TAG/scores.json, and a run over all variants afterwards only assembles the table
+(a run naming two or more with ``--variant``, a table of those).
 """
 
 from __future__ import annotations
@@ -117,7 +118,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", default="runs/ablation")
     parser.add_argument("--max-items", type=int, default=60, help="questions per test split")
     parser.add_argument("--variant", action="append", choices=TAGS, default=None,
-                        help="train and score only this variant (repeatable; default: all four)")
+                        help="train and score only this variant (repeatable; default: all four); with two or "
+                             "more, the table holds those")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args(argv)
     out = Path(args.out)
@@ -131,11 +133,10 @@ def main(argv: list[str] | None = None) -> int:
         data_dir = Path(args.data_dir) if args.data_dir else Path(config.data[0].path).parent
         results.append(run_variant(config, out / tag, data_dir, args.max_items))
         results[-1].update(variant=title, seg_mode=seg_mode, early_fusion=fusion, steps=args.steps)
-        if not args.variant:
-            (out / "ablation.json").write_text(json.dumps(results, indent=2))
         print(f"[ablation] {title}: {results[-1]['scores']['per_target']['all']}", flush=True)
-    if args.variant:
+    if args.variant and len(results) < 2:  # one of several processes side by side: no table yet
         return 0
+    (out / "ablation.json").write_text(json.dumps(results, indent=2))
     command = "python -m training.ablation " + " ".join(argv if argv is not None else sys.argv[1:])
     table = markdown(results, command)
     (out / "ablation.md").write_text(table + "\n")
