@@ -32,6 +32,7 @@ from m2sa_core.data.readers import read_dataset
 from training.config import DataSourceConfig, load_config
 from training.sources import open_source
 
+
 @dataclass(frozen=True)
 class SharedImage:
     """A training image whose bytes are an evaluation image's."""
