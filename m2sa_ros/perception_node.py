@@ -87,6 +87,7 @@ from m2sa_ros.msg import Command, SegmentationResult
 from m2sa_ros.node_params import (PARAMETERS, SPECS, NodeParams, ParameterError, check_params_files, check_value,
                                   descriptor, validate)
 from m2sa_ros.result_conversion import error_result, result_to_msg
+from m2sa_ros.spinning import spin_through_destroyed_entities
 from m2sa_ros.srv import Segment as SegmentSrv
 from m2sa_ros.tracks import CANCELLED, ERROR_PREFIX, LOST, TIMEOUT, Track, TrackSettings
 from m2sa_ros.worker import CommandWorker, Job
@@ -1330,7 +1331,10 @@ def main(args: list[str] | None = None) -> int:
         node.blocking_call_limit = waiting
         executor = MultiThreadedExecutor(num_threads=waiting + 3 + 2 * cameras)
         executor.add_node(node)
-        spinner = threading.Thread(target=executor.spin, name="m2sa-executor", daemon=True)
+        logger = node.get_logger()
+        spinner = threading.Thread(
+            target=spin_through_destroyed_entities, name="m2sa-executor", daemon=True,
+            args=(executor, rclpy.ok, lambda exc: logger.debug(f"executor: entity destroyed while waiting ({exc})")))
         spinner.start()
         while not shutdown.event.wait(0.5):
             if not spinner.is_alive():

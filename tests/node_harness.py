@@ -26,10 +26,12 @@ def spinning(context: Any, *nodes: Any, threads: int = 4) -> Iterator[Any]:
     callbacks run; the executor is shut down and its thread joined on the way out."""
     from rclpy.executors import MultiThreadedExecutor
 
+    from m2sa_ros.spinning import spin_through_destroyed_entities
+
     executor = MultiThreadedExecutor(num_threads=threads, context=context)
     for node in nodes:
         executor.add_node(node)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner = threading.Thread(target=spin_through_destroyed_entities, args=(executor, context.ok), daemon=True)
     spinner.start()
     try:
         yield executor

@@ -286,6 +286,7 @@ def dds(module_context, tiny_segmenter):
     from std_msgs.msg import String
 
     from m2sa_ros.msg import SegmentationResult
+    from m2sa_ros.spinning import spin_through_destroyed_entities
 
     # Reliable images: a best-effort sample dropped on a loaded machine would read as a failure.
     harness = DirectNode(module_context, PromptRecorder(tiny_segmenter), namespace="fuzz_dds",
@@ -294,7 +295,7 @@ def dds(module_context, tiny_segmenter):
     executor = MultiThreadedExecutor(num_threads=4, context=module_context)
     executor.add_node(harness.node)
     executor.add_node(client)
-    thread = threading.Thread(target=executor.spin, daemon=True)
+    thread = threading.Thread(target=spin_through_destroyed_entities, args=(executor, module_context.ok), daemon=True)
     thread.start()
     reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
     pubs = {"image": client.create_publisher(Image, "image", reliable),

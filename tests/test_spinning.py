@@ -1,0 +1,109 @@
+"""The node's executor survives a subscription destroyed while the wait set is built.
+
+The race is made deterministic with real rclpy objects: the subscription's own QoS
+event handler destroys the subscription at the moment the executor adds it to the wait
+set, after the executor has marked it in use, exactly where a lifecycle deactivate on
+another thread lands when it loses the race.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+
+pytestmark = pytest.mark.ros
+
+
+def _destroyed_while_adding(node, topic: str):
+    """A subscription whose first event handler destroys it from inside add_to_wait_set."""
+    from std_msgs.msg import String
+
+    sub = node.create_subscription(String, topic, lambda _m: None, 1)
+    handler = sub.event_handlers[0]
+    original = handler.add_to_wait_set
+
+    def add_after_destroy(wait_set):
+        handler.add_to_wait_set = original
+        node.destroy_subscription(sub)  # in use: destruction is only requested
+        original(wait_set)
+
+    handler.add_to_wait_set = add_after_destroy
+    return sub
+
+
+@pytest.fixture
+def graph(ros_context):
+    from rclpy.executors import MultiThreadedExecutor
+
+    node = __import__("rclpy").create_node("spin_race", context=ros_context)
+    executor = MultiThreadedExecutor(num_threads=2, context=ros_context)
+    executor.add_node(node)
+    yield node, executor
+    executor.shutdown()
+    node.destroy_node()
+
+
+def _deliveries(node, topic: str) -> tuple[list, object]:
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from std_msgs.msg import String
+
+    got: list = []
+    qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
+    node.create_subscription(String, topic, lambda m: got.append(m.data), qos)
+    return got, node.create_publisher(String, topic, qos)
+
+
+def test_plain_spin_dies_of_the_race_in_this_rclpy(graph):
+    """The hazard the helper exists for: without it the spin thread ends with InvalidHandle."""
+    from rclpy.exceptions import InvalidHandle
+
+    node, executor = graph
+    _destroyed_while_adding(node, "doomed")
+    with pytest.raises(InvalidHandle):
+        executor.spin_once(timeout_sec=1.0)
+
+
+def test_spin_goes_on_after_the_race_and_still_delivers(graph, ros_context):
+    from std_msgs.msg import String
+
+    from m2sa_ros.spinning import spin_through_destroyed_entities
+
+    node, executor = graph
+    got, pub = _deliveries(node, "alive")
+    sub = _destroyed_while_adding(node, "doomed")
+    races: list = []
+    outcome: dict = {}
+
+    def spin():
+        try:
+            outcome["races"] = spin_through_destroyed_entities(executor, ros_context.ok, races.append)
+        except BaseException as exc:  # noqa: BLE001 - the assertion below reports it
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not got:
+        pub.publish(String(data="after the race"))
+        time.sleep(0.05)
+    assert thread.is_alive(), f"spin thread ended: {outcome}"
+    assert got and got[0] == "after the race"
+    assert len(races) == 1 and sub not in node.subscriptions
+    executor.shutdown()
+    thread.join(5)
+    assert not thread.is_alive() and outcome == {"races": 1}
+
+
+def test_the_node_and_the_test_graph_spin_through_the_race():
+    """perception_node's main and the DDS test harness both use the surviving spin."""
+    import inspect
+
+    from m2sa_ros import perception_node
+
+    source = inspect.getsource(perception_node.main)
+    assert "spin_through_destroyed_entities" in source and "target=executor.spin" not in source
+    from test_node_dds import Graph
+
+    assert "spin_through_destroyed_entities" in inspect.getsource(Graph)
