@@ -1334,7 +1334,7 @@ def main(args: list[str] | None = None) -> int:
         logger = node.get_logger()
         spinner = threading.Thread(
             target=spin_through_destroyed_entities, name="m2sa-executor", daemon=True,
-            args=(executor, rclpy.ok, lambda exc: logger.debug(f"executor: entity destroyed while waiting ({exc})")))
+            args=(executor, lambda exc: logger.debug(f"executor: entity destroyed while waiting ({exc})")))
         spinner.start()
         while not shutdown.event.wait(0.5):
             if not spinner.is_alive():

@@ -18,16 +18,16 @@ from rclpy.exceptions import InvalidHandle
 from rclpy.executors import Executor
 
 
-def spin_through_destroyed_entities(executor: Executor, context_ok: Callable[[], bool],
+def spin_through_destroyed_entities(executor: Executor,
                                     on_race: Callable[[InvalidHandle], None] | None = None) -> int:
     """``executor.spin()`` that survives entities destroyed while it waits.
 
-    Returns how many times the race was met (for diagnostics and tests). Ends when the
-    executor is shut down or ``context_ok()`` turns false, as ``spin()`` does; any other
-    exception propagates.
+    Returns how many times the race was met (for diagnostics and tests). Ends when
+    ``spin()`` does, on the executor's shutdown or its context's (a ``spin()`` entered
+    after either returns at once); any other exception propagates.
     """
     races = 0
-    while context_ok():
+    while True:
         try:
             executor.spin()
             return races
@@ -35,4 +35,3 @@ def spin_through_destroyed_entities(executor: Executor, context_ok: Callable[[],
             races += 1
             if on_race is not None:
                 on_race(exc)
-    return races

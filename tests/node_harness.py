@@ -31,7 +31,7 @@ def spinning(context: Any, *nodes: Any, threads: int = 4) -> Iterator[Any]:
     executor = MultiThreadedExecutor(num_threads=threads, context=context)
     for node in nodes:
         executor.add_node(node)
-    spinner = threading.Thread(target=spin_through_destroyed_entities, args=(executor, context.ok), daemon=True)
+    spinner = threading.Thread(target=spin_through_destroyed_entities, args=(executor,), daemon=True)
     spinner.start()
     try:
         yield executor

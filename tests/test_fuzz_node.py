@@ -295,7 +295,7 @@ def dds(module_context, tiny_segmenter):
     executor = MultiThreadedExecutor(num_threads=4, context=module_context)
     executor.add_node(harness.node)
     executor.add_node(client)
-    thread = threading.Thread(target=spin_through_destroyed_entities, args=(executor, module_context.ok), daemon=True)
+    thread = threading.Thread(target=spin_through_destroyed_entities, args=(executor,), daemon=True)
     thread.start()
     reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
     pubs = {"image": client.create_publisher(Image, "image", reliable),

@@ -144,8 +144,7 @@ class Graph:
         self._lock = threading.Lock()
         from m2sa_ros.spinning import spin_through_destroyed_entities
 
-        self.thread = threading.Thread(target=spin_through_destroyed_entities, daemon=True,
-                                       args=(self.executor, context.ok))
+        self.thread = threading.Thread(target=spin_through_destroyed_entities, args=(self.executor,), daemon=True)
         self.thread.start()
 
     def add_node(self, segmenter: ScriptedSegmenter, namespace: str = "", **params: Any):
