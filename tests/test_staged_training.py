@@ -5,6 +5,8 @@ not) change. Small world and a few steps: the full-size run is scripts/train_tin
 
 from __future__ import annotations
 
+import csv
+
 import json
 import random
 import re
@@ -237,6 +239,10 @@ def test_the_stages_chain_through_m2sa_train(world, tmp_path):
     assert not _changed(w2, w3, "sam.image_encoder.") and not _changed(w2, w3, "sam.prompt_encoder.")
     for prefix in ("sam.mask_decoder.", "fusion.", "seg_projector.", "llm."):
         assert _changed(w2, w3, prefix), prefix
+    # Stage 3 trains SAM's IoU head on the masks' measured IoU, so Target.score means something.
+    assert _changed(w2, w3, "sam.mask_decoder.iou_prediction_head.")
+    with (tmp_path / "3_m2sa" / "train_log.csv").open() as f:
+        assert all(float(row["iou"]) > 0 for row in csv.DictReader(f))
 
 
 def test_promptable_stage_resumes_where_it_stopped(world, tmp_path):

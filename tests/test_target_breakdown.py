@@ -61,3 +61,25 @@ def test_summary_puts_the_worst_kind_first_and_sizes_in_coco_order():
     table = markdown(summary)
     assert "| mug's handle | 30.0 | 2 |" in table and "| small | 30.0 | 2 |" in table
     assert markdown(summarise([])) == ""
+
+
+def test_a_paired_target_carries_its_predictions_score():
+    half_big = _box(0, 0, 100, 50)
+    free = score_targets([SMALL, half_big], [BIG, SMALL], ["tv", "tv's button"], "generative", scores=[0.9, 0.4])
+    assert [e["score"] for e in free] == [0.4, 0.9]  # matched: half_big is the tv's, SMALL the button's
+    missed = score_targets([BIG], [BIG, SMALL], ["tv", "tv's button"], "generative", scores=[0.8])
+    assert "score" in missed[0] and "score" not in missed[1]  # nothing predicted for the button
+    with pytest.raises(ValueError, match="scores"):
+        score_targets([BIG], [BIG], ["tv"], "generative", scores=[0.1, 0.2])
+
+
+def test_calibration_says_whether_scores_follow_the_iou():
+    following = [{"target": "mug", "size": "small", "iou": i, "score": i + 0.05} for i in (0.1, 0.4, 0.6, 0.9)]
+    calibration = summarise(following)["score_calibration"]
+    assert calibration["targets"] == 4 and calibration["spearman"] == pytest.approx(1.0)
+    assert calibration["mean_abs_error"] == pytest.approx(0.05)
+    flat = [{"target": "mug", "size": "small", "iou": i, "score": 0.0} for i in (0.1, 0.4, 0.6, 0.9)]
+    flat_calibration = summarise(flat)["score_calibration"]
+    assert flat_calibration["spearman"] == 0.0 and flat_calibration["mean_abs_error"] == pytest.approx(0.5)
+    assert "score_calibration" not in summarise([{"target": "mug", "size": "small", "iou": 0.5}])
+    assert "Spearman" in markdown(summarise(following)) and "Spearman" not in markdown(summarise(following[:1]))

@@ -98,6 +98,7 @@ class Predictions:
     visible: list[np.ndarray]
     amodal: list[np.ndarray]
     mask_types: list[str]
+    scores: list[float]  # the model's predicted IoU of each requested mask (Target.score or amodal_score)
 
 
 @torch.no_grad()
@@ -116,7 +117,9 @@ def teacher_forced_predictions(segmenter: Segmenter, builder: SampleBuilder, rec
     amodal = list((out.pred_amodal_masks[0].float() > segmenter.mask_threshold).cpu().numpy())
     types = [MaskType.from_logits(m, a) for m, a in out.pred_mask_types[0].float().tolist()]
     requested = [a if t == MaskType.AMODAL else v for v, a, t in zip(visible, amodal, types)]
-    return Predictions(requested, visible, amodal, types)
+    scores = [a if t == MaskType.AMODAL else v for v, a, t in
+              zip(out.pred_ious[0].float().tolist(), out.pred_amodal_ious[0].float().tolist(), types)]
+    return Predictions(requested, visible, amodal, types, scores)
 
 
 @torch.no_grad()
@@ -127,8 +130,10 @@ def generative_predictions(segmenter: Segmenter, image: np.ndarray, command: str
     (generation,) = segmenter.stages.generate(entry.features, [segmenter.prompt_ids(command)], timings)
     decoded = segmenter.stages.decode_masks(entry, generation.seg_states, timings, amodal=True)
     result = segmenter.stages.build_result(generation, decoded, timings, amodal=True)
+    scores = [t.amodal_score if t.mask_type == MaskType.AMODAL and t.amodal_mask is not None else t.score
+              for t in result.targets]
     preds = Predictions([t.requested_mask for t in result.targets], list(decoded.masks), list(decoded.amodal_masks),
-                        list(decoded.mask_types))
+                        list(decoded.mask_types), scores)
     return result, preds
 
 
@@ -194,7 +199,8 @@ def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, spl
         if target_log is not None:
             kinds = [target_kind(t.object_name, t.part_name) for t in record.targets]
             target_log += [{"index": index, "split": record.split, **entry}
-                           for entry in score_targets(predictions.requested, gts, kinds, protocol, ignore)]
+                           for entry in score_targets(predictions.requested, gts, kinds, protocol, ignore,
+                                                      scores=predictions.scores)]
         if amodal is not None:
             score_amodal(amodal, predictions, record, gts)
         if show_dir is not None and shown < show and result is not None:

@@ -105,10 +105,11 @@ class LossParts(torch.nn.Module):
         self._forward = objective.forward
 
     def forward(self, batch: dict) -> tuple[torch.Tensor, ...]:
-        """(loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type); skipped parts are 0."""
+        """(loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type, iou); skipped parts are 0."""
         out = self._forward(self.model, batch)
+        iou = out.iou_loss if out.iou_loss is not None else out.loss.new_zeros(())
         return (out.loss, out.ce_loss, out.bce_loss, out.dice_loss,
-                out.amodal_bce_loss, out.amodal_dice_loss, out.mask_type_loss)
+                out.amodal_bce_loss, out.amodal_dice_loss, out.mask_type_loss, iou)
 
 
 class CsvLog:
@@ -165,7 +166,7 @@ class TrainLogs:
     # Amodal columns come last so readers of the original columns are unaffected; they
     # average over the micro-batches, counting 0 where a micro-batch had no such targets.
     FIELDS = ["step", "lr", "loss", "ce", "bce", "dice", "samples_per_s", "time",
-              "amodal_bce", "amodal_dice", "mask_type"]
+              "amodal_bce", "amodal_dice", "mask_type", "iou"]
 
     def __init__(self, run: Run, start_step: int) -> None:
         info = run.info
@@ -175,22 +176,22 @@ class TrainLogs:
                              desc="train", unit="step", dynamic_ncols=True)
 
     def step(self, run: Run, step: int, parts: list[float], throughput: float) -> None:
-        loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type = parts
+        loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type, iou = parts
         self.progress.update(1)
         self.progress.set_postfix(loss=f"{loss:.3f}", ce=f"{ce:.3f}", bce=f"{bce:.3f}", dice=f"{dice:.3f}",
                                   a_bce=f"{amodal_bce:.3f}", a_dice=f"{amodal_dice:.3f}",
-                                  mtype=f"{mask_type:.3f}", sps=f"{throughput:.1f}")
+                                  mtype=f"{mask_type:.3f}", iou=f"{iou:.3f}", sps=f"{throughput:.1f}")
         config = run.config
         if not (run.info.is_main and (step % config.log_every == 0 or step == config.optim.max_steps)):
             return
         lr = run.scheduler.get_last_lr()[0]
         self.csv.write({"step": step, "lr": lr, "loss": loss, "ce": ce, "bce": bce, "dice": dice,
                         "samples_per_s": throughput, "time": time.time(), "amodal_bce": amodal_bce,
-                        "amodal_dice": amodal_dice, "mask_type": mask_type})
+                        "amodal_dice": amodal_dice, "mask_type": mask_type, "iou": iou})
         if self.writer is not None:
             for name, value in (("loss", loss), ("ce", ce), ("bce", bce), ("dice", dice), ("lr", lr),
                                 ("amodal_bce", amodal_bce), ("amodal_dice", amodal_dice),
-                                ("mask_type", mask_type)):
+                                ("mask_type", mask_type), ("iou", iou)):
                 self.writer.add_scalar(f"train/{name}", value, step)
 
     def close(self) -> None:
@@ -328,13 +329,13 @@ def _micro_batches(run: Run, start_step: int):
 
 def optimisation_step(run: Run, wrapped: torch.nn.Module, batches) -> list[float]:
     """One optimiser step over ``grad_accum`` micro-batches; returns the loss parts
-    (loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type) averaged over the
+    (loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type, iou) averaged over the
     micro-batches and the ranks."""
     info, device, fsdp = run.info, run.device, run.fsdp
     accum = run.config.optim.grad_accum
     autocast_dtype = resolve_precision(run.config, device)
     run.optimizer.zero_grad(set_to_none=True)
-    parts = torch.zeros(7, dtype=torch.float64)
+    parts = torch.zeros(8, dtype=torch.float64)
     for micro in range(accum):
         inputs = _to_device(next(batches), device)
         last = micro == accum - 1

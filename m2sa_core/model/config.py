@@ -139,6 +139,10 @@ class M2SAConfig:
     amodal_bce_weight: float | None = None
     amodal_dice_weight: float | None = None
     mask_type_weight: float = 1.0
+    # SAM's IoU head learning each mask's measured IoU (SAM's MSE) on the decoder's
+    # detached output: the masks train as without it. 0 (the authors'): the head keeps
+    # whatever it had, SAM's pretrained one in real checkpoints.
+    iou_head_loss_weight: float = 0.0
     pixel_mean: list[float] = field(default_factory=lambda: list(SAM_PIXEL_MEAN))
     pixel_std: list[float] = field(default_factory=lambda: list(SAM_PIXEL_STD))
     clip_mean: list[float] = field(default_factory=lambda: list(CLIP_MEAN))

@@ -1,5 +1,5 @@
 """M2SA's losses (LISA's formulation): answer CE, sigmoid BCE and Dice averaged per mask,
-and their weighted sum with the amodal and mask-type terms (:class:`M2SALoss`)."""
+and their weighted sum with the amodal, mask-type and IoU-head terms (:class:`M2SALoss`)."""
 
 from __future__ import annotations
 
@@ -31,6 +31,20 @@ def dice_per_mask(logits: torch.Tensor, targets: torch.Tensor, smooth: float = 1
     return 1.0 - (2.0 * inter + smooth) / (probs.sum(1) + t.sum(1) + smooth)
 
 
+def measured_iou(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+    """IoU of each thresholded mask with its target, without gradient: [n, H, W] -> [n].
+
+    What SAM's IoU head learns to predict. A soft target (a low-res cell's covered
+    fraction) counts where it is over half covered; two empty masks agree perfectly.
+    """
+    with torch.no_grad():
+        pred = (logits > 0).flatten(1)
+        gt = (targets.to(pred.device).float() > 0.5).flatten(1)
+        inter = (pred & gt).sum(1).float()
+        union = (pred | gt).sum(1).float()
+        return torch.where(union > 0, inter / union.clamp(min=1), torch.ones_like(union))
+
+
 def answer_ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
     """Teacher-forced cross-entropy of the answer tokens: position t predicts label t+1;
     positions labelled ``IGNORE_INDEX`` (prompt, image, padding) are left out."""
@@ -52,6 +66,7 @@ class LossParts:
     mask_type: torch.Tensor
     num_masks: int
     num_amodal_masks: int
+    iou: torch.Tensor  # SAM's IoU head against the masks' measured IoU (MSE); 0 when not trained
 
 
 class M2SALoss:
@@ -61,6 +76,10 @@ class M2SALoss:
 
     Feed it one sample at a time (:meth:`add_sample`), then :meth:`total` with the
     answer's CE. BCE and Dice average over every mask of the batch, not per sample.
+    With ``config.iou_head_loss_weight`` > 0, SAM's IoU head learns each mask's measured
+    IoU (SAM's own objective, an MSE) so that ``Target.score`` means something; the head
+    reads the decoder's output detached (:class:`~m2sa_core.model.m2sa.M2SAModel`), so
+    this term trains the score and never moves a mask.
     """
 
     def __init__(self, config) -> None:
@@ -70,13 +89,16 @@ class M2SALoss:
         self.amodal_bce_terms: list[torch.Tensor] = []
         self.amodal_dice_terms: list[torch.Tensor] = []
         self.type_terms: list[torch.Tensor] = []
+        self.iou_terms: list[torch.Tensor] = []
 
     def add_sample(self, sample_id: str, masks: torch.Tensor, amodal: torch.Tensor,
                    type_logits: torch.Tensor, gt: torch.Tensor, gt_amodal: torch.Tensor | None,
-                   mask_type: str | None) -> None:
+                   mask_type: str | None, iou_pred: torch.Tensor | None = None) -> None:
         """One sample's terms: predicted visible / amodal mask logits [n, H, W] and
         mask-type logits [n, k]; ``gt`` the masks the command asks for [n, H, W],
-        ``gt_amodal`` the complete shapes or None, ``mask_type`` the asked kind or None."""
+        ``gt_amodal`` the complete shapes or None, ``mask_type`` the asked kind or None,
+        ``iou_pred`` SAM's predicted IoU of (visible, amodal) [n, 2] or None."""
+        train_iou = iou_pred is not None and self.config.iou_head_loss_weight > 0
         smooth = self.config.dice_smooth
         # gt_masks hold the mask the command asks for: for an amodal command that is
         # the complete shape, which supervises the amodal output, never the visible one.
@@ -84,6 +106,8 @@ class M2SALoss:
         if not asks_complete:
             self.bce_terms.append(sigmoid_bce_per_mask(masks, gt))
             self.dice_terms.append(dice_per_mask(masks, gt, smooth))
+            if train_iou:
+                self.iou_terms.append((iou_pred[:, 0].float() - measured_iou(masks, gt)) ** 2)
         gt_a = gt_amodal if gt_amodal is not None else (gt if asks_complete else None)
         if gt_a is not None:
             gt_a = gt_a.to(amodal.device)
@@ -94,6 +118,8 @@ class M2SALoss:
                 )
             self.amodal_bce_terms.append(sigmoid_bce_per_mask(amodal, gt_a))
             self.amodal_dice_terms.append(dice_per_mask(amodal, gt_a, smooth))
+            if train_iou:
+                self.iou_terms.append((iou_pred[:, 1].float() - measured_iou(amodal, gt_a)) ** 2)
         if mask_type is not None:
             kind = MaskType(mask_type).index
             wanted = torch.full((type_logits.shape[0],), kind, dtype=torch.long, device=type_logits.device)
@@ -111,11 +137,14 @@ class M2SALoss:
         amodal_bce_loss = torch.cat(self.amodal_bce_terms).mean() if num_amodal else zero
         amodal_dice_loss = torch.cat(self.amodal_dice_terms).mean() if num_amodal else zero
         mask_type_loss = torch.cat(self.type_terms).mean() if self.type_terms else zero
+        iou_loss = torch.cat(self.iou_terms).mean() if self.iou_terms else zero
         loss = cfg.ce_loss_weight * ce_loss + cfg.bce_loss_weight * bce_loss + cfg.dice_loss_weight * dice_loss
         w_abce, w_adice = cfg.amodal_loss_weights
         if num_amodal:
             loss = loss + w_abce * amodal_bce_loss + w_adice * amodal_dice_loss
         if self.type_terms:
             loss = loss + cfg.mask_type_weight * mask_type_loss
+        if self.iou_terms:
+            loss = loss + cfg.iou_head_loss_weight * iou_loss
         return LossParts(loss, ce_loss, bce_loss, dice_loss, amodal_bce_loss, amodal_dice_loss,
-                         mask_type_loss, num_masks, num_amodal)
+                         mask_type_loss, num_masks, num_amodal, iou_loss)

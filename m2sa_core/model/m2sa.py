@@ -89,6 +89,13 @@ class M2SAOutput:
     pred_amodal_masks: list[torch.Tensor] = field(default_factory=list)  # B x [n_i, H_i, W_i] logits
     pred_mask_types: list[torch.Tensor] = field(default_factory=list)  # B x [n_i, 2] (modal, amodal) logits
     num_amodal_masks: int = 0
+    iou_loss: torch.Tensor | None = None  # zero when the IoU head is not trained
+    pred_amodal_ious: list[torch.Tensor] = field(default_factory=list)  # B x [n_i] predicted IoU of the amodal masks
+
+
+def _detached_inputs(module: nn.Module, args: tuple) -> tuple:
+    """Forward pre-hook: the module reads its inputs without passing gradient back to them."""
+    return tuple(a.detach() if isinstance(a, torch.Tensor) else a for a in args)
 
 
 @contextlib.contextmanager
@@ -113,6 +120,8 @@ class M2SAModel(nn.Module):
         self.vision_tower = CLIPVisionModel(config.clip_config)
         self.mm_projector = nn.Linear(config.mm_hidden_size, config.hidden_size)
         self.sam = build_sam(config)
+        # The IoU head scores masks and learns from them (iou_head_loss_weight); it never moves them.
+        self.sam.mask_decoder.iou_prediction_head.register_forward_pre_hook(_detached_inputs)
         self.fusion = build_fusion(config.sam.embed_dim, config.sam.prompt_embed_dim)
         d, p = config.hidden_size, config.sam.prompt_embed_dim
         self.seg_projector = nn.Sequential(nn.Linear(d, d), nn.ReLU(inplace=True), nn.Linear(d, p), nn.Dropout(0.0))
@@ -378,7 +387,7 @@ class M2SAModel(nn.Module):
 
         gt_amodal, mask_types = self._optional_targets(batch, sample_ids)
         seg_pos = self.seg_hidden_positions(merged_labels)
-        pred_masks, pred_ious, pred_amodal, pred_types = [], [], [], []
+        pred_masks, pred_ious, pred_amodal, pred_amodal_ious, pred_types = [], [], [], [], []
         losses = M2SALoss(cfg)
         for b in range(len(sample_ids)):
             gt = batch["gt_masks"][b]
@@ -387,6 +396,7 @@ class M2SAModel(nn.Module):
                 pred_masks.append(empty)
                 pred_amodal.append(empty)
                 pred_ious.append(hidden.new_zeros((0,)))
+                pred_amodal_ious.append(hidden.new_zeros((0,)))
                 pred_types.append(hidden.new_zeros((0, len(MASK_TYPES))))
                 continue
             states = hidden[b, seg_pos[b]]
@@ -407,13 +417,15 @@ class M2SAModel(nn.Module):
             pred_masks.append(masks)
             pred_amodal.append(amodal)
             pred_ious.append(iou[:, VISIBLE_MASK_TOKEN])
+            pred_amodal_ious.append(iou[:, AMODAL_MASK_TOKEN])
             pred_types.append(type_logits)
-            losses.add_sample(sample_ids[b], masks, amodal, type_logits, gt, gt_amodal[b], mask_types[b])
+            losses.add_sample(sample_ids[b], masks, amodal, type_logits, gt, gt_amodal[b], mask_types[b], iou)
         parts = losses.total(ce_loss)
         return M2SAOutput(
             parts.loss, parts.ce, parts.bce, parts.dice, pred_masks, pred_ious, logits, parts.num_masks,
             amodal_bce_loss=parts.amodal_bce, amodal_dice_loss=parts.amodal_dice, mask_type_loss=parts.mask_type,
             pred_amodal_masks=pred_amodal, pred_mask_types=pred_types, num_amodal_masks=parts.num_amodal_masks,
+            iou_loss=parts.iou, pred_amodal_ious=pred_amodal_ious,
         )
 
     @staticmethod

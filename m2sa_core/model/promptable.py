@@ -83,7 +83,7 @@ def promptable_forward(model: M2SAModel, batch: dict) -> M2SAOutput:
         frame = (batch["resize_sizes"][b], model.config.sam.image_size, tuple(low_res.shape[-2:]))
         gt = low_res_targets(gt, *frame).to(masks.device)
         gt_amodal = low_res_targets(batch["gt_amodal_masks"][b], *frame).to(masks.device)
-        losses.add_sample(sample_id, masks, amodal, masks.new_zeros((masks.shape[0], 2)), gt, gt_amodal, None)
+        losses.add_sample(sample_id, masks, amodal, masks.new_zeros((masks.shape[0], 2)), gt, gt_amodal, None, iou)
         pred_masks.append(masks)
         pred_amodal.append(amodal)
         pred_ious.append(iou[:, VISIBLE_MASK_TOKEN])
@@ -91,4 +91,4 @@ def promptable_forward(model: M2SAModel, batch: dict) -> M2SAOutput:
     return M2SAOutput(parts.loss, parts.ce, parts.bce, parts.dice, pred_masks, pred_ious, None, parts.num_masks,
                       amodal_bce_loss=parts.amodal_bce, amodal_dice_loss=parts.amodal_dice,
                       mask_type_loss=parts.mask_type, pred_amodal_masks=pred_amodal,
-                      num_amodal_masks=parts.num_amodal_masks)
+                      num_amodal_masks=parts.num_amodal_masks, iou_loss=parts.iou)
