@@ -117,8 +117,10 @@ def teacher_forced_predictions(segmenter: Segmenter, builder: SampleBuilder, rec
     amodal = list((out.pred_amodal_masks[0].float() > segmenter.mask_threshold).cpu().numpy())
     types = [MaskType.from_logits(m, a) for m, a in out.pred_mask_types[0].float().tolist()]
     requested = [a if t == MaskType.AMODAL else v for v, a, t in zip(visible, amodal, types)]
+    # Clamped to 0..1 as the Segmenter gives them (Target.score).
     scores = [a if t == MaskType.AMODAL else v for v, a, t in
-              zip(out.pred_ious[0].float().tolist(), out.pred_amodal_ious[0].float().tolist(), types)]
+              zip(out.pred_ious[0].float().clamp(0, 1).tolist(), out.pred_amodal_ious[0].float().clamp(0, 1).tolist(),
+                  types)]
     return Predictions(requested, visible, amodal, types, scores)
 
 
