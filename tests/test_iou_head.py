@@ -56,7 +56,7 @@ def test_iou_term_is_the_squared_error_of_both_masks_scores(tokenizer):
     out = model(batch)
     visible = (out.pred_ious[0] - measured_iou(out.pred_masks[0], batch["gt_masks"][0])) ** 2
     amodal = (out.pred_amodal_ious[0] - measured_iou(out.pred_amodal_masks[0], batch["gt_amodal_masks"][0])) ** 2
-    assert float(out.iou_loss) == pytest.approx(float(torch.cat([visible, amodal]).mean()), rel=1e-5)
+    assert float(out.iou_loss.detach()) == pytest.approx(float(torch.cat([visible, amodal]).mean().detach()), rel=1e-5)
     out.loss.backward()
     head = model.sam.mask_decoder.iou_prediction_head
     assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in head.parameters())
@@ -69,7 +69,7 @@ def test_iou_term_leaves_every_other_gradient_unchanged(tokenizer):
     scored.config.iou_head_loss_weight = 1.0
     batch = _batch(plain, tokenizer)
     out_plain, out_scored = plain(batch), scored(batch)
-    assert float(out_plain.iou_loss) == 0.0 and float(out_scored.iou_loss) > 0
+    assert float(out_plain.iou_loss.detach()) == 0.0 and float(out_scored.iou_loss.detach()) > 0
     assert torch.allclose(out_scored.loss - out_plain.loss, out_scored.iou_loss, atol=1e-5)
     out_plain.loss.backward()
     out_scored.loss.backward()
@@ -102,8 +102,8 @@ def test_few_steps_bring_the_scores_toward_the_masks_iou(tokenizer):
     first = None
     for _ in range(30):
         out = model(batch)
-        first = float(out.iou_loss) if first is None else first
+        first = float(out.iou_loss.detach()) if first is None else first
         opt.zero_grad()
         out.iou_loss.backward()
         opt.step()
-    assert float(model(batch).iou_loss) < 0.2 * first
+    assert float(model(batch).iou_loss.detach()) < 0.2 * first

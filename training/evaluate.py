@@ -98,7 +98,7 @@ class Predictions:
     visible: list[np.ndarray]
     amodal: list[np.ndarray]
     mask_types: list[str]
-    scores: list[float]  # the model's predicted IoU of each requested mask (Target.score or amodal_score)
+    scores: list[float] | None = None  # the model's predicted IoU of each requested mask (Target.score or amodal_score)
 
 
 @torch.no_grad()
