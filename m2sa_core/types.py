@@ -96,9 +96,16 @@ class Target:
     @property
     def requested_mask(self) -> np.ndarray:
         """The shape the command asked for: the complete one for "amodal", else the visible one."""
-        if self.mask_type == MaskType.AMODAL and self.amodal_mask is not None:
-            return self.amodal_mask
-        return self.mask
+        return self.amodal_mask if self._asked_complete else self.mask
+
+    @property
+    def requested_score(self) -> float:
+        """The predicted quality of :attr:`requested_mask`."""
+        return self.amodal_score if self._asked_complete else self.score
+
+    @property
+    def _asked_complete(self) -> bool:
+        return self.mask_type == MaskType.AMODAL and self.amodal_mask is not None
 
 
 @dataclass

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from m2sa_core.inference import Segmenter
-from m2sa_core.types import mask_bbox
+from m2sa_core.types import Granularity, Target, mask_bbox
 
 ANSWER = "The mug_1 [SEG] and the television_set_1's button [SEG]."
 COMMAND = "Show me the mug and what turns the TV on."
@@ -113,7 +113,7 @@ def test_intent_amodal_adds_the_complete_shape_and_keeps_mask_visible(segmenter,
         assert t.mask_type == "amodal"
         np.testing.assert_array_equal(t.mask, decoded.masks[i])
         np.testing.assert_array_equal(t.amodal_mask, decoded.amodal_masks[i])  # asked for: filled
-        assert t.requested_mask is t.amodal_mask
+        assert t.requested_mask is t.amodal_mask and t.requested_score == t.amodal_score
         assert t.bbox == mask_bbox(decoded.masks[i])
         assert t.score == pytest.approx(float(decoded.scores[i]), abs=1e-6)
         assert t.amodal_score == pytest.approx(float(decoded.amodal_scores[i]), abs=1e-6)
@@ -125,3 +125,16 @@ def test_untrained_head_keeps_the_visible_mask(image):
     seg = Segmenter.from_pretrained("tiny", max_new_tokens=32, decoder="dynamic")
     assert torch.count_nonzero(seg.model.mask_type_head.weight) == 0
     assert all(t.mask_type == "modal" for t in _run(seg, image).targets)
+
+
+def test_requested_score_is_the_score_of_the_requested_mask():
+    visible, whole = np.zeros((4, 4), bool), np.ones((4, 4), bool)
+    visible[0, 0] = True
+
+    def target(mask_type: str, amodal_mask):
+        return Target(label="box_1", object_name="box", instance=1, part_name="", granularity=Granularity.OBJECT,
+                      mask=visible, score=0.3, amodal_mask=amodal_mask, mask_type=mask_type, amodal_score=0.8)
+
+    assert target("amodal", whole).requested_score == 0.8
+    assert target("modal", whole).requested_score == 0.3
+    assert target("amodal", None).requested_score == 0.3  # no complete shape: the visible mask and its score

@@ -6,7 +6,6 @@ not) change. Small world and a few steps: the full-size run is scripts/train_tin
 from __future__ import annotations
 
 import csv
-
 import json
 import random
 import re

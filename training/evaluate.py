@@ -116,11 +116,12 @@ def teacher_forced_predictions(segmenter: Segmenter, builder: SampleBuilder, rec
     visible = list((out.pred_masks[0].float() > segmenter.mask_threshold).cpu().numpy())
     amodal = list((out.pred_amodal_masks[0].float() > segmenter.mask_threshold).cpu().numpy())
     types = [MaskType.from_logits(m, a) for m, a in out.pred_mask_types[0].float().tolist()]
-    requested = [a if t == MaskType.AMODAL else v for v, a, t in zip(visible, amodal, types)]
-    # Clamped to 0..1 as the Segmenter gives them (Target.score).
-    scores = [a if t == MaskType.AMODAL else v for v, a, t in
-              zip(out.pred_ious[0].float().clamp(0, 1).tolist(), out.pred_amodal_ious[0].float().clamp(0, 1).tolist(),
-                  types)]
+    # Scores clamped to 0..1 as the Segmenter gives them (Target.score).
+    visible_scores = out.pred_ious[0].float().clamp(0, 1).tolist()
+    amodal_scores = out.pred_amodal_ious[0].float().clamp(0, 1).tolist()
+    chosen = [(a, sa) if t == MaskType.AMODAL else (v, sv)
+              for v, a, sv, sa, t in zip(visible, amodal, visible_scores, amodal_scores, types)]
+    requested, scores = [mask for mask, _ in chosen], [score for _, score in chosen]
     return Predictions(requested, visible, amodal, types, scores)
 
 
@@ -132,10 +133,8 @@ def generative_predictions(segmenter: Segmenter, image: np.ndarray, command: str
     (generation,) = segmenter.stages.generate(entry.features, [segmenter.prompt_ids(command)], timings)
     decoded = segmenter.stages.decode_masks(entry, generation.seg_states, timings, amodal=True)
     result = segmenter.stages.build_result(generation, decoded, timings, amodal=True)
-    scores = [t.amodal_score if t.mask_type == MaskType.AMODAL and t.amodal_mask is not None else t.score
-              for t in result.targets]
     preds = Predictions([t.requested_mask for t in result.targets], list(decoded.masks), list(decoded.amodal_masks),
-                        list(decoded.mask_types), scores)
+                        list(decoded.mask_types), [t.requested_score for t in result.targets])
     return result, preds
 
 
