@@ -128,3 +128,24 @@ def test_m2sa_eval_writes_amodal_scores_beside_the_existing_ones(tmp_path, synth
 
 def test_amodal_markdown_is_empty_without_amodal_data():
     assert amodal_markdown(AmodalEvaluator().report()) == ""
+
+
+@pytest.mark.parametrize("dtype, expected", [("auto", "float32"), ("bfloat16", "bfloat16")])
+def test_m2sa_eval_scores_the_dtype_asked_for_and_says_which(tmp_path, synth, dtype, expected):
+    """A robot on a GPU runs bfloat16 by default: --dtype scores that precision, and the report names it."""
+    from m2sa_core.inference import Segmenter
+    from m2sa_core.model.checkpoint import save_pretrained
+
+    seg = Segmenter.from_pretrained("tiny", max_new_tokens=4)
+    model_dir = save_pretrained(seg.model, seg.tokenizer, tmp_path / "model")
+    out = tmp_path / "eval.json"
+    code = main(["--model", str(model_dir), "--data", str(synth / "r2sm_test.json"), "--image-root",
+                 str(synth / "images"), "--kind", "r2sm", "--max-items", "2", "--max-new-tokens", "4",
+                 "--protocol", "teacher-forced", "--out", str(out), "--device", "cpu", "--dtype", dtype])
+    assert code == 0
+    report = json.loads(out.read_text())
+    assert (report["device"], report["dtype"]) == ("cpu", expected)
+    assert report["splits"]["test"]["samples"] == 2
+    with pytest.raises(SystemExit):
+        main(["--model", str(model_dir), "--data", str(synth / "r2sm_test.json"), "--out", str(out),
+              "--dtype", "float64"])

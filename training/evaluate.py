@@ -57,6 +57,7 @@ from training.tracking_eval import add_tracking_arguments, run_tracking_protocol
 
 log = logging.getLogger(__name__)
 REASONSEG_QUERIES = ("first", "all")
+EVAL_DTYPES = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 CLI_PROTOCOLS = {"teacher-forced": "teacher_forced", "generative": "generative",
                  "teacher_forced": "teacher_forced"}
 # Split names as the MMR release names its files, in the paper's Table 2 order.
@@ -300,6 +301,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="tracking: follow each command over rendered camera sequences (see --sequences)")
     parser.add_argument("--out", required=True, help="JSON report; a .md table is written beside it")
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--dtype", choices=sorted(EVAL_DTYPES), default="auto",
+                        help="model dtype: auto is the node's default (bfloat16 on a GPU, float32 on the CPU); "
+                             "score the precision the robot will run, since the figures differ between them")
     parser.add_argument("--max-items", type=int, default=0, help="per file; 0 = all")
     parser.add_argument("--max-new-tokens", type=int, default=DEFAULT_MAX_NEW_TOKENS,
                         help="longest generated answer; answers cut at this limit are counted and reported")
@@ -319,8 +323,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--data is required (except with --protocol tracking)")
     protocol = CLI_PROTOCOLS[args.protocol]
     info, device = init_distributed(args.device)
-    segmenter = Segmenter.from_pretrained(args.model, device=device, max_new_tokens=args.max_new_tokens,
-                                          quantization=args.quantization)
+    segmenter = Segmenter.from_pretrained(args.model, device=device, dtype=EVAL_DTYPES[args.dtype],
+                                          max_new_tokens=args.max_new_tokens, quantization=args.quantization)
     records = []
     for path in args.data:
         dataset = open_source(DataSourceConfig(kind=args.kind, path=path, image_root=args.image_root)).items
@@ -341,6 +345,7 @@ def main(argv: list[str] | None = None) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
         amodal_report = amodal.report()
         payload = {"model": str(args.model), "protocol": protocol, "data": args.data,
+                   "device": str(segmenter.device), "dtype": str(segmenter.dtype).removeprefix("torch."),
                    "splits": {k: v.as_dict() for k, v in reports.items()}, "amodal": amodal_report}
         if answers is not None:
             payload["answer_errors"] = answers.report()
