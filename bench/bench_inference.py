@@ -38,7 +38,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.common import COMMANDS, RESULTS, RESULTS_HEADER, command_line, host_line, publish_report  # noqa: E402
-from m2sa_core.inference import DecodedMasks, Segmenter  # noqa: E402
+from m2sa_core.inference import DTYPE_NAMES, DecodedMasks, Segmenter, dtype_from_name  # noqa: E402
 from m2sa_core.model.batch import toy_example  # noqa: E402
 
 FILLER = " You can use the mug_1's handle and the cup_2 on the table, or the knife_1's blade next to it."
@@ -231,7 +231,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--preset", default="tiny", choices=("tiny", "7b", "13b"))
     p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"))
+    p.add_argument("--dtype", default="auto", choices=("auto", *DTYPE_NAMES))
     p.add_argument("--weights", default="random", help="'random' (preset) or a checkpoint directory")
     p.add_argument("--new-tokens", default="32,96", help="forced answer lengths, comma separated")
     p.add_argument("--targets", default="1,4", help="[SEG] counts per answer, comma separated")
@@ -279,7 +279,7 @@ def stage_means(runs: list[dict]) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> dict:
     device = torch.device(args.device)
-    dtype = None if args.dtype == "auto" else getattr(torch, args.dtype)
+    dtype = dtype_from_name(args.dtype)
     new_tokens = [int(x) for x in args.new_tokens.split(",")]
     targets = [int(x) for x in args.targets.split(",")]
     source = args.preset if args.weights == "random" else args.weights

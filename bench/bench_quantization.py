@@ -42,7 +42,7 @@ if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.common import RESULTS, RESULTS_HEADER, command_line, host_line, publish_report  # noqa: E402
-from m2sa_core.inference import Segmenter  # noqa: E402
+from m2sa_core.inference import DTYPE_NAMES, Segmenter, default_dtype, dtype_from_name  # noqa: E402
 from m2sa_core.model.checkpoint import from_pretrained as load_checkpoint  # noqa: E402
 from m2sa_core.model.presets import build_preset  # noqa: E402
 from m2sa_core.model.quantization import (  # noqa: E402
@@ -201,7 +201,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
                    help="'random' (preset), a checkpoint directory, or 'auto': the shipped model for tiny, "
                         "random otherwise")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="auto", choices=("auto", "float32", "bfloat16", "float16"))
+    p.add_argument("--dtype", default="auto", choices=("auto", *DTYPE_NAMES))
     p.add_argument("--modes", default="int8,int4", help="quantized modes to compare with 'none', comma separated")
     p.add_argument("--scenes", type=int, default=6, help="held-out synthetic scenes (several commands each)")
     p.add_argument("--max-new-tokens", type=int, default=64)
@@ -217,8 +217,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def run(args: argparse.Namespace) -> dict:
     device = torch.device(args.device)
-    dtype = getattr(torch, args.dtype) if args.dtype != "auto" else (
-        torch.bfloat16 if device.type == "cuda" else torch.float32)
+    dtype = dtype_from_name(args.dtype) or default_dtype(device)
     weights = args.weights
     if weights == "auto":
         weights = str(SHIPPED_MODEL) if args.preset == "tiny" and SHIPPED_MODEL.is_dir() else "random"

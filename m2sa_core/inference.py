@@ -48,6 +48,22 @@ DECODERS = ("auto", "dynamic", "static", "graph")
 # MMR answers name up to 16 targets with long PACO names ("mouse_(computer_equipment)_1's
 # left_button [SEG]" is ~20 tokens): 64 tokens lost trailing [SEG]s. See docs/FIDELITY.md, item 7.
 DEFAULT_MAX_NEW_TOKENS = 256
+# Model dtypes a user may name (the node's ``dtype`` parameter, ``m2sa-eval --dtype``, the benchmarks).
+DTYPE_NAMES = ("float32", "bfloat16", "float16")
+
+
+def default_dtype(device: torch.device) -> torch.dtype:
+    """bf16 on CUDA, half the memory (the shipped model within 0.002 gIoU of fp32 there, bench/RESULTS.md); fp32 elsewhere."""
+    return torch.bfloat16 if device.type == "cuda" else torch.float32
+
+
+def dtype_from_name(name: str) -> torch.dtype | None:
+    """A name of ``DTYPE_NAMES`` as a torch dtype; "auto" or "" is None, :func:`default_dtype` at load time."""
+    if name in ("", "auto"):
+        return None
+    if name not in DTYPE_NAMES:
+        raise ValueError(f"dtype {name!r}: must be one of {DTYPE_NAMES} or auto")
+    return getattr(torch, name)
 
 
 class Segmenter:
@@ -122,8 +138,7 @@ class Segmenter:
         (a ValueError), both before any weight is read.
         """
         device = torch.device(device)
-        if dtype is None:
-            dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+        dtype = default_dtype(device) if dtype is None else dtype
         check_quantization(quantization, device, dtype, decoder)
         staging = device if quantization == "none" else torch.device("cpu")
         path = Path(path_or_preset)
@@ -157,8 +172,7 @@ class Segmenter:
         changed in place. ``kwargs``: the other :class:`Segmenter` settings.
         """
         device = torch.device(device)
-        if dtype is None:
-            dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+        dtype = default_dtype(device) if dtype is None else dtype
         check_quantization(quantization, device, dtype, decoder)
         quantize_language_model(model, quantization, device=device)
         return cls(model, tokenizer, device=device, dtype=dtype, decoder=resolve_decoder(quantization, decoder),

@@ -25,7 +25,7 @@ from typing import Any, Callable, Mapping
 from m2sa_ros.cameras import check_camera_names
 
 _DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?|xpu(:\d+)?)$")
-DTYPES = ("", "float32", "bfloat16", "float16")
+DTYPES = ("", "float32", "bfloat16", "float16")  # "" and m2sa_core.inference.DTYPE_NAMES, without importing torch
 # m2sa_core.model.quantization.MODES, spelled out so reading parameters never imports torch (tested equal).
 QUANTIZATIONS = ("none", "int8", "int4")
 RELIABILITIES = ("best_effort", "reliable")

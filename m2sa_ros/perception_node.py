@@ -116,13 +116,13 @@ SegmenterFactory = Callable[[NodeParams, ModelSource], Any]
 
 def load_segmenter(params: NodeParams, source: ModelSource) -> Any:
     """The production factory: ``Segmenter.from_pretrained`` with the node's parameters."""
-    from m2sa_core.inference import Segmenter
+    from m2sa_core.inference import Segmenter, dtype_from_name
 
     import torch
 
     if params.cpu_threads:
         torch.set_num_threads(params.cpu_threads)  # process-wide: the node is the model's only user
-    dtype = getattr(torch, params.dtype) if params.dtype else None
+    dtype = dtype_from_name(params.dtype)
     return Segmenter.from_pretrained(source.source, device=params.device, dtype=dtype,
                                      frame_cache_size=params.frame_cache_size,
                                      max_new_tokens=params.max_new_tokens,

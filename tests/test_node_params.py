@@ -83,3 +83,14 @@ def test_cpu_threads_is_how_many_threads_torch_runs_the_model_with():
         assert torch.get_num_threads() == 2  # 0: torch's own choice stays
     finally:
         torch.set_num_threads(before)
+
+
+def test_dtype_parameter_takes_the_names_the_model_loader_takes():
+    """node_params stays free of torch, so it keeps its own copy of the names; every one must load."""
+    from m2sa_core.inference import DTYPE_NAMES, dtype_from_name
+    from m2sa_ros.node_params import DTYPES
+
+    assert DTYPES == ("", *DTYPE_NAMES)
+    assert dtype_from_name("") is None and all(dtype_from_name(name) is not None for name in DTYPE_NAMES)
+    with pytest.raises(ValueError, match="float64"):
+        dtype_from_name("float64")

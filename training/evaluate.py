@@ -42,7 +42,7 @@ from m2sa_core.answer_errors import markdown as answer_errors_markdown
 from m2sa_core.answer_errors import markdown_by_number, markdown_by_question, report_by_question
 from m2sa_core.data.builder import SampleBuilder
 from m2sa_core.prompt import sanitize_command
-from m2sa_core.inference import DEFAULT_MAX_NEW_TOKENS, Segmenter
+from m2sa_core.inference import DEFAULT_MAX_NEW_TOKENS, DTYPE_NAMES, Segmenter, dtype_from_name
 from m2sa_core.types import MaskType
 from m2sa_core.metrics import AmodalEvaluator, SegmentationEvaluator, SplitReport, format_report, pair_masks
 from m2sa_core.model.batch import collate
@@ -57,7 +57,6 @@ from training.tracking_eval import add_tracking_arguments, run_tracking_protocol
 
 log = logging.getLogger(__name__)
 REASONSEG_QUERIES = ("first", "all")
-EVAL_DTYPES = {"auto": None, "float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 CLI_PROTOCOLS = {"teacher-forced": "teacher_forced", "generative": "generative",
                  "teacher_forced": "teacher_forced"}
 # Split names as the MMR release names its files, in the paper's Table 2 order.
@@ -301,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="tracking: follow each command over rendered camera sequences (see --sequences)")
     parser.add_argument("--out", required=True, help="JSON report; a .md table is written beside it")
     parser.add_argument("--device", default="auto")
-    parser.add_argument("--dtype", choices=sorted(EVAL_DTYPES), default="auto",
+    parser.add_argument("--dtype", choices=("auto", *DTYPE_NAMES), default="auto",
                         help="model dtype: auto is the node's default (bfloat16 on a GPU, float32 on the CPU); "
                              "score the precision the robot will run, since the figures differ between them")
     parser.add_argument("--max-items", type=int, default=0, help="per file; 0 = all")
@@ -323,7 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--data is required (except with --protocol tracking)")
     protocol = CLI_PROTOCOLS[args.protocol]
     info, device = init_distributed(args.device)
-    segmenter = Segmenter.from_pretrained(args.model, device=device, dtype=EVAL_DTYPES[args.dtype],
+    segmenter = Segmenter.from_pretrained(args.model, device=device, dtype=dtype_from_name(args.dtype),
                                           max_new_tokens=args.max_new_tokens, quantization=args.quantization)
     records = []
     for path in args.data:
