@@ -76,7 +76,7 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               "model_path is given: for tests and benchmarks, outputs are meaningless."),
     ParamSpec("device", "cpu", "Torch device for the model: cpu, cuda, cuda:N, mps.", _check_device),
     ParamSpec("dtype", "", "Model dtype: float32, bfloat16, float16; empty = bfloat16 on GPU, "
-              "float32 on CPU. The shipped model scores within 0.002 gIoU of float32 in bfloat16 and "
+              "float32 on CPU. The tiny model of run 37 scored within 0.002 gIoU of float32 in bfloat16 and "
               "0.006-0.010 lower in float16 (bench/RESULTS.md).", _one_of(DTYPES)),
     _range("cpu_threads", 1, "Threads torch gives the model's CPU work (0 = torch's default, one "
            "per core). One, because on cores the robot's other processes also use, threads that wait "
