@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Sequence
 
 from m2sa_core.data.readers import resolve_reader
+from m2sa_core.data.records import SegRecord
 from training.config import DataSourceConfig
 from training.mixture import Source
 
@@ -28,6 +29,16 @@ def open_source(src: DataSourceConfig, strict: bool = False) -> Source:
     records = resolve_reader(src.kind)(src.path, src.image_root, strict)
     problems = getattr(records, "problems", [])
     name = src.name or src.kind
+    if src.min_instances > 1:
+        read = len(records)
+        records = [r for r in records if most_instances_of_one_object(r) >= src.min_instances]
+        log.info("%s: %d of %d questions name %d or more instances of one object", name, len(records), read,
+                 src.min_instances)
+        if not records:
+            raise EmptySourceError(
+                f"data source {name}: none of the {read} questions in {src.path} names {src.min_instances} "
+                "or more instances of one object (min_instances)"
+            )
     if len(records) == 0:
         # A source that silently vanished from the mixture would change the recipe unseen
         # (e.g. an MMR image root one folder too deep fails every image check).
@@ -40,6 +51,15 @@ def open_source(src: DataSourceConfig, strict: bool = False) -> Source:
     if problems:
         log.warning("%s: skipped %d bad entries (first: %s)", src.path, len(problems), problems[0])
     return Source(name=name, items=records, rate=src.rate)
+
+
+def most_instances_of_one_object(record: SegRecord) -> int:
+    """How many instances of its most listed object an answer names: 3 for "pan_1's bottom,
+    pan_2's bottom and pan_3's bottom", 1 for "mug_1 and mug_1's handle" (one mug)."""
+    instances: dict[str, set] = {}
+    for target in record.targets:
+        instances.setdefault(target.object_name, set()).add(target.instance or target.label)
+    return max((len(v) for v in instances.values()), default=0)
 
 
 def open_sources(configs: Sequence[DataSourceConfig], strict: bool = False) -> list[Source]:
