@@ -1,0 +1,66 @@
+"""A data source of the questions that list several instances of one object (``min_instances``).
+
+The tiny model named too few instances ("pan_1 and pan_2" of four pans); stage 3 draws such
+questions more often through a second, filtered view of the training file
+(training/tiny/3_m2sa.yaml, training/tiny/RUNS.md run 43).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from m2sa_core.data.synthetic import generate_dataset
+from training.config import DataSourceConfig, load_config
+from training.sources import EmptySourceError, most_instances_of_one_object, open_source
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("world")
+    generate_dataset(root, 40, seed=0)
+    return root
+
+
+def _source(world: Path, min_instances: int) -> DataSourceConfig:
+    return DataSourceConfig(kind="synthetic", name="instances", path=str(world / "MMR_train.json"),
+                            image_root=str(world / "images"), min_instances=min_instances)
+
+
+def _labels(record) -> list[str]:
+    return [t.label for t in record.targets]
+
+
+def test_the_filtered_source_keeps_exactly_the_answers_listing_several_instances_of_one_object(world):
+    everything = open_source(_source(world, 0)).items
+    lists = open_source(_source(world, 2)).items
+    kept = {r.record_id for r in lists}
+    assert 0 < len(lists) < len(everything)
+    for record in everything:
+        labels = _labels(record)
+        objects = [label.split("'s ")[0] for label in labels]  # "pan_2's bottom" -> "pan_2"
+        names = [o.rsplit("_", 1)[0] for o in set(objects)]  # "pan_2" -> "pan"
+        repeated = any(names.count(n) >= 2 for n in names)
+        assert (record.record_id in kept) == repeated, labels
+
+
+def test_an_object_with_its_part_is_one_instance_not_two(world):
+    records = open_source(_source(world, 0)).items
+    pairs = [r for r in records if len(r.targets) == 2 and _labels(r)[1].startswith(_labels(r)[0] + "'s ")]
+    assert pairs, "the world asks for an object together with one of its parts"
+    assert all(most_instances_of_one_object(r) == 1 for r in pairs)
+
+
+def test_a_threshold_no_answer_reaches_stops_with_a_clear_error(world):
+    with pytest.raises(EmptySourceError, match=r"instances: none of the \d+ questions .* names 9 or more instances"):
+        open_source(_source(world, 9))
+
+
+def test_the_stage_config_reads_the_filter_and_rejects_a_misspelt_one(tmp_path):
+    config = load_config("training/tiny/3_m2sa.yaml")
+    assert [s.min_instances for s in config.data if s.name == "instances"] == [2]
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("out_dir: x\ndata:\n  - {kind: synthetic, path: a.json, min_instance: 2}\n")
+    with pytest.raises(ValueError, match="min_instance"):
+        load_config(str(bad))
