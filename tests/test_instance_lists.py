@@ -1,8 +1,7 @@
 """A data source of the questions that list several instances of one object (``min_instances``).
 
-The tiny model named too few instances ("pan_1 and pan_2" of four pans); stage 3 draws such
-questions more often through a second, filtered view of the training file
-(training/tiny/3_m2sa.yaml, training/tiny/RUNS.md run 43).
+The tiny model named too few instances ("pan_1 and pan_2" of four pans); a second, filtered
+view of the training file draws such questions more often (training/tiny/RUNS.md, runs 43-44).
 """
 
 from __future__ import annotations
@@ -57,9 +56,11 @@ def test_a_threshold_no_answer_reaches_stops_with_a_clear_error(world):
         open_source(_source(world, 9))
 
 
-def test_the_stage_config_reads_the_filter_and_rejects_a_misspelt_one(tmp_path):
-    config = load_config("training/tiny/3_m2sa.yaml")
-    assert [s.min_instances for s in config.data if s.name == "instances"] == [2]
+def test_a_config_reads_the_filter_and_rejects_a_misspelt_one(tmp_path):
+    good = tmp_path / "good.yaml"
+    good.write_text("out_dir: x\ndata:\n  - {kind: synthetic, path: a.json}\n"
+                    "  - {kind: synthetic, name: instances, path: a.json, rate: 0.3, min_instances: 2}\n")
+    assert [s.min_instances for s in load_config(str(good)).data] == [0, 2]
     bad = tmp_path / "bad.yaml"
     bad.write_text("out_dir: x\ndata:\n  - {kind: synthetic, path: a.json, min_instance: 2}\n")
     with pytest.raises(ValueError, match="min_instance"):

@@ -26,7 +26,7 @@ class DataSourceConfig:
     name: str = ""  # for logs; defaults to kind
     # >1: keep only the questions whose answer names at least this many instances of one
     # object ("pan_1, pan_2 and pan_3"), to draw lists of instances more often than the
-    # data does (training/tiny/RUNS.md, run 43: the tiny model named too few instances).
+    # data does (training/tiny/RUNS.md, runs 43-44).
     min_instances: int = 0
 
 
