@@ -59,9 +59,27 @@ def test_a_threshold_no_answer_reaches_stops_with_a_clear_error(world):
 def test_a_config_reads_the_filter_and_rejects_a_misspelt_one(tmp_path):
     good = tmp_path / "good.yaml"
     good.write_text("out_dir: x\ndata:\n  - {kind: synthetic, path: a.json}\n"
-                    "  - {kind: synthetic, name: instances, path: a.json, rate: 0.3, min_instances: 2}\n")
-    assert [s.min_instances for s in load_config(str(good)).data] == [0, 2]
+                    "  - {kind: synthetic, name: instances, path: a.json, rate: 0.3, min_instances: 2, "
+                    "families: [object, part]}\n")
+    sources = load_config(str(good)).data
+    assert [(s.min_instances, s.families) for s in sources] == [(0, []), (2, ["object", "part"])]
     bad = tmp_path / "bad.yaml"
     bad.write_text("out_dir: x\ndata:\n  - {kind: synthetic, path: a.json, min_instance: 2}\n")
     with pytest.raises(ValueError, match="min_instance"):
         load_config(str(bad))
+
+
+def test_a_family_view_keeps_only_its_families_and_combines_with_min_instances(world):
+    config = _source(world, 2)
+    config.families = ["object", "part"]
+    view = open_source(config).items
+    lists = open_source(_source(world, 2)).items
+    assert view and {r.meta["family"] for r in view} <= {"object", "part"}
+    assert {r.record_id for r in view} == {r.record_id for r in lists if r.meta["family"] in ("object", "part")}
+
+
+def test_a_family_no_question_has_stops_with_a_clear_error(world):
+    config = _source(world, 0)
+    config.families = ["objekt"]
+    with pytest.raises(EmptySourceError, match=r"instances: none of the \d+ questions .* families \['objekt'\]"):
+        open_source(config)

@@ -29,16 +29,7 @@ def open_source(src: DataSourceConfig, strict: bool = False) -> Source:
     records = resolve_reader(src.kind)(src.path, src.image_root, strict)
     problems = getattr(records, "problems", [])
     name = src.name or src.kind
-    if src.min_instances > 1:
-        read = len(records)
-        records = [r for r in records if most_instances_of_one_object(r) >= src.min_instances]
-        log.info("%s: %d of %d questions name %d or more instances of one object", name, len(records), read,
-                 src.min_instances)
-        if not records:
-            raise EmptySourceError(
-                f"data source {name}: none of the {read} questions in {src.path} names {src.min_instances} "
-                "or more instances of one object (min_instances)"
-            )
+    records = _filtered(records, src, name)
     if len(records) == 0:
         # A source that silently vanished from the mixture would change the recipe unseen
         # (e.g. an MMR image root one folder too deep fails every image check).
@@ -51,6 +42,24 @@ def open_source(src: DataSourceConfig, strict: bool = False) -> Source:
     if problems:
         log.warning("%s: skipped %d bad entries (first: %s)", src.path, len(problems), problems[0])
     return Source(name=name, items=records, rate=src.rate)
+
+
+def _filtered(records, src: DataSourceConfig, name: str):
+    """The view ``min_instances`` and ``families`` ask for; an empty view is an error naming the filter."""
+    keep = []
+    if src.min_instances > 1:
+        keep.append((f"names {src.min_instances} or more instances of one object (min_instances)",
+                     lambda r: most_instances_of_one_object(r) >= src.min_instances))
+    if src.families:
+        wanted = set(src.families)
+        keep.append((f"is of the families {sorted(wanted)} (families)", lambda r: r.meta.get("family") in wanted))
+    for what, test in keep:
+        read = len(records)
+        records = [r for r in records if test(r)]
+        log.info("%s: %d of %d questions kept: each %s", name, len(records), read, what)
+        if not records:
+            raise EmptySourceError(f"data source {name}: none of the {read} questions in {src.path} {what}")
+    return records
 
 
 def most_instances_of_one_object(record: SegRecord) -> int:
