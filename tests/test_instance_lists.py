@@ -7,6 +7,7 @@ view of the training file draws such questions more often (training/tiny/RUNS.md
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -49,6 +50,11 @@ def test_an_object_with_its_part_is_one_instance_not_two(world):
     pairs = [r for r in records if len(r.targets) == 2 and _labels(r)[1].startswith(_labels(r)[0] + "'s ")]
     assert pairs, "the world asks for an object together with one of its parts"
     assert all(most_instances_of_one_object(r) == 1 for r in pairs)
+
+
+def test_targets_without_instance_numbers_count_as_one_instance():
+    mug, handle = (SimpleNamespace(object_name="mug", instance=0, label=label) for label in ("mug", "mug's handle"))
+    assert most_instances_of_one_object(SimpleNamespace(targets=[mug, handle])) == 1
 
 
 def test_a_threshold_no_answer_reaches_stops_with_a_clear_error(world):
