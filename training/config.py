@@ -46,6 +46,9 @@ class ModelConfig:
     # Texts the new tokenizer trains on, when they are not (all) in ``data``: staged training's
     # first stage reads masks only, but its tokenizer must serve every later stage.
     tokenizer_data: list[DataSourceConfig] = field(default_factory=list)
+    # Cut English inflection endings off before BPE, so a word's forms share its stem token
+    # (m2sa_core.model.tokenizer.INFLECTION_PATTERN; training/tiny/RUNS.md, run 46).
+    tokenizer_split_inflections: bool = False
     gradient_checkpointing: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)  # preset config fields to change
     # Parameter-name prefixes kept frozen after the policy, e.g. [sam.image_encoder.] to train

@@ -60,7 +60,8 @@ def build_training_model(config: TrainConfig, sources: Sequence[Source], device:
                 "checkpoint directory (see docs/TRAINING.md: importing LLaVA + SAM), or model.tokenizer_vocab_size > 0 "
                 "to train a tokenizer on the training texts (tiny preset)")
         corpus_sources = open_sources(mc.tokenizer_data, strict=config.strict_data) if mc.tokenizer_data else []
-        tokenizer = train_tokenizer(training_corpus([*sources, *corpus_sources]), vocab_size=mc.tokenizer_vocab_size)
+        tokenizer = train_tokenizer(training_corpus([*sources, *corpus_sources]), vocab_size=mc.tokenizer_vocab_size,
+                                    split_inflections=mc.tokenizer_split_inflections)
         attach_tokenizer(model_config, tokenizer)
         model = M2SAModel.build(model_config, device=device)
     model.config.set_loss_weights(mc.loss_weights)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import AddedToken, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 from m2sa_core.prompt import (
@@ -26,19 +26,40 @@ from m2sa_core.model.llama_tokenizer import is_llama_tokenizer
 
 BASE_SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>")
 
+# English inflection endings, cut off a word before BPE sees it, so that the forms of one verb
+# or noun share their stem token: "sizzling" -> "sizzl" + "ing" and "sizzle" -> "sizzl" + "e",
+# "chopping" -> "chop" + "ping" and "chop", "seals" -> "seal" + "s". A BPE that learns every
+# training word whole gives "sizzling" one token and spells an unseen "sizzle" in pieces that
+# no training text uses (training/tiny/RUNS.md, run 45). Alternatives are tried leftmost
+# first, so a doubled consonant's ending wins over the plain one. A stem keeps at least three
+# letters ("thing", "was" stay whole), and no "-s" is cut after s, i or u ("glass", "this",
+# "thus"); "-e" needs four letters and a consonant before it ("the", "use" stay whole).
+# Cutting is only a split: the pieces decode to the text exactly.
+_DOUBLED = "|".join(f"(?<={c}){c}(?:ing|ed)" for c in "bdgmnprt")
+INFLECTION_PATTERN = (rf"(?<=[a-z]{{2}})(?:{_DOUBLED})(?![a-z])"
+                      r"|(?<=[a-z]{3})(?:ing|ed|es)(?![a-z])"
+                      r"|(?<=[a-z]{2}[^\Wsiu])s(?![a-z])"
+                      r"|(?<=[a-z]{3}[b-df-hj-np-tv-z])e(?![a-z])")
 
-def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024) -> PreTrainedTokenizerFast:
+
+def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024,
+                    split_inflections: bool = False) -> PreTrainedTokenizerFast:
     """Train a byte-level BPE tokenizer on ``texts`` (no [SEG] yet: see :func:`add_special_tokens`).
 
     Args:
         texts: training corpus, e.g. prompts and answers of the synthetic world.
         vocab_size: upper bound of the base vocabulary (the 256 byte symbols and the
             four special tokens included).
+        split_inflections: cut inflection endings off before BPE (:data:`INFLECTION_PATTERN`),
+            so a held-out form of a training word starts with that word's stem token.
     """
     if vocab_size < 300:
         raise ValueError(f"vocab_size {vocab_size} too small for a byte-level BPE (need >= 300)")
     tok = Tokenizer(models.BPE())
-    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    byte_level = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    tok.pre_tokenizer = (pre_tokenizers.Sequence([pre_tokenizers.Split(Regex(INFLECTION_PATTERN), "isolated"),
+                                                  byte_level])
+                         if split_inflections else byte_level)
     tok.decoder = decoders.ByteLevel()
     trainer = trainers.BpeTrainer(
         vocab_size=vocab_size,
