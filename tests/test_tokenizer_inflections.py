@@ -89,3 +89,12 @@ def test_the_stage_config_switches_it():
     config = load_config("training/tiny/1_sam.yaml", ["model.tokenizer_split_inflections=true"])
     assert config.model.tokenizer_split_inflections is True
     assert load_config("training/tiny/3_m2sa.yaml").model.tokenizer_split_inflections is False
+
+
+def test_the_option_is_refused_where_the_tokenizer_comes_from_a_checkpoint(tmp_path):
+    from training.model_setup import build_training_model
+
+    config = load_config("training/tiny/3_m2sa.yaml", [f"model.init_from={tmp_path}",
+                                                      "model.tokenizer_split_inflections=true"])
+    with pytest.raises(ValueError, match="brings its own"):
+        build_training_model(config, [], device=None)

@@ -45,6 +45,9 @@ def build_training_model(config: TrainConfig, sources: Sequence[Source], device:
 
     mc = config.model
     if mc.init_from or Path(mc.preset).is_dir():
+        if mc.tokenizer_split_inflections:
+            raise ValueError(f"model.tokenizer_split_inflections applies when a tokenizer is trained; "
+                             f"{mc.init_from or mc.preset} brings its own (set it in the stage that trains it)")
         model, tokenizer = load_pretrained(mc.init_from or mc.preset, device=device)
         for key, value in mc.overrides.items():
             if key not in BEHAVIOUR_FIELDS:
