@@ -18,7 +18,8 @@
 # starting from the one before it under the same RUNS; DATA and HELD are where the
 # training and held-out worlds go (data/synth, data/heldout: the stage configs read
 # data/synth); BIN is where the m2sa-* commands are (.venv/bin); STAGES the stages, in
-# order (default "1_sam 1b_clip 2_language 3_m2sa"; each starts from the one before it);
+# order (default "1_sam 1b_clip 2_language 3_m2sa"; each starts from the one before it;
+# the evaluations wait for stage 3's model, so STAGES=1_sam trains stage 1 alone);
 # IMAGES the training world's size (default 2000: 1,600 training images, the shipped model's;
 # training/tiny/RUNS.md run 27 trains on 8000). Stage 1b reads a larger world of its own,
 # CLIP_DATA (default data/synth8k) at CLIP_IMAGES (default 8000) and CLIP_SEED (default 1): on
@@ -102,6 +103,10 @@ for stage in $STAGES; do
 done
 
 MODEL=$RUNS/3_m2sa/final
+if [[ ! -f $MODEL/model.safetensors ]]; then  # STAGES stopped before stage 3: nothing to score yet
+  echo "[train_tiny] stages done: $STAGES; no $MODEL to evaluate yet (run again without STAGES to go on)"
+  exit 0
+fi
 for protocol in generative teacher-forced; do
   if [[ ! -f $RUNS/eval_$protocol.json ]]; then
     timed "eval_$protocol" "$BIN/m2sa-eval" --model $MODEL --data "${SPLITS[@]}" --image-root $HELD/images \

@@ -97,6 +97,18 @@ def test_stages_named_in_stages_run_in_order_each_from_the_one_before(pipeline):
         None, f"{runs}/1_sam/final", f"{runs}/2_language/final"]
 
 
+def test_stages_that_stop_before_stage_3_evaluate_nothing_and_a_later_call_goes_on(pipeline):
+    run, runs = pipeline
+    calls = run(STAGES="1_sam")  # stage 1 alone, as a long first step (RUNS.md, run 47)
+    assert [call[0] for call in calls if call[0] in ("m2sa-train", "m2sa-eval")] == ["m2sa-train"]
+    calls = run()
+    trains = [call for call in calls if call[0] == "m2sa-train"]
+    assert [call[call.index("--config") + 1] for call in trains] == [
+        f"training/tiny/{stage}.yaml" for stage in ("1b_clip", "2_language", "3_m2sa")]
+    assert _option(trains[0], "model.init_from") == f"{runs}/1_sam/final"
+    assert [call for call in calls if call[0] == "m2sa-eval"]
+
+
 def test_the_training_world_is_written_again_only_when_its_size_changes(pipeline, tmp_path):
     run, _ = pipeline
     first = run()
