@@ -53,7 +53,7 @@ DTYPE_NAMES = ("float32", "bfloat16", "float16")
 
 
 def default_dtype(device: torch.device) -> torch.dtype:
-    """bf16 on CUDA: half the memory, what a 7B model needs (the shipped tiny model keeps its figures only in fp32: bench/RESULTS.md, run 41 on an H200); fp32 elsewhere."""
+    """bf16 on CUDA: half the memory, what a 7B model needs (the tiny model shipped before, run 41, kept its figures only in fp32 on an H200: bench/RESULTS.md); fp32 elsewhere."""
     return torch.bfloat16 if device.type == "cuda" else torch.float32
 
 

@@ -76,9 +76,9 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               "model_path is given: for tests and benchmarks, outputs are meaningless."),
     ParamSpec("device", "cpu", "Torch device for the model: cpu, cuda, cuda:N, mps.", _check_device),
     ParamSpec("dtype", "", "Model dtype: float32, bfloat16, float16; empty = bfloat16 on GPU, "
-              "float32 on CPU. float32 keeps the shipped tiny model's CPU figures on a GPU; in bfloat16 it "
-              "(run 41) named other targets in 4 of 353 held-out answers (target count -0.011), in float16 "
-              "its masks lost 0.008-0.013 gIoU (bench/RESULTS.md).", _one_of(DTYPES)),
+              "float32 on CPU. float32 keeps the shipped tiny model's CPU figures on a GPU; in bfloat16 the "
+              "model shipped before it (run 41) named other targets in 4 of 353 held-out answers (target count "
+              "-0.011), in float16 its masks lost 0.008-0.013 gIoU (bench/RESULTS.md).", _one_of(DTYPES)),
     _range("cpu_threads", 1, "Threads torch gives the model's CPU work (0 = torch's default, one "
            "per core). One, because on cores the robot's other processes also use, threads that wait "
            "for each other at every operation stall: the shipped model took 5x as long a command with "

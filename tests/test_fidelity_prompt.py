@@ -24,9 +24,9 @@ SHIPPED = ROOT / "models" / "m2sa-tiny-synth"
 # Prompt ids of a demo command for the shipped model: what its training built (no
 # segmentation request after the question). Re-pinned only when the model is re-exported
 # with a new tokenizer (scripts/train_tiny.sh --export), never when the prompt code changes.
-SHIPPED_DEMO_IDS = [1, 36, 707, 718, 302, 730, 568, 296, 465, 731, 727, 567, 17, 592, 567, 726, 729, 15, 725, 15,
-                    296, 724, 728, 338, 262, 568, 271, 719, 17, 736, 29, 224, -200, 202, 44, 743, 338, 828, 370, 262,
-                    496, 17, 963, 785, 332, 474, 34, 737, 29]
+SHIPPED_DEMO_IDS = [1, 36, 686, 696, 303, 692, 549, 297, 457, 706, 695, 72, 548, 17, 575, 548, 688, 393, 705, 15, 703,
+                    373, 15, 297, 702, 72, 704, 86, 336, 262, 549, 269, 698, 86, 17, 710, 29, 224, -200, 202, 44, 717,
+                    336, 798, 366, 262, 487, 17, 914, 759, 331, 458, 34, 711, 29]
 
 
 @pytest.mark.parametrize("preset", ["7b", "13b"])

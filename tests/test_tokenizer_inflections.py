@@ -90,10 +90,13 @@ def test_a_tokenizer_that_spells_the_table_in_letters_is_refused():
         background_word(letters)
 
 
-def test_the_stage_config_switches_it():
-    config = load_config("training/tiny/1_sam.yaml", ["model.tokenizer_split_inflections=true"])
-    assert config.model.tokenizer_split_inflections is True
+def test_the_stage_that_trains_the_tokenizer_cuts_inflections_and_later_stages_keep_it():
+    """Stage 1 trains the shipped tokenizer with the option; stage 3 loads it from stage 2's
+    checkpoint, where setting the option again is refused (the test below)."""
+    assert load_config("training/tiny/1_sam.yaml").model.tokenizer_split_inflections is True
     assert load_config("training/tiny/3_m2sa.yaml").model.tokenizer_split_inflections is False
+    switched_off = load_config("training/tiny/1_sam.yaml", ["model.tokenizer_split_inflections=false"])
+    assert switched_off.model.tokenizer_split_inflections is False
 
 
 def test_the_option_is_refused_where_the_tokenizer_comes_from_a_checkpoint(tmp_path):
@@ -103,3 +106,12 @@ def test_the_option_is_refused_where_the_tokenizer_comes_from_a_checkpoint(tmp_p
                                                       "model.tokenizer_split_inflections=true"])
     with pytest.raises(ValueError, match="brings its own"):
         build_training_model(config, [], device=None)
+
+
+def test_the_shipped_model_reads_a_held_out_form_by_its_training_stem():
+    """The shipped tokenizer was trained with the option: a verb the training world only
+    says as a gerund ("sizzling") reaches the model as the same stem."""
+    shipped = load_tokenizer("models/m2sa-tiny-synth")
+    assert _first_token(shipped, "sizzle") == _first_token(shipped, "sizzling")
+    text = "How do I power up the TV? The television_set_1's button [SEG]."
+    assert shipped.decode(shipped(text, add_special_tokens=False)["input_ids"]) == text
