@@ -3,12 +3,17 @@ must start with that word's stem token, and nothing may change in what decodes."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from m2sa_core.data.patch_words import background_word, label_words
 from m2sa_core.model.checkpoint import load_tokenizer
 from m2sa_core.model.tokenizer import add_special_tokens, train_tokenizer
 from training.config import load_config
+
+ROOT = Path(__file__).resolve().parents[1]
+STAGE_1, STAGE_3 = ROOT / "training/tiny/1_sam.yaml", ROOT / "training/tiny/3_m2sa.yaml"
 
 # The world's uses come as gerunds; held-out questions ask with the verb (RUNS.md, run 45).
 CORPUS = ["the pan_(for_cooking)_1's bottom is for sizzling onions",
@@ -93,16 +98,16 @@ def test_a_tokenizer_that_spells_the_table_in_letters_is_refused():
 def test_the_stage_that_trains_the_tokenizer_cuts_inflections_and_later_stages_keep_it():
     """Stage 1 trains the shipped tokenizer with the option; stage 3 loads it from stage 2's
     checkpoint, where setting the option again is refused (the test below)."""
-    assert load_config("training/tiny/1_sam.yaml").model.tokenizer_split_inflections is True
-    assert load_config("training/tiny/3_m2sa.yaml").model.tokenizer_split_inflections is False
-    switched_off = load_config("training/tiny/1_sam.yaml", ["model.tokenizer_split_inflections=false"])
+    assert load_config(STAGE_1).model.tokenizer_split_inflections is True
+    assert load_config(STAGE_3).model.tokenizer_split_inflections is False
+    switched_off = load_config(STAGE_1, ["model.tokenizer_split_inflections=false"])
     assert switched_off.model.tokenizer_split_inflections is False
 
 
 def test_the_option_is_refused_where_the_tokenizer_comes_from_a_checkpoint(tmp_path):
     from training.model_setup import build_training_model
 
-    config = load_config("training/tiny/3_m2sa.yaml", [f"model.init_from={tmp_path}",
+    config = load_config(STAGE_3, [f"model.init_from={tmp_path}",
                                                       "model.tokenizer_split_inflections=true"])
     with pytest.raises(ValueError, match="brings its own"):
         build_training_model(config, [], device=None)
@@ -111,7 +116,7 @@ def test_the_option_is_refused_where_the_tokenizer_comes_from_a_checkpoint(tmp_p
 def test_the_shipped_model_reads_a_held_out_form_by_its_training_stem():
     """The shipped tokenizer was trained with the option: a verb the training world only
     says as a gerund ("sizzling") reaches the model as the same stem."""
-    shipped = load_tokenizer("models/m2sa-tiny-synth")
+    shipped = load_tokenizer(ROOT / "models" / "m2sa-tiny-synth")
     assert _first_token(shipped, "sizzle") == _first_token(shipped, "sizzling")
     text = "How do I power up the TV? The television_set_1's button [SEG]."
     assert shipped.decode(shipped(text, add_special_tokens=False)["input_ids"]) == text
