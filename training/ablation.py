@@ -1,8 +1,8 @@
 """The paper's Table 6 on the synthetic world: multiple vs single [SEG], with and without
 early local feature fusion, same data, budget and seed.
 
-    python -m training.ablation --config training/tiny/3_m2sa.yaml --steps 3000 --out runs/ablation \
-        --data-dir data/heldout
+    python -m training.ablation --config training/tiny/3_m2sa.yaml --out runs/ablation \
+        --data-dir data/heldout model.init_from=runs/tiny/2_language/final
 
 Each variant is trained by the same training loop (``seg_mode`` and
 ``model.overrides.use_early_fusion`` are the only differences; with the staged config
@@ -89,6 +89,21 @@ def run_variant(config, run_dir: Path, data_dir: Path, max_items: int) -> dict:
 SPLIT_COLUMNS = (("test_obj_only", "obj"), ("test_part_only", "part"), ("test_mixed", "mixed"))
 
 
+def variant_config(config_path: str, overrides: list[str], out_dir: Path, seg_mode: str, fusion: bool,
+                   steps: int | None):
+    """The stage config with only this variant's differences: ``seg_mode`` and early fusion.
+
+    Fusion is set as one key of ``model.overrides``, so the config's other model overrides
+    (stage 3's IoU-head loss weight) stay as the shipped model trained with them; ``steps``
+    None keeps the config's own schedule.
+    """
+    changes = [*overrides, f"out_dir={out_dir}", f"seg_mode={seg_mode}", "eval_data=[]",
+               f"model.overrides.use_early_fusion={str(fusion).lower()}"]
+    if steps is not None:
+        changes.append(f"optim.max_steps={steps}")
+    return load_config(config_path, changes)
+
+
 def markdown(results: list[dict], command: str) -> str:
     split_heads = " | ".join(f"gIoU {short}" for _, short in SPLIT_COLUMNS)
     lines = [
@@ -114,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--config", default="training/tiny/3_m2sa.yaml")
     parser.add_argument("--data-dir", default=None, help="synthetic world whose test splits score the variants "
                         "(default: the config's training world)")
-    parser.add_argument("--steps", type=int, default=800, help="training steps per variant (same for all)")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="training steps per variant (same for all; default: the config's optim.max_steps)")
     parser.add_argument("--out", default="runs/ablation")
     parser.add_argument("--max-items", type=int, default=60, help="questions per test split")
     parser.add_argument("--variant", action="append", choices=TAGS, default=None,
@@ -127,12 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     for (title, seg_mode, fusion), tag in zip(VARIANTS, TAGS):
         if args.variant and tag not in args.variant:
             continue
-        config = load_config(args.config, [*args.overrides, f"out_dir={out / tag}", f"seg_mode={seg_mode}",
-                                           f"optim.max_steps={args.steps}", "eval_data=[]",
-                                           f"model.overrides={{use_early_fusion: {str(fusion).lower()}}}"])
+        config = variant_config(args.config, args.overrides, out / tag, seg_mode, fusion, args.steps)
         data_dir = Path(args.data_dir) if args.data_dir else Path(config.data[0].path).parent
         results.append(run_variant(config, out / tag, data_dir, args.max_items))
-        results[-1].update(variant=title, seg_mode=seg_mode, early_fusion=fusion, steps=args.steps)
+        results[-1].update(variant=title, seg_mode=seg_mode, early_fusion=fusion, steps=config.optim.max_steps)
         print(f"[ablation] {title}: {results[-1]['scores']['per_target']['all']}", flush=True)
     if args.variant and len(results) < 2:  # one of several processes side by side: no table yet
         return 0
