@@ -1,0 +1,27 @@
+"""bench/bench_train_step.py: a stage config's step, split into building the batch and the model's work."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from bench.bench_train_step import main
+from m2sa_core.data.synthetic import main as synth_main
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def test_the_benchmark_times_both_sides_of_a_stage_one_step(tmp_path):
+    world = tmp_path / "world"
+    assert synth_main(["--out", str(world), "--images", "40", "--seed", "5", "--size", "128", "--quiet"]) == 0
+    config = tmp_path / "1_sam.yaml"
+    config.write_text((REPO / "training" / "tiny" / "1_sam.yaml").read_text().replace("data/synth", str(world)))
+    out = tmp_path / "report.json"
+    results = tmp_path / "RESULTS.md"
+    assert main(["--config", str(config), "--steps", "2", "--warmup", "1", "--threads", "1", "--profile", "1",
+                 "--no-write", "--json", str(out), "optim.batch_size=2", "prompt_regions=2",
+                 "model.tokenizer_vocab_size=600"]) == 0
+    report = json.loads(out.read_text())
+    assert report["data_s"] > 0 and report["compute_s"] > 0
+    assert report["batch_size"] == 2 and report["steps"] == 2
+    assert not results.exists()  # --no-write leaves the results file alone
