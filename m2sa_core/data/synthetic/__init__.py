@@ -8,6 +8,7 @@ instances per scene, occlusion, functional MMR-style questions, MMR-format JSON.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 
@@ -74,11 +75,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--images", type=int, required=True, help="number of images (80/10/10 %% train/val/test)")
     parser.add_argument("--seed", type=int, default=0, help="seed; the same seed gives the same dataset")
     parser.add_argument("--size", type=int, default=256, help="image side in pixels (default 256)")
+    parser.add_argument("--workers", type=int, default=min(os.cpu_count() or 1, 8),
+                        help="processes rendering images side by side (default: this machine's cores, at most 8); "
+                             "the files are the same for any number")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
-        counts = generate_dataset(args.out, args.images, args.seed, args.size, progress=not args.quiet)
+        counts = generate_dataset(args.out, args.images, args.seed, args.size, progress=not args.quiet,
+                                  workers=args.workers)
     except ValueError as exc:
         parser.error(str(exc))
     for name, n in counts.items():

@@ -42,8 +42,10 @@ Every annotation also carries ``amodal_segmentation``, the complete mask.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+import multiprocessing
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -218,13 +220,85 @@ def amodal_reasonseg_entry(gen: GeneratedImage) -> dict[str, Any] | None:
     return {"image_id": gen.image_id, "file_name": gen.file_name, "height": h, "width": w, "questions": items}
 
 
+@dataclass
+class ImageEntries:
+    """What one image adds to each file of the dataset (None or empty where it adds nothing)."""
+
+    split: str
+    mmr: dict[str, dict[str, Any]] = field(default_factory=dict)
+    mask_entry: dict[str, Any] | None = None
+    conversation: dict[str, Any] | None = None
+    knowledge: dict[str, Any] | None = None
+    knowledge_seg: dict[str, Any] | None = None
+    worded: dict[str, dict[str, Any]] = field(default_factory=dict)
+    r2sm: dict[str, Any] | None = None
+    amodal: dict[str, Any] | None = None
+
+
+def image_entries(out_dir: Path, seed: int, n_images: int, size: int, index: int) -> ImageEntries:
+    """Render image ``index``, write its PNG and return its entries of every file.
+
+    A pure function of ``(seed, index, n_images, size)``: every random stream it draws is
+    seeded from them, so images can be made in any order, by any number of processes.
+    """
+    gen = generate_image(seed, index, n_images, size)
+    cv2.imwrite(str(out_dir / "images" / gen.file_name), gen.scene.image[:, :, ::-1])
+    entries = ImageEntries(gen.split)
+    if gen.split in ("train", "val"):
+        entries.mmr[gen.split] = mmr_entry(gen, gen.questions)
+        entries.mask_entry = mask_annotation_entry(gen.scene, gen.image_id, gen.file_name)
+        if gen.split == "train":
+            answers = [(q.question, text_answer(q.answer)) for q in gen.questions]
+            # Its own stream: the images and questions stay those of earlier versions.
+            rng = np.random.default_rng(np.random.SeedSequence([seed, index, 1]))
+            entries.conversation = conversation_entry(gen.scene, rng, gen.image_id, gen.file_name, answers)
+            rng = np.random.default_rng(np.random.SeedSequence([seed, index, 2]))
+            items = knowledge_questions(gen.scene, rng)
+            entries.knowledge = knowledge_entry(gen.scene, gen.image_id, gen.file_name, items)
+            # Drawn after the worded items, which stay those of earlier versions.
+            both = object_and_part_questions(gen.scene, rng)
+            entries.knowledge_seg = mmr_entry(gen, [it for it in items if isinstance(it, Question)] + both)
+            for name, stream, worded in WORDED_TRAIN_FILES:
+                rng = np.random.default_rng(np.random.SeedSequence([seed, index, stream]))
+                questions = worded(gen.scene, gen.questions, rng)
+                if questions:
+                    entries.worded[name] = mmr_entry(gen, questions)
+        return entries
+    by_split: dict[str, list[Question]] = {}
+    for q in gen.questions:
+        if q.family in TEST_FAMILIES:
+            by_split.setdefault(granularity_split(q), []).append(q)
+    entries.mmr = {name: mmr_entry(gen, qs) for name, qs in by_split.items()}
+    entries.r2sm, entries.amodal = r2sm_entry(gen), amodal_reasonseg_entry(gen)
+    return entries
+
+
+def _entries_in_order(out_dir: Path, seed: int, n_images: int, size: int, workers: int) -> Iterator[ImageEntries]:
+    """Every image's entries in index order, made by ``workers`` processes (1: this one)."""
+    make = partial(image_entries, out_dir, seed, n_images, size)
+    if workers <= 1 or n_images < 2 * workers:
+        yield from map(make, range(n_images))
+        return
+    # spawn, not fork: a caller may hold torch's or OpenCV's thread pools, which a forked
+    # child can inherit locked; this module imports in a quarter of a second.
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        yield from pool.imap(make, range(n_images), chunksize=8)
+
+
 def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: int = 256,
-                     progress: bool = False) -> dict[str, int]:
-    """Write the whole dataset under ``out_dir``; returns the number of questions per file."""
+                     progress: bool = False, workers: int = 1) -> dict[str, int]:
+    """Write the whole dataset under ``out_dir``; returns the number of questions per file.
+
+    ``workers`` processes render the images side by side; the files are byte for byte
+    those of one process (each image is drawn from its own seed, and its entries are
+    gathered in index order).
+    """
     if n_images < 1:
         raise ValueError(f"n_images must be at least 1, got {n_images}")
     if size < 128:
         raise ValueError(f"size must be at least 128 pixels for the objects to fit, got {size}")
+    if workers < 1:
+        raise ValueError(f"workers must be at least 1, got {workers}")
     out_dir = Path(out_dir)
     (out_dir / "images").mkdir(parents=True, exist_ok=True)
     mmr: dict[str, list] = {name: [] for name in MMR_FILES}
@@ -232,43 +306,23 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
     masks: dict[str, list] = {"train": [], "val": []}
     conversations_train, knowledge_train, knowledge_seg_train = [], [], []
     worded_train: dict[str, list] = {name: [] for name, _, _ in WORDED_TRAIN_FILES}
-    indices = range(n_images)
+    entries_of_images = _entries_in_order(out_dir, seed, n_images, size, workers)
     if progress:
         from tqdm import tqdm
 
-        indices = tqdm(indices, desc="m2sa-synth", unit="img")
-    for index in indices:
-        gen = generate_image(seed, index, n_images, size)
-        cv2.imwrite(str(out_dir / "images" / gen.file_name), gen.scene.image[:, :, ::-1])
-        if gen.split in ("train", "val"):
-            mmr[gen.split].append(mmr_entry(gen, gen.questions))
-            masks[gen.split].append(mask_annotation_entry(gen.scene, gen.image_id, gen.file_name))
-            if gen.split == "train":
-                answers = [(q.question, text_answer(q.answer)) for q in gen.questions]
-                # Its own stream: the images and questions stay those of earlier versions.
-                rng = np.random.default_rng(np.random.SeedSequence([seed, index, 1]))
-                conversations_train.append(conversation_entry(gen.scene, rng, gen.image_id, gen.file_name, answers))
-                rng = np.random.default_rng(np.random.SeedSequence([seed, index, 2]))
-                items = knowledge_questions(gen.scene, rng)
-                knowledge_train.append(knowledge_entry(gen.scene, gen.image_id, gen.file_name, items))
-                # Drawn after the worded items, which stay those of earlier versions.
-                both = object_and_part_questions(gen.scene, rng)
-                knowledge_seg_train.append(mmr_entry(gen, [it for it in items if isinstance(it, Question)] + both))
-                for name, stream, worded in WORDED_TRAIN_FILES:
-                    rng = np.random.default_rng(np.random.SeedSequence([seed, index, stream]))
-                    questions = worded(gen.scene, gen.questions, rng)
-                    if questions:
-                        worded_train[name].append(mmr_entry(gen, questions))
-            continue
-        by_split: dict[str, list[Question]] = {}
-        for q in gen.questions:
-            if q.family in TEST_FAMILIES:
-                by_split.setdefault(granularity_split(q), []).append(q)
-        for name, qs in by_split.items():
-            mmr[name].append(mmr_entry(gen, qs))
-        for entries, entry in ((r2sm, r2sm_entry(gen)), (amodal, amodal_reasonseg_entry(gen))):
+        entries_of_images = tqdm(entries_of_images, total=n_images, desc="m2sa-synth", unit="img")
+    for entries in entries_of_images:
+        for name, entry in entries.mmr.items():
+            mmr[name].append(entry)
+        if entries.mask_entry is not None:
+            masks[entries.split].append(entries.mask_entry)
+        for collected, entry in ((conversations_train, entries.conversation), (knowledge_train, entries.knowledge),
+                                 (knowledge_seg_train, entries.knowledge_seg), (r2sm, entries.r2sm),
+                                 (amodal, entries.amodal)):
             if entry is not None:
-                entries.append(entry)
+                collected.append(entry)
+        for name, entry in entries.worded.items():
+            worded_train[name].append(entry)
     counts = {}
     for name, entries in mmr.items():
         _write_json(out_dir / f"MMR_{name}.json", entries)
