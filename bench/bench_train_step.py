@@ -102,16 +102,18 @@ def main(argv: list[str] | None = None) -> int:
                         args.profile, 25) if args.profile else ""
         shutdown(run.info)
     data_s, compute_s = timed["data_s"], timed["compute_s"]
-    report = {"config": args.config, "overrides": args.overrides, "steps": args.steps, "threads": args.threads,
+    report = {"config": args.config, "overrides": args.overrides, "device": config.device, "steps": args.steps,
+              "threads": args.threads,
               "batch_size": config.optim.batch_size, "grad_accum": config.optim.grad_accum,
               "data_s": data_s, "compute_s": compute_s}
     text = "\n".join([
-        f"## bench_train_step: {args.config} on cpu",
+        f"## bench_train_step: {args.config} on {config.device}",
         "",
         f"- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; machine: {host_line()}",
         f"- command: `{command_line(argv, 'bench_train_step.py')}`",
         f"- median of {args.steps} steps after {args.warmup} warm-up; batch {config.optim.batch_size} x "
-        f"{config.optim.grad_accum} accumulation; data on one thread, the step on {args.threads}",
+        f"{config.optim.grad_accum} accumulation; data on one thread, the step on {args.threads}"
+        + (" (and the GPU)" if config.device.startswith("cuda") else ""),
         "",
         "| build the batch, s a step | forward + backward + optimiser, s a step | data / compute |",
         "|---:|---:|---:|",
