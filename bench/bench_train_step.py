@@ -36,47 +36,35 @@ from training.config import load_config  # noqa: E402
 from training.distributed import shutdown  # noqa: E402
 
 
-def micro_batches(run: training_loop.Run) -> training_loop.MicroBatches:
-    """The dataset the training loop's DataLoader reads: micro-batch ``i`` is step ``i``'s."""
-    config = run.config
-    return training_loop.MicroBatches(
-        run.mixture, run.builder, run.processor, run.tokenizer.pad_token_id, run.info,
-        config.optim.batch_size, config.optim.grad_accum, single_seg=config.seg_mode == "single",
-        questions_per_image=config.questions_per_image,
-        collate_fn=run.objective.make_collate(run.builder, run.processor, run.tokenizer.pad_token_id,
-                                              training_loop.clip_grid(run.model)))
-
-
-def time_steps(run: training_loop.Run, steps: int, warmup: int) -> dict:
-    """Seconds a step for building the batches and for the optimiser steps on them (medians)."""
-    dataset = micro_batches(run)
+def build_batches(run: training_loop.Run, steps: int) -> tuple[list[dict], list[float]]:
+    """The micro-batches of the run's first ``steps`` steps, and the seconds each step's took to build."""
+    dataset = training_loop.micro_batch_dataset(run)
     accum = run.config.optim.grad_accum
-    total = warmup + steps
-    build_s, batches = [], []
-    for step in range(total):
+    batches, seconds = [], []
+    for step in range(steps):
         t0 = time.perf_counter()
         batches.extend(dataset[step * accum + micro] for micro in range(accum))
-        build_s.append(time.perf_counter() - t0)
-    wrapped = training_loop.LossParts(run.model, run.objective)
-    wrapped.train()
+        seconds.append(time.perf_counter() - t0)
+    return batches, seconds
+
+
+def time_optimiser_steps(run: training_loop.Run, wrapped, batches: list[dict]) -> list[float]:
+    """Seconds of each optimiser step (forward, backward, optimiser) over ``batches``."""
     feed = iter(batches)
-    step_s = []
-    for _ in range(total):
+    seconds = []
+    for _ in range(len(batches) // run.config.optim.grad_accum):
         t0 = time.perf_counter()
         training_loop.optimisation_step(run, wrapped, feed)
-        step_s.append(time.perf_counter() - t0)
-    return {"data_s": statistics.median(build_s[warmup:]), "compute_s": statistics.median(step_s[warmup:]),
-            "batches": batches, "wrapped": wrapped}
+        seconds.append(time.perf_counter() - t0)
+    return seconds
 
 
-def top_ops(run: training_loop.Run, wrapped, batches: list, steps: int, rows: int) -> str:
-    """torch.profiler's table of the ops that took the most CPU time over ``steps`` more steps."""
+def top_ops(run: training_loop.Run, wrapped, batches: list[dict], rows: int) -> str:
+    """torch.profiler's table of the ops that took the most CPU time over the steps of ``batches``."""
     from torch.profiler import ProfilerActivity, profile
 
-    feed = iter(batches)
     with profile(activities=[ProfilerActivity.CPU]) as prof:
-        for _ in range(steps):
-            training_loop.optimisation_step(run, wrapped, feed)
+        time_optimiser_steps(run, wrapped, batches)
     return prof.key_averages().table(sort_by="self_cpu_time_total", row_limit=rows)
 
 
@@ -97,11 +85,14 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as scratch:
         config = load_config(args.config, [*args.overrides, f"out_dir={scratch}"])
         run = training_loop.setup(config)
-        timed = time_steps(run, args.steps, args.warmup)
-        table = top_ops(run, timed["wrapped"], timed["batches"][-args.profile * config.optim.grad_accum:],
-                        args.profile, 25) if args.profile else ""
+        batches, build_s = build_batches(run, args.warmup + args.steps)
+        wrapped = training_loop.LossParts(run.model, run.objective)
+        wrapped.train()
+        step_s = time_optimiser_steps(run, wrapped, batches)
+        # The profile repeats the last steps' batches: the model is warm and the data drawn.
+        table = top_ops(run, wrapped, batches[-args.profile * config.optim.grad_accum:], 25) if args.profile else ""
         shutdown(run.info)
-    data_s, compute_s = timed["data_s"], timed["compute_s"]
+    data_s, compute_s = statistics.median(build_s[args.warmup:]), statistics.median(step_s[args.warmup:])
     report = {"config": args.config, "overrides": args.overrides, "device": config.device, "steps": args.steps,
               "threads": args.threads,
               "batch_size": config.optim.batch_size, "grad_accum": config.optim.grad_accum,

@@ -107,8 +107,7 @@ def test_the_stage_that_trains_the_tokenizer_cuts_inflections_and_later_stages_k
 def test_the_option_is_refused_where_the_tokenizer_comes_from_a_checkpoint(tmp_path):
     from training.model_setup import build_training_model
 
-    config = load_config(STAGE_3, [f"model.init_from={tmp_path}",
-                                                      "model.tokenizer_split_inflections=true"])
+    config = load_config(STAGE_3, [f"model.init_from={tmp_path}", "model.tokenizer_split_inflections=true"])
     with pytest.raises(ValueError, match="brings its own"):
         build_training_model(config, [], device=None)
 

@@ -312,16 +312,22 @@ def _wrap_for_ddp(run: Run) -> torch.nn.Module:
     return wrapped
 
 
+def micro_batch_dataset(run: Run) -> MicroBatches:
+    """This rank's micro-batches as the run trains on them: item ``i`` is step ``i // accum``'s."""
+    config = run.config
+    return MicroBatches(run.mixture, run.builder, run.processor, run.tokenizer.pad_token_id, run.info,
+                        config.optim.batch_size, config.optim.grad_accum, single_seg=config.seg_mode == "single",
+                        questions_per_image=config.questions_per_image,
+                        collate_fn=run.objective.make_collate(
+                            run.builder, run.processor, run.tokenizer.pad_token_id, clip_grid(run.model)))
+
+
 def _micro_batches(run: Run, start_step: int):
     """An iterator over this rank's micro-batches from ``start_step`` to the end of the run."""
     config = run.config
     accum = config.optim.grad_accum
     return iter(torch.utils.data.DataLoader(
-        MicroBatches(run.mixture, run.builder, run.processor, run.tokenizer.pad_token_id, run.info,
-                     config.optim.batch_size, accum, single_seg=config.seg_mode == "single",
-                     questions_per_image=config.questions_per_image,
-                     collate_fn=run.objective.make_collate(
-                         run.builder, run.processor, run.tokenizer.pad_token_id, clip_grid(run.model))),
+        micro_batch_dataset(run),
         batch_size=None, sampler=range(start_step * accum, config.optim.max_steps * accum),
         num_workers=config.num_workers, persistent_workers=False,
         prefetch_factor=4 if config.num_workers else None))
