@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from m2sa_core.data.synthetic import main as synth_main
-from training.ablation import TAGS, main, variant_config
+from training.ablation import TAGS, main, trained, variant_config
 from training.config import config_to_dict, load_config
 
 REPO = Path(__file__).resolve().parents[1]
@@ -46,6 +46,35 @@ def test_a_variant_run_alone_is_reused_by_the_table(tmp_path):
     assert some[1]["scores"] == alone["scores"]
     rows = [line for line in (out / "ablation.md").read_text().splitlines() if line.startswith("| ")]
     assert len(rows) == 3 and rows[2].startswith("| single [SEG], no early fusion")
+
+
+@pytest.mark.slow
+def test_a_resumed_variant_says_which_steps_its_time_covers(tmp_path):
+    """Variants take hours and outlive sessions: one stopped and resumed must not report the
+    last invocation's minutes as the whole run's, and a model trained before is not timed."""
+    from training.train import train
+
+    world = tmp_path / "world"
+    assert synth_main(["--out", str(world), "--images", "12", "--seed", "5", "--size", "128", "--quiet"]) == 0
+    config = tmp_path / "tiny.yaml"
+    config.write_text((REPO / "training" / "tiny_synth.yaml").read_text().replace("data/synth", str(world)))
+    out = tmp_path / "ablation"
+    overrides = ["optim.batch_size=2", "optim.warmup_steps=1", "num_workers=0", "checkpoint_every=1"]
+    common = ["--config", str(config), "--steps", "2", "--out", str(out), "--data-dir", str(world),
+              "--max-items", "1", "--variant", "multi_nofusion"]
+
+    stopped = variant_config(str(config), overrides, out / "multi_nofusion", "multi", False, 2)
+    train(stopped, resume=True, stop_after=1)  # the session ends after one of two steps
+    assert main([*common, *overrides]) == 0
+    result = json.loads((out / "multi_nofusion" / "scores.json").read_text())
+    assert result["resumed_from"] == 1 and result["trained_here"]
+    assert trained({**result, "steps": 2}).startswith("trained 2 steps, resumed at step 1: the last 1 in ")
+
+    (out / "multi_nofusion" / "scores.json").unlink()  # scored again from the finished model
+    assert main([*common, *overrides]) == 0
+    again = json.loads((out / "multi_nofusion" / "scores.json").read_text())
+    assert not again["trained_here"] and again["resumed_from"] == 0
+    assert trained({**again, "steps": 2}) == "2 steps, its model trained before this run (scored here, not timed)"
 
 
 def _flat(tree: dict, prefix: str = "") -> dict:

@@ -33,6 +33,8 @@ from tqdm import tqdm
 from m2sa_core.data.builder import SampleBuilder
 from m2sa_core.inference import Segmenter
 from m2sa_core.metrics import IoUAccumulator, SegmentationEvaluator
+from training.checkpoints import PREFIX as CHECKPOINT_PREFIX
+from training.checkpoints import latest_intact_checkpoint
 from training.config import DataSourceConfig, load_config
 from training.distributed import DistInfo, resolve_device
 from training.sources import open_source
@@ -69,6 +71,13 @@ def score(model_dir: Path, data_dir: Path, max_items: int, device: str = "cpu") 
     return {"per_target": reports, "union": {"giou": union.giou, "ciou": union.ciou, "count": union.count}}
 
 
+def resume_step(ckpt_root: Path) -> int:
+    """The step a resumed variant continues from (0 for a fresh one): ``train_s`` times only
+    the invocation that finished, so the table must say which steps that was."""
+    latest = latest_intact_checkpoint(ckpt_root)
+    return int(latest.name[len(CHECKPOINT_PREFIX):]) if latest is not None else 0
+
+
 def run_variant(config, run_dir: Path, data_dir: Path, max_items: int) -> dict:
     """Train (or resume) one variant and score it once: the scores are kept beside its
     model, so a later run (the table over variants trained side by side) reuses them."""
@@ -77,11 +86,14 @@ def run_variant(config, run_dir: Path, data_dir: Path, max_items: int) -> dict:
         return json.loads(scores_file.read_text())
     start = time.perf_counter()
     final = run_dir / "final"
-    if not (final / "model.safetensors").exists():
+    resumed_from, trained_here = 0, not (final / "model.safetensors").exists()
+    if trained_here:
+        resumed_from = resume_step(run_dir / "checkpoints")
         train(config, resume=True)
     train_s = time.perf_counter() - start
     device = str(resolve_device(config.device, DistInfo()))  # score where it trained
-    result = {"train_s": train_s, "scores": score(final, data_dir, max_items, device)}
+    result = {"train_s": train_s, "trained_here": trained_here, "resumed_from": resumed_from,
+              "scores": score(final, data_dir, max_items, device)}
     scores_file.write_text(json.dumps(result, indent=2))
     return result
 
@@ -104,6 +116,18 @@ def variant_config(config_path: str, overrides: list[str], out_dir: Path, seg_mo
     return load_config(config_path, changes)
 
 
+def trained(result: dict) -> str:
+    """How a variant's model came to be, in the words of the table's notes."""
+    start = result.get("resumed_from", 0)
+    minutes = result["train_s"] / 60
+    if not result.get("trained_here", True):
+        return f"{result['steps']} steps, its model trained before this run (scored here, not timed)"
+    if start:
+        return (f"trained {result['steps']} steps, resumed at step {start}: the last "
+                f"{result['steps'] - start} in {minutes:.1f} min")
+    return f"trained {result['steps']} steps in {minutes:.1f} min"
+
+
 def markdown(results: list[dict], command: str) -> str:
     split_heads = " | ".join(f"gIoU {short}" for _, short in SPLIT_COLUMNS)
     lines = [
@@ -119,7 +143,7 @@ def markdown(results: list[dict], command: str) -> str:
         lines.append(f"| {r['variant']} | {splits} | {100 * a['giou']:.1f} | {100 * a['ciou']:.1f} | "
                      f"{100 * a['count_accuracy']:.1f} | {100 * u['giou']:.1f} | {100 * u['ciou']:.1f} |")
     lines += ["", f"Command: `{command}`", ""]
-    lines += [f"- {r['variant']}: trained {r['steps']} steps in {r['train_s'] / 60:.1f} min" for r in results]
+    lines += [f"- {r['variant']}: {trained(r)}" for r in results]
     return "\n".join(lines)
 
 
