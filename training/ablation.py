@@ -33,8 +33,7 @@ from tqdm import tqdm
 from m2sa_core.data.builder import SampleBuilder
 from m2sa_core.inference import Segmenter
 from m2sa_core.metrics import IoUAccumulator, SegmentationEvaluator
-from training.checkpoints import PREFIX as CHECKPOINT_PREFIX
-from training.checkpoints import latest_intact_checkpoint
+from training.checkpoints import checkpoint_step, latest_intact_checkpoint
 from training.config import DataSourceConfig, load_config
 from training.distributed import DistInfo, resolve_device
 from training.sources import open_source
@@ -75,7 +74,7 @@ def resume_step(ckpt_root: Path) -> int:
     """The step a resumed variant continues from (0 for a fresh one): ``train_s`` times only
     the invocation that finished, so the table must say which steps that was."""
     latest = latest_intact_checkpoint(ckpt_root)
-    return int(latest.name[len(CHECKPOINT_PREFIX):]) if latest is not None else 0
+    return checkpoint_step(latest) if latest is not None else 0
 
 
 def run_variant(config, run_dir: Path, data_dir: Path, max_items: int) -> dict:

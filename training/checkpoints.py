@@ -122,6 +122,11 @@ def save_checkpoint(root: Path, state: TrainingState, keep: int = 3) -> Path:
     return final
 
 
+def checkpoint_step(path: Path) -> int:
+    """The optimizer step a checkpoint directory was written at, read from its name."""
+    return int(path.name[len(PREFIX):])
+
+
 def list_checkpoints(root: Path) -> list[Path]:
     """Complete checkpoint directories, oldest first (temporary ones are ignored)."""
     if not root.is_dir():
