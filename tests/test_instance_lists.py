@@ -89,3 +89,23 @@ def test_a_family_no_question_has_stops_with_a_clear_error(world):
     config.families = ["objekt"]
     with pytest.raises(EmptySourceError, match=r"instances: none of the \d+ questions .* families \['objekt'\]"):
         open_source(config)
+
+
+def test_a_long_list_view_keeps_exactly_the_answers_with_that_many_targets(world):
+    """``min_targets`` draws again the answers the model cut short most (run 55 of RUNS.md)."""
+    everything = open_source(_source(world, 0)).items
+    config = _source(world, 0)
+    config.min_targets = 3
+    long_lists = open_source(config).items
+    assert 0 < len(long_lists) < len(everything)
+    assert {r.record_id for r in long_lists} == {r.record_id for r in everything if len(r.targets) >= 3}
+    config.families = ["object", "part"]
+    narrowed = open_source(config).items
+    assert {r.record_id for r in narrowed} == {r.record_id for r in long_lists if r.meta["family"] in ("object", "part")}
+
+
+def test_a_target_threshold_no_answer_reaches_stops_with_a_clear_error(world):
+    config = _source(world, 0)
+    config.min_targets = 99
+    with pytest.raises(EmptySourceError, match=r"instances: none of the \d+ questions .* has 99 or more targets"):
+        open_source(config)

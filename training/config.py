@@ -28,6 +28,10 @@ class DataSourceConfig:
     # object ("pan_1, pan_2 and pan_3"), to draw lists of instances more often than the
     # data does (training/tiny/RUNS.md, runs 43-44).
     min_instances: int = 0
+    # >1: keep only the questions whose answer has at least this many targets of any kind
+    # ("mug_1, mug_1's body, mug_2 and mug_2's body"): the long lists the tiny model cut
+    # short most often (training/tiny/RUNS.md, run 55).
+    min_targets: int = 0
     # Non-empty: keep only the questions of these families of the synthetic world ("object",
     # "part", "mixed", "multi", "visible", "amodal": an entry's ``question_families``), e.g. a
     # list view without the mixed family's object-and-part answers (RUNS.md, run 44).

@@ -45,8 +45,12 @@ def open_source(src: DataSourceConfig, strict: bool = False) -> Source:
 
 
 def _filtered(records, src: DataSourceConfig, name: str):
-    """The view ``min_instances`` and ``families`` ask for; an empty view is an error naming the filter."""
+    """The view ``min_instances``, ``min_targets`` and ``families`` ask for; an empty view is an
+    error naming the filter."""
     keep = []
+    if src.min_targets > 1:
+        keep.append((f"has {src.min_targets} or more targets (min_targets)",
+                     lambda r: len(r.targets) >= src.min_targets))
     if src.min_instances > 1:
         keep.append((f"names {src.min_instances} or more instances of one object (min_instances)",
                      lambda r: most_instances_of_one_object(r) >= src.min_instances))
