@@ -92,7 +92,7 @@ def test_a_family_no_question_has_stops_with_a_clear_error(world):
 
 
 def test_a_long_list_view_keeps_exactly_the_answers_with_that_many_targets(world):
-    """``min_targets`` draws again the answers the model cut short most (run 55 of RUNS.md)."""
+    """``min_targets`` keeps the answers with that many targets, of the families asked for."""
     everything = open_source(_source(world, 0)).items
     config = _source(world, 0)
     config.min_targets = 3

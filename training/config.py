@@ -29,8 +29,9 @@ class DataSourceConfig:
     # data does (training/tiny/RUNS.md, runs 43-44).
     min_instances: int = 0
     # >1: keep only the questions whose answer has at least this many targets of any kind
-    # ("mug_1, mug_1's body, mug_2 and mug_2's body"): the long lists the tiny model cut
-    # short most often (training/tiny/RUNS.md, run 55).
+    # ("mug_1, mug_1's body, mug_2 and mug_2's body"), the lists a model cuts short. Drawn
+    # again in the tiny model's stage 3 they taught it to list instances that are not there
+    # (training/tiny/RUNS.md, run 55), so its recipe does not use them.
     min_targets: int = 0
     # Non-empty: keep only the questions of these families of the synthetic world ("object",
     # "part", "mixed", "multi", "visible", "amodal": an entry's ``question_families``), e.g. a
