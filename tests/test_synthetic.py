@@ -464,6 +464,30 @@ def test_probe_patch_words_scores_the_training_and_val_images_it_is_asked_for(wo
         assert first and 0.0 <= float(first[1]) <= 1.0 and int(first[2]) > 0
 
 
+def test_probe_patch_words_by_object_accounts_for_every_object_once(world):
+    """``--by-object``: one row per (objects of its category, its own number) and split; each
+    object counted once, either without a main patch or with at most all of it read."""
+    import json
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "scripts/probe_patch_words.py", "--model", "models/m2sa-tiny-synth",
+                          "--world", str(world), "--images", "3", "--by-object"],
+                         cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in out[2:] if line.startswith("| ")]
+    for split in ("train", "val"):
+        records = json.loads((world / f"masks_{split}.json").read_text())
+        records = records["images"] if isinstance(records, dict) else records
+        mine = [r for r in rows if r[0] == split]
+        assert mine and all(r[1] == str(min(3, len(records))) for r in mine)
+        objects = sum(int(r[4]) for r in mine)
+        assert objects > 0
+        for r in mine:
+            many, own, total, unseen, some, most, higher = map(int, r[2:])
+            assert 1 <= own <= many and unseen + some <= total and most <= some and unseen + higher <= total
+
+
 def test_lexicon_cuts_held_out_clauses_and_never_composes_one():
     """Clauses of three words or more, cut at slots and sentence ends, each once; a
     composition that can only produce a forbidden clause fails loudly instead of

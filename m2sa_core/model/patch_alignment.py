@@ -97,6 +97,14 @@ def _patch_logits(model: M2SAModel, batch: dict) -> tuple[torch.Tensor, torch.Te
             word_logits(tokens, embeddings[batch["instance_words"].to(device)]))
 
 
+@torch.no_grad()
+def instance_guesses(model: M2SAModel, batch: dict) -> torch.Tensor:
+    """Index [B, N] into ``batch["instance_words"]`` of each patch token's nearest instance
+    word: what a patch says its object's number is, read object by object by
+    ``scripts/probe_patch_words.py --by-object``."""
+    return _patch_logits(model, batch)[1].argmax(-1)
+
+
 def patch_word_forward(model: M2SAModel, batch: dict) -> M2SAOutput:
     """Soft cross-entropy of every patch token against its category and instance words.
 
