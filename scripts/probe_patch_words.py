@@ -30,10 +30,10 @@ import torch
 
 from m2sa_core.data.patch_words import PatchWordSampleBuilder
 from m2sa_core.model.checkpoint import from_pretrained
-from training.config import DataSourceConfig
-from training.sources import open_source
 from m2sa_core.model.patch_alignment import clip_grid, collate_patch_words, instance_guesses
 from m2sa_core.model.preprocess import ImageProcessor
+from training.config import DataSourceConfig
+from training.sources import open_source
 from training.stage_evals import patch_word_report
 
 SPLITS = ("train", "val")
