@@ -26,8 +26,6 @@ import argparse
 from collections import Counter
 from pathlib import Path
 
-import torch
-
 from m2sa_core.data.patch_words import PatchWordSampleBuilder
 from m2sa_core.model.checkpoint import from_pretrained
 from m2sa_core.model.patch_alignment import clip_grid, collate_patch_words, instance_guesses
@@ -66,8 +64,7 @@ def object_reads(model, tokenizer, builder, records: list, batch_size: int = 25)
         samples = [builder.build(r) for r in records[start:start + batch_size]]
         batch = collate_patch_words(samples, processor, grid, builder.category_candidates,
                                     builder.instance_candidates)
-        with torch.no_grad():
-            guesses = instance_guesses(model, batch)
+        guesses = instance_guesses(model, batch)  # under no_grad already
         for b, sample in enumerate(samples):
             if not len(sample.masks):
                 continue
