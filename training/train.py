@@ -32,6 +32,7 @@ from training import checkpoints as ckpt
 from m2sa_core.model.batch import collate
 from m2sa_core.data.patch_words import check_instance_word_kind
 from training.config import TrainConfig, config_to_dict, load_config
+from training.cpu_share import warn_if_oversubscribed
 from training.distributed import DistInfo, all_gather_objects, barrier, init_distributed, shutdown
 from training.mixture import Mixture
 from m2sa_core.model.patch_alignment import clip_grid
@@ -246,6 +247,8 @@ def setup(config: TrainConfig) -> Run:
         raise ValueError(f"questions_per_image must be >= 1, got {config.questions_per_image}")
     check_instance_word_kind(config.patch_instance_words)
     info, device = init_distributed(config.device)
+    if not info.enabled:  # ranks of one run share the machine by design; they start together
+        warn_if_oversubscribed(device)
     torch.manual_seed(config.seed)
     out_dir = Path(config.out_dir)
     if info.is_main:
