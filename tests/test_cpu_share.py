@@ -44,3 +44,7 @@ def test_warns_on_cpu_only_when_oversubscribed(monkeypatch, capsys):
     busy["percent"] = 100.0
     assert warn_if_oversubscribed(torch.device("meta")) is None  # a GPU run's threads only feed the device
     assert capsys.readouterr().out == ""
+
+    monkeypatch.setattr(cpu_share.torch, "get_num_threads", lambda: 1)
+    assert warn_if_oversubscribed(torch.device("cpu")) is None  # one thread: nothing to warn of, no sample taken
+    assert capsys.readouterr().out == ""

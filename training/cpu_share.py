@@ -37,7 +37,10 @@ class CpuShare:
                 f"Set OMP_NUM_THREADS={suggested} for each training that shares the machine.")
 
 
-def measure_cpu_share(interval_s: float = 0.5) -> CpuShare:
+SAMPLE_S = 0.3  # long enough to see a busy core, short beside any training's start-up
+
+
+def measure_cpu_share(interval_s: float = SAMPLE_S) -> CpuShare:
     """Sample the machine's CPU use for ``interval_s`` while this process sleeps, so what is
     busy is other processes' work."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -47,10 +50,11 @@ def measure_cpu_share(interval_s: float = 0.5) -> CpuShare:
     return CpuShare(cores=cores, busy_cores=busy, threads=torch.get_num_threads())
 
 
-def warn_if_oversubscribed(device: torch.device, interval_s: float = 0.3) -> CpuShare | None:
+def warn_if_oversubscribed(device: torch.device, interval_s: float = SAMPLE_S) -> CpuShare | None:
     """Print the advice when a CPU run would start with more threads than free cores;
-    returns the measurement (None on other devices, whose threads only feed the GPU)."""
-    if device.type != "cpu":
+    returns the measurement (None on other devices, whose threads only feed the GPU, and
+    with one thread, which cannot spin against itself: neither pays for the sample)."""
+    if device.type != "cpu" or torch.get_num_threads() <= 1:
         return None
     share = measure_cpu_share(interval_s)
     if share.oversubscribed:
