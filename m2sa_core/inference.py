@@ -81,6 +81,7 @@ class Segmenter:
         mask_threshold: float = 0.0,
         decoder: str = "auto",
         amodal: bool = False,
+        duplicate_iou: float | None = None,
     ) -> None:
         if decoder not in DECODERS:
             raise ValueError(f"decoder must be one of {DECODERS}, got {decoder!r}")
@@ -97,6 +98,10 @@ class Segmenter:
         self.max_new_tokens = max_new_tokens
         self.mask_threshold = mask_threshold
         self.amodal = bool(amodal)  # fill Target.amodal_mask for every target
+        # Merge instances named twice (m2sa_core/duplicate_instances.py); None: the model's setting.
+        self.duplicate_iou = float(model.config.duplicate_instance_iou if duplicate_iou is None else duplicate_iou)
+        if not 0.0 <= self.duplicate_iou <= 1.0:
+            raise ValueError(f"duplicate_iou must be in [0, 1] (0 = off), got {duplicate_iou}")
         self.decoder = ("graph" if self.device.type == "cuda" else "dynamic") if decoder == "auto" else decoder
         self.seg_token_id = int(model.config.seg_token_id)
         self.eos_token_id = int(tokenizer.eos_token_id)
@@ -121,6 +126,7 @@ class Segmenter:
         decoder: str = "auto",
         amodal: bool = False,
         quantization: str = "none",
+        duplicate_iou: float | None = None,
     ) -> "Segmenter":
         """Load a checkpoint directory (our format) or build a preset with random weights.
 
@@ -136,6 +142,10 @@ class Segmenter:
         An unknown mode raises ValueError, a setting that cannot run (bitsandbytes
         missing, device other than CPU/CUDA, decoder "graph") ``UnsupportedQuantization``
         (a ValueError), both before any weight is read.
+
+        ``duplicate_iou``: the visible-mask IoU at which two instances of one category are
+        one instance named twice (:mod:`m2sa_core.duplicate_instances`); None takes the
+        checkpoint's ``duplicate_instance_iou`` (0, off, for the authors' weights).
         """
         device = torch.device(device)
         dtype = default_dtype(device) if dtype is None else dtype
@@ -151,7 +161,8 @@ class Segmenter:
             model, tokenizer = build_preset(name, device=staging, dtype=dtype, seed=seed)
         return cls.from_model(model, tokenizer, device=device, dtype=dtype, quantization=quantization,
                               frame_cache_size=frame_cache_size, max_new_tokens=max_new_tokens,
-                              mask_threshold=mask_threshold, decoder=decoder, amodal=amodal)
+                              mask_threshold=mask_threshold, decoder=decoder, amodal=amodal,
+                              duplicate_iou=duplicate_iou)
 
     @classmethod
     def from_model(
@@ -257,7 +268,7 @@ class Segmenter:
         timings["total"] = (time.perf_counter() - start) * 1e3
         result = self.stages.build_result(generation, decoded, timings, amodal)
         if keep_prompts:
-            embeddings = seg_prompt_embeddings(self, generation.seg_states)
+            embeddings = seg_prompt_embeddings(self, [generation.seg_states[i] for i in result.seg_indices])
             result.prompts = TrackPrompts.from_result(result, embeddings, command)
         return result
 
@@ -342,7 +353,8 @@ class Segmenter:
             result = self.stages.build_result(generation, decoded, own, amodal)
             if keep_row:
                 result.prompts = TrackPrompts.from_result(
-                    result, seg_prompt_embeddings(self, generation.seg_states), command)
+                    result, seg_prompt_embeddings(self, [generation.seg_states[i] for i in result.seg_indices]),
+                    command)
             results.append(result)
         total = (time.perf_counter() - start) * 1e3
         for r in results:

@@ -24,6 +24,7 @@ import torch
 
 from m2sa_core.answer import clean_answer, parse_targets
 from m2sa_core.data.labels import ParsedLabel
+from m2sa_core.duplicate_instances import duplicate_targets, remove_from_answer
 from m2sa_core.model.decoding import DynamicDecoder, StaticDecoder, static_length
 from m2sa_core.model.greedy import Generation, greedy_generate
 from m2sa_core.model.m2sa import FrameFeatures
@@ -248,14 +249,18 @@ class SegmenterStages:
 
     def build_result(self, generation: Generation, decoded: DecodedMasks, timings: dict[str, float],
                      amodal: bool = False) -> Result:
-        """Targets labelled from the answer text: ``mask`` visible, ``amodal_mask`` when asked for or ``amodal``."""
+        """Targets labelled from the answer text: ``mask`` visible, ``amodal_mask`` when asked for or ``amodal``.
+
+        Instances named twice (visible masks overlapping by the segmenter's ``duplicate_iou``)
+        are merged into the first: see :mod:`m2sa_core.duplicate_instances`.
+        """
         raw = self.decode_text(generation.tokens)
         parsed = parse_targets(raw)
         n = len(generation.seg_states)
         # The tokens are the truth; text round trips should agree, but never drop a mask.
         parsed = (parsed + [ParsedLabel(f"target_{i + 1}", f"target_{i + 1}", 0, "")
                             for i in range(len(parsed), n)])[:n]
-        targets = []
+        targets: list[Target] = []
         for i, p in enumerate(parsed):
             complete = decoded.mask_types[i] == MaskType.AMODAL
             with_amodal = (amodal or complete) and decoded.amodal_masks is not None
@@ -265,5 +270,8 @@ class SegmenterStages:
                 amodal_mask=decoded.amodal_masks[i] if with_amodal else None,
                 amodal_score=float(decoded.amodal_scores[i]) if with_amodal else 0.0,
                 mask_type=decoded.mask_types[i]))
-        return Result(answer=clean_answer(raw), targets=targets, raw_answer=raw, timings_ms=timings,
-                      truncated=not generation.finished)
+        dropped = duplicate_targets(targets, self.segmenter.duplicate_iou)
+        kept = [i for i in range(len(targets)) if i not in dropped]
+        return Result(answer=clean_answer(remove_from_answer(raw, dropped)), targets=[targets[i] for i in kept],
+                      raw_answer=raw, timings_ms=timings, truncated=not generation.finished,
+                      merged=[targets[i].label for i in dropped], seg_indices=kept)

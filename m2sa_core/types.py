@@ -115,6 +115,11 @@ class Result:
     answer: str
     targets: list[Target] = field(default_factory=list)
     raw_answer: str = ""  # the generated text with [SEG] markers, for debugging
+    # Labels the answer named twice and that went (m2sa_core/duplicate_instances.py): the
+    # targets and ``answer`` are without them, ``raw_answer`` is as generated.
+    merged: list[str] = field(default_factory=list)
+    # Each target's [SEG] in ``raw_answer`` (0-based): 0, 1, ... unless targets were merged.
+    seg_indices: list[int] = field(default_factory=list)
     timings_ms: dict[str, float] = field(default_factory=dict)
     # True when generation hit the token limit before the end-of-answer token: the answer
     # (and its list of targets) may be cut short.

@@ -91,6 +91,10 @@ PARAMETERS: tuple[ParamSpec, ...] = (
            "the result says truncated.", 1, 4096),
     _range("mask_threshold", 0.0, "Logit threshold of the masks (0 = probability 0.5).", -100.0, 100.0,
            runtime=True),
+    _range("duplicate_iou", -1.0, "Merge two instances of one category (or one part of two) whose visible "
+           "masks overlap by at least this IoU: one object the answer named twice (0 = off, -1 = the "
+           "model's setting: 0.7 for the shipped tiny model, off for the authors' weights).", -1.0, 1.0,
+           runtime=True),
     _range("frame_cache_size", 4, "Frames whose image features stay cached; several commands "
            "on one frame encode it once.", 0, 64),
     _range("max_image_age", 0.0, "Reject commands whose image is older than this many seconds "
@@ -147,6 +151,7 @@ class NodeParams:
     quantization: str
     max_new_tokens: int
     mask_threshold: float
+    duplicate_iou: float
     frame_cache_size: int
     max_image_age: float
     wait_for_image: float

@@ -127,6 +127,7 @@ def load_segmenter(params: NodeParams, source: ModelSource) -> Any:
                                      frame_cache_size=params.frame_cache_size,
                                      max_new_tokens=params.max_new_tokens,
                                      mask_threshold=params.mask_threshold, amodal=params.amodal,
+                                     duplicate_iou=None if params.duplicate_iou < 0 else params.duplicate_iou,
                                      quantization=params.quantization)
 
 
@@ -575,6 +576,9 @@ class PerceptionNode(LifecycleNode):
             self._restart_diagnostics_timer(changes["diagnostics_period"])
         if "mask_threshold" in changes and hasattr(self._segmenter, "mask_threshold"):
             self._segmenter.mask_threshold = changes["mask_threshold"]
+        if "duplicate_iou" in changes and hasattr(self._segmenter, "duplicate_iou"):
+            value = changes["duplicate_iou"]  # -1: back to the model's own setting
+            self._segmenter.duplicate_iou = self._segmenter.model.config.duplicate_instance_iou if value < 0 else value
         self.get_logger().info("applied " + ", ".join(f"{k}={v!r}" for k, v in changes.items()))
 
     # ------------------------------------------------------------------ inputs

@@ -25,6 +25,7 @@ class BoxSegmenter:
         self.while_thinking = while_thinking
         self.mask_type = mask_type
         self.mask_threshold = 0.0
+        self.duplicate_iou = 0.0
         self.calls = 0
 
     cache_stats: dict[str, int] = {}

@@ -210,9 +210,10 @@ def test_parameters_have_ranges_and_runtime_ones_apply_at_once(module_context, c
         # Runtime: in effect for the very next command.
         node._on_image(good_image(2))
         assert harness.command("what can I drink from?").success
-        ok = node.set_parameters([Parameter("max_image_age", value=0.5), Parameter("mask_threshold", value=1.5)])
+        ok = node.set_parameters([Parameter("max_image_age", value=0.5), Parameter("mask_threshold", value=1.5),
+                                  Parameter("duplicate_iou", value=0.6)])
         assert all(r.successful for r in ok) and not ok[0].reason
-        assert node._params.max_image_age == 0.5 and seg.mask_threshold == 1.5
+        assert node._params.max_image_age == 0.5 and seg.mask_threshold == 1.5 and seg.duplicate_iou == 0.6
         assert harness.command("what can I drink from?").error.startswith("image too old:")
 
         # Load-time: accepted, but the node says it waits for the next configure (rclpy

@@ -133,8 +133,10 @@ def generative_predictions(segmenter: Segmenter, image: np.ndarray, command: str
     (generation,) = segmenter.stages.generate(entry.features, [segmenter.prompt_ids(command)], timings)
     decoded = segmenter.stages.decode_masks(entry, generation.seg_states, timings, amodal=True)
     result = segmenter.stages.build_result(generation, decoded, timings, amodal=True)
-    preds = Predictions([t.requested_mask for t in result.targets], list(decoded.masks), list(decoded.amodal_masks),
-                        list(decoded.mask_types), [t.requested_score for t in result.targets])
+    kept = result.seg_indices  # without the instances merged as named twice
+    preds = Predictions([t.requested_mask for t in result.targets], [decoded.masks[i] for i in kept],
+                        [decoded.amodal_masks[i] for i in kept], [decoded.mask_types[i] for i in kept],
+                        [t.requested_score for t in result.targets])
     return result, preds
 
 
@@ -194,7 +196,8 @@ def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, spl
                     answer_log.append({"index": index, "split": record.split, "image": str(record.image_path),
                                        "question": record.question, "answer": result.answer, "kind": kind,
                                        "predicted": [t.label for t in result.targets],
-                                       "truth": [t.label for t in record.targets]})
+                                       "truth": [t.label for t in record.targets],
+                                       **({"merged": result.merged} if result.merged else {})})
         ignore = record.ignore_mask()
         evaluator.add(predictions.requested, gts, split=record.split, ignore=ignore)
         if target_log is not None:
@@ -312,8 +315,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quantization", choices=QUANTIZATION_MODES, default="none",
                         help="language model weights: none (model dtype), int8 (LLM.int8()) or int4 (NF4), "
                              "through bitsandbytes; vision tower and SAM stay in the model dtype")
+    parser.add_argument("--duplicate-iou", type=float, default=None,
+                        help="merge two instances of one category whose visible masks overlap by this IoU "
+                             "(0 = off); default: the checkpoint's duplicate_instance_iou")
     add_tracking_arguments(parser)
     args = parser.parse_args(argv)
+    if args.duplicate_iou is not None and not 0.0 <= args.duplicate_iou <= 1.0:
+        parser.error(f"--duplicate-iou must be in [0, 1] (0 = off), got {args.duplicate_iou}")
     if args.protocol == "tracking":
         if args.quantization != "none":
             parser.error("--quantization is not available with --protocol tracking")
@@ -323,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
     protocol = CLI_PROTOCOLS[args.protocol]
     info, device = init_distributed(args.device)
     segmenter = Segmenter.from_pretrained(args.model, device=device, dtype=dtype_from_name(args.dtype),
-                                          max_new_tokens=args.max_new_tokens, quantization=args.quantization)
+                                          max_new_tokens=args.max_new_tokens, quantization=args.quantization,
+                                          duplicate_iou=args.duplicate_iou)
     records = []
     for path in args.data:
         dataset = open_source(DataSourceConfig(kind=args.kind, path=path, image_root=args.image_root)).items
@@ -345,6 +354,7 @@ def main(argv: list[str] | None = None) -> int:
         amodal_report = amodal.report()
         payload = {"model": str(args.model), "protocol": protocol, "data": args.data,
                    "device": str(segmenter.device), "dtype": str(segmenter.dtype).removeprefix("torch."),
+                   "duplicate_iou": segmenter.duplicate_iou,
                    "splits": {k: v.as_dict() for k, v in reports.items()}, "amodal": amodal_report}
         if answers is not None:
             payload["answer_errors"] = answers.report()

@@ -154,6 +154,10 @@ class M2SAConfig:
     resize_backend: str = "cv2"
     # Text appended to the user's command in prompts (inference, evaluation); empty = none.
     seg_request: str = ""
+    # Inference: two instances of one category (or one part of two instances) whose visible
+    # masks overlap by at least this IoU are one instance named twice, and the later goes
+    # (m2sa_core/duplicate_instances.py). 0 = keep every target, as the authors' code does.
+    duplicate_instance_iou: float = 0.0
     # "authors": training wraps questions that carry a text answer in the authors' long
     # question templates (each ends with a segmentation request) and teacher-forced
     # evaluation appends the final "." of the authors' validation answers; "plain": neither.
@@ -169,6 +173,8 @@ class M2SAConfig:
             self.lora = LoraSettings(**self.lora)
         if self.early_layer_index is None:
             self.early_layer_index = min(self.sam.global_attn_indexes)
+        if not 0.0 <= self.duplicate_instance_iou <= 1.0:
+            raise ValueError(f"duplicate_instance_iou must be in [0, 1] (0 = off), got {self.duplicate_instance_iou}")
 
     # -- derived views -------------------------------------------------------------
     @property
