@@ -110,3 +110,40 @@ def test_the_shipped_model_names_one_bottle_once(held_out_bottle):
     both = segmenter.segment(held_out_bottle, question)
     assert [t.label for t in both.targets] == ["bottle_1", "bottle_2"] and both.merged == []
     assert both.targets[0].mask.sum() > 0 and np.array_equal(both.targets[0].mask, result.targets[0].mask)
+
+
+def test_m2sa_eval_scores_the_merged_answers_and_says_what_went(tmp_path):
+    """The generative protocol scores what the node answers: the merged bottle is not an
+    extra target (count right), the answer log names it, the report names the threshold;
+    `--duplicate-iou 0` scores the raw answer (one target too many)."""
+    from m2sa_core.data.synthetic.world import image_entries
+    from training.evaluate import main
+
+    (tmp_path / "images").mkdir()
+    entries = image_entries(tmp_path, 7, 1000, 320, 963)  # the held-out world's image of the test above
+    data = tmp_path / "MMR_test_obj_only.json"
+    data.write_text(json.dumps([entries.mmr["test_obj_only"]]))
+    common = ["--model", str(SHIPPED_MODEL), "--data", str(data), "--image-root", str(tmp_path / "images"),
+              "--kind", "synthetic", "--protocol", "generative"]
+    assert main([*common, "--out", str(tmp_path / "merged.json")]) == 0
+    assert main([*common, "--duplicate-iou", "0", "--out", str(tmp_path / "raw.json")]) == 0
+    merged, raw = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("merged", "raw"))
+    assert merged["duplicate_iou"] == 0.7 and raw["duplicate_iou"] == 0.0
+    split = "test_obj_only"
+    assert merged["splits"][split]["count_accuracy"] > raw["splits"][split]["count_accuracy"]
+    assert merged["splits"][split]["giou"] > raw["splits"][split]["giou"]  # the extra mask scored IoU 0
+    logs = {n: {a["question"]: a for a in map(json.loads, (tmp_path / f"{n}.answers.jsonl").read_text().splitlines())}
+            for n in ("merged", "raw")}
+    question = "Which thing holds a drink that I could pour into a glass?"
+    assert logs["merged"][question]["merged"] == ["bottle_2"] and logs["merged"][question]["kind"] == "exact"
+    assert logs["raw"][question]["kind"] == "too many instances" and "merged" not in logs["raw"][question]
+
+
+def test_m2sa_eval_refuses_a_threshold_outside_zero_to_one(tmp_path, capsys):
+    from training.evaluate import main
+
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--model", str(SHIPPED_MODEL), "--data", "x.json", "--out", str(tmp_path / "r.json"),
+              "--duplicate-iou", "1.5"])
+    assert exit_info.value.code == 2
+    assert "--duplicate-iou must be in [0, 1]" in capsys.readouterr().err
