@@ -47,6 +47,15 @@ def test_a_variant_run_alone_is_reused_by_the_table(tmp_path):
     rows = [line for line in (out / "ablation.md").read_text().splitlines() if line.startswith("| ")]
     assert len(rows) == 3 and rows[2].startswith("| single [SEG], no early fusion")
 
+    # Scored again without merging instances named twice (the rows of an earlier table were):
+    # kept apart from the model's own setting, and the notes say which is which.
+    assert main([*common, "--variant", "single_nofusion", "--variant", "multi_fusion", "--duplicate-iou", "0",
+                 *overrides]) == 0
+    assert (out / "single_nofusion" / "scores_duplicate_iou_0.json").exists()
+    assert json.loads((out / "single_nofusion" / "scores.json").read_text()) == alone  # untouched
+    notes = (out / "ablation_duplicate_iou_0.md").read_text()
+    assert notes.count("no instances merged") == 2 and "merged at IoU" not in notes
+
 
 @pytest.mark.slow
 def test_a_resumed_variant_says_which_steps_its_time_covers(tmp_path):

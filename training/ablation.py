@@ -49,8 +49,11 @@ TAGS = tuple(f"{seg_mode}_{'fusion' if fusion else 'nofusion'}" for _, seg_mode,
 TEST_FILES = ("MMR_test_obj_only.json", "MMR_test_part_only.json", "MMR_test_mixed.json")
 
 
-def score(model_dir: Path, data_dir: Path, max_items: int, device: str = "cpu") -> dict:
-    segmenter = Segmenter.from_pretrained(model_dir, device=device)
+def score(model_dir: Path, data_dir: Path, max_items: int, device: str = "cpu",
+          duplicate_iou: float | None = None) -> dict:
+    """Per-target and union scores of the variant's free answers; ``duplicate_iou`` as
+    ``Segmenter``'s (None: the model's own setting)."""
+    segmenter = Segmenter.from_pretrained(model_dir, device=device, duplicate_iou=duplicate_iou)
     builder = SampleBuilder(segmenter.tokenizer)
     per_target = SegmentationEvaluator("generative")
     union = IoUAccumulator()
@@ -67,7 +70,13 @@ def score(model_dir: Path, data_dir: Path, max_items: int, device: str = "cpu") 
             pred_union = np.any(preds, axis=0) if preds else np.zeros_like(gts[0])
             union.add(pred_union, np.any(gts, axis=0))
     reports = {k: v.as_dict() for k, v in per_target.report().items()}
-    return {"per_target": reports, "union": {"giou": union.giou, "ciou": union.ciou, "count": union.count}}
+    return {"per_target": reports, "union": {"giou": union.giou, "ciou": union.ciou, "count": union.count},
+            "duplicate_iou": segmenter.duplicate_iou}
+
+
+def scores_name(duplicate_iou: float | None) -> str:
+    """Scores at the model's own merging setting, or at another one, each kept apart."""
+    return "scores.json" if duplicate_iou is None else f"scores_duplicate_iou_{duplicate_iou:g}.json"
 
 
 def resume_step(ckpt_root: Path) -> int:
@@ -77,10 +86,10 @@ def resume_step(ckpt_root: Path) -> int:
     return checkpoint_step(latest) if latest is not None else 0
 
 
-def run_variant(config, run_dir: Path, data_dir: Path, max_items: int) -> dict:
+def run_variant(config, run_dir: Path, data_dir: Path, max_items: int, duplicate_iou: float | None = None) -> dict:
     """Train (or resume) one variant and score it once: the scores are kept beside its
     model, so a later run (the table over variants trained side by side) reuses them."""
-    scores_file = run_dir / "scores.json"
+    scores_file = run_dir / scores_name(duplicate_iou)
     if scores_file.exists():
         return json.loads(scores_file.read_text())
     start = time.perf_counter()
@@ -92,7 +101,7 @@ def run_variant(config, run_dir: Path, data_dir: Path, max_items: int) -> dict:
     train_s = time.perf_counter() - start
     device = str(resolve_device(config.device, DistInfo()))  # score where it trained
     result = {"train_s": train_s, "trained_here": trained_here, "resumed_from": resumed_from,
-              "scores": score(final, data_dir, max_items, device)}
+              "scores": score(final, data_dir, max_items, device, duplicate_iou)}
     scores_file.write_text(json.dumps(result, indent=2))
     return result
 
@@ -127,6 +136,12 @@ def trained(result: dict) -> str:
     return f"trained {result['steps']} steps in {minutes:.1f} min"
 
 
+def merging(scores: dict) -> str:
+    """Whether the scored answers had an instance named twice merged (scores before it: not)."""
+    threshold = scores.get("duplicate_iou", 0.0)
+    return f"instances named twice merged at IoU {threshold:g}" if threshold else "no instances merged"
+
+
 def markdown(results: list[dict], command: str) -> str:
     split_heads = " | ".join(f"gIoU {short}" for _, short in SPLIT_COLUMNS)
     lines = [
@@ -142,7 +157,7 @@ def markdown(results: list[dict], command: str) -> str:
         lines.append(f"| {r['variant']} | {splits} | {100 * a['giou']:.1f} | {100 * a['ciou']:.1f} | "
                      f"{100 * a['count_accuracy']:.1f} | {100 * u['giou']:.1f} | {100 * u['ciou']:.1f} |")
     lines += ["", f"Command: `{command}`", ""]
-    lines += [f"- {r['variant']}: {trained(r)}" for r in results]
+    lines += [f"- {r['variant']}: {trained(r)}; {merging(r['scores'])}" for r in results]
     return "\n".join(lines)
 
 
@@ -159,8 +174,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variant", action="append", choices=TAGS, default=None,
                         help="train and score only this variant (repeatable; default: all four); with two or "
                              "more, the table holds those")
+    parser.add_argument("--duplicate-iou", type=float, default=None,
+                        help="score with instances named twice merged at this IoU (0 = none; default: the "
+                             "model's setting, stage 3's config); scores of each setting are kept apart")
     parser.add_argument("overrides", nargs="*")
     args = parser.parse_args(argv)
+    if args.duplicate_iou is not None and not 0.0 <= args.duplicate_iou <= 1.0:
+        parser.error(f"--duplicate-iou must be in [0, 1] (0 = off), got {args.duplicate_iou}")
     out = Path(args.out)
     results = []
     for (title, seg_mode, fusion), tag in zip(VARIANTS, TAGS):
@@ -168,15 +188,16 @@ def main(argv: list[str] | None = None) -> int:
             continue
         config = variant_config(args.config, args.overrides, out / tag, seg_mode, fusion, args.steps)
         data_dir = Path(args.data_dir) if args.data_dir else Path(config.data[0].path).parent
-        results.append(run_variant(config, out / tag, data_dir, args.max_items))
+        results.append(run_variant(config, out / tag, data_dir, args.max_items, args.duplicate_iou))
         results[-1].update(variant=title, seg_mode=seg_mode, early_fusion=fusion, steps=config.optim.max_steps)
         print(f"[ablation] {title}: {results[-1]['scores']['per_target']['all']}", flush=True)
     if args.variant and len(results) < 2:  # one of several processes side by side: no table yet
         return 0
-    (out / "ablation.json").write_text(json.dumps(results, indent=2))
+    suffix = "" if args.duplicate_iou is None else f"_duplicate_iou_{args.duplicate_iou:g}"
+    (out / f"ablation{suffix}.json").write_text(json.dumps(results, indent=2))
     command = "python -m training.ablation " + " ".join(argv if argv is not None else sys.argv[1:])
     table = markdown(results, command)
-    (out / "ablation.md").write_text(table + "\n")
+    (out / f"ablation{suffix}.md").write_text(table + "\n")
     print(table)
     return 0
 
