@@ -268,9 +268,13 @@ class Segmenter:
         timings["total"] = (time.perf_counter() - start) * 1e3
         result = self.stages.build_result(generation, decoded, timings, amodal)
         if keep_prompts:
-            embeddings = seg_prompt_embeddings(self, [generation.seg_states[i] for i in result.seg_indices])
-            result.prompts = TrackPrompts.from_result(result, embeddings, command)
+            result.prompts = self._track_prompts(result, generation.seg_states, command)
         return result
+
+    def _track_prompts(self, result: Result, seg_states: list[torch.Tensor], command: str) -> TrackPrompts:
+        """The prompts of the result's targets: the [SEG] states of merged instances left out."""
+        embeddings = seg_prompt_embeddings(self, [seg_states[i] for i in result.seg_indices])
+        return TrackPrompts.from_result(result, embeddings, command)
 
     def track(
         self,
@@ -352,9 +356,7 @@ class Segmenter:
             decoded = self.stages.decode_masks(entry, generation.seg_states, own, amodal)
             result = self.stages.build_result(generation, decoded, own, amodal)
             if keep_row:
-                result.prompts = TrackPrompts.from_result(
-                    result, seg_prompt_embeddings(self, [generation.seg_states[i] for i in result.seg_indices]),
-                    command)
+                result.prompts = self._track_prompts(result, generation.seg_states, command)
             results.append(result)
         total = (time.perf_counter() - start) * 1e3
         for r in results:
