@@ -25,6 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from m2sa_core.data.labels import ITS_PART_RE, LABEL_RE
+from m2sa_core.metrics import intersection_union
 from m2sa_core.prompt import SEG_TOKEN
 from m2sa_core.types import Target
 
@@ -34,10 +35,10 @@ _LEADING_COMMA_RE = re.compile(r"^\s*,\s*")
 _TRAILING_ARTICLE_RE = re.compile(r"\s+(?:the|its|a|an)\s*$", re.IGNORECASE)
 
 
-def mask_iou(a: np.ndarray, b: np.ndarray) -> float:
-    """IoU of two boolean masks of one shape; 0 when both are empty."""
-    union = np.logical_or(a, b).sum()
-    return float(np.logical_and(a, b).sum() / union) if union else 0.0
+def _overlap(a: np.ndarray, b: np.ndarray) -> float:
+    """IoU of two visible masks; 0 when both are empty (two empty masks show no one object)."""
+    intersection, union = intersection_union(a, b)
+    return intersection / union if union else 0.0
 
 
 def duplicate_targets(targets: Sequence[Target], iou_threshold: float) -> list[int]:
@@ -56,7 +57,7 @@ def duplicate_targets(targets: Sequence[Target], iou_threshold: float) -> list[i
             earlier = targets[j]
             if j in dropped or earlier.object_name != target.object_name or earlier.part_name != target.part_name:
                 continue
-            if earlier.instance != target.instance and mask_iou(earlier.mask, target.mask) >= iou_threshold:
+            if earlier.instance != target.instance and _overlap(earlier.mask, target.mask) >= iou_threshold:
                 dropped.add(i)
                 break
     gone_objects = {(targets[i].object_name, targets[i].instance) for i in dropped if not targets[i].part_name}
