@@ -33,7 +33,7 @@ from m2sa_core.data.records import (
     require_image_file,
     require_size,
 )
-from m2sa_core.types import MASK_TYPES, Granularity
+from m2sa_core.types import MASK_TYPES
 
 SEG_PLACEHOLDER = "{seg}"
 MMR_SPLITS = ("train", "val", "test_obj_only", "test_part_only", "test_mixed")
@@ -79,17 +79,7 @@ def target_from_annotation(
         label = parsed.label
     else:
         label = make_label(obj, instance, part)
-    return TargetAnnotation(
-        label=label,
-        category_name=category,
-        object_name=obj,
-        instance=instance,
-        part_name=part,
-        granularity=Granularity.PART if part else Granularity.OBJECT,
-        mask_rle=rle,
-        amodal_rle=amodal,
-        bbox=[float(v) for v in bbox],
-    )
+    return TargetAnnotation.named(label, category, obj, instance, part, rle, amodal, bbox)
 
 
 def read_mmr(json_path: str | Path, image_root: str | Path, strict: bool = False, split: str | None = None,

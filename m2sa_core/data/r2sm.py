@@ -25,7 +25,7 @@ from m2sa_core.data.labels import make_label, parse_label_before, split_category
 from m2sa_core.data.layout import LayoutImage, read_layout_records
 from m2sa_core.data.records import SegDataset, SegRecord, TargetAnnotation, check_rle_field, require
 from m2sa_core.data.rle import rle_bbox
-from m2sa_core.types import MASK_TYPES, Granularity, MaskType
+from m2sa_core.types import MASK_TYPES, MaskType
 
 
 class R2SMDataset(SegDataset):
@@ -57,16 +57,8 @@ def _parse_query(query: Any, q_index: int, image: LayoutImage) -> SegRecord:
     parsed = parse_label_before(label) if isinstance(label, str) else None
     instance = parsed.instance if parsed is not None and parsed.object_name == obj else 0
     bbox = query.get("bbox") or rle_bbox(rle)
-    target = TargetAnnotation(
-        label=label if isinstance(label, str) and label else make_label(obj, instance, part),
-        category_name=category,
-        object_name=obj,
-        instance=instance,
-        part_name=part,
-        granularity=Granularity.PART if part else Granularity.OBJECT,
-        mask_rle=rle,
-        amodal_rle=rle if mask_type == MaskType.AMODAL else None,
-        bbox=[float(v) for v in bbox],
-    )
+    target = TargetAnnotation.named(label if isinstance(label, str) and label else make_label(obj, instance, part),
+                                    category, obj, instance, part, rle,
+                                    amodal_rle=rle if mask_type == MaskType.AMODAL else None, bbox=bbox)
     return image.record("r2sm", q_index, question=text, answer_template="", targets=[target], mask_type=mask_type,
                         meta={"is_sentence": True})

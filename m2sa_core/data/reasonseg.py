@@ -26,7 +26,6 @@ from m2sa_core.data.records import (
     require,
 )
 from m2sa_core.data.rle import encode_mask, rle_bbox
-from m2sa_core.types import Granularity
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 TARGET_LABEL = "target"
@@ -128,16 +127,8 @@ def _read_sample(json_path: Path, split: str) -> list[SegRecord]:
                 question=text.strip(),
                 answer_template="",
                 targets=[
-                    TargetAnnotation(
-                        label=TARGET_LABEL,
-                        category_name=TARGET_LABEL,
-                        object_name=TARGET_LABEL,
-                        instance=0,
-                        part_name="",
-                        granularity=Granularity.OBJECT,
-                        mask_rle=rle,
-                        bbox=rle_bbox(rle),
-                    )
+                    TargetAnnotation.named(TARGET_LABEL, TARGET_LABEL, TARGET_LABEL, 0, "", rle,
+                                           bbox=rle_bbox(rle))
                 ],
                 height=height,
                 width=width,

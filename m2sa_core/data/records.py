@@ -60,6 +60,16 @@ class TargetAnnotation:
     amodal_rle: dict[str, Any] | None = None
     bbox: list[float] = field(default_factory=list)  # COCO x, y, w, h
 
+    @classmethod
+    def named(cls, label: str, category_name: str, object_name: str, instance: int, part_name: str,
+              mask_rle: dict[str, Any], amodal_rle: dict[str, Any] | None = None,
+              bbox: Sequence[float] = ()) -> TargetAnnotation:
+        """A target whose granularity follows from whether it names a part: every reader
+        builds its targets this way, so none can call a part an object."""
+        return cls(label=label, category_name=category_name, object_name=object_name, instance=instance,
+                   part_name=part_name, granularity=Granularity.PART if part_name else Granularity.OBJECT,
+                   mask_rle=mask_rle, amodal_rle=amodal_rle, bbox=[float(v) for v in bbox])
+
     def mask(self, height: int | None = None, width: int | None = None) -> np.ndarray:
         """Boolean [H, W] mask; the size is checked when given."""
         return decode_rle(self.mask_rle, height, width)
