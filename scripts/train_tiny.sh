@@ -93,10 +93,31 @@ if [[ $PENDING == 1 ]]; then  # every stage's data, since the last stage builds 
     "$HELD/r2sm_test.json" "$HELD/amodal_reasonseg_test.json"
 fi
 
+# RANKS > 1 trains each stage as that many data-parallel processes (torchrun, gloo), each
+# with batch_size / RANKS of the config's batch and $(nproc) / RANKS threads: every step sees
+# the same samples as one process would (training/mixture.py, slots), and on two cores two
+# one-thread ranks take 0.8x the time of one two-thread process (bench/RESULTS.md).
+RANKS=${RANKS:-1}
+train_stage() {  # train_stage CONFIG OVERRIDES...: m2sa-train, or RANKS processes under torchrun
+  local config=$1 batch; shift
+  if [[ $RANKS == 1 ]]; then
+    "$BIN/m2sa-train" --config "$config" --resume "$@"
+    return
+  fi
+  batch=$("$BIN/python" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["optim"]["batch_size"])' "$config")
+  if (( batch % RANKS )); then
+    echo "train_tiny.sh: $config's batch of $batch does not split into RANKS=$RANKS equal parts" >&2
+    exit 2
+  fi
+  OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / RANKS > 1 ? $(nproc) / RANKS : 1 ))} \
+    "$BIN/torchrun" --standalone --nproc-per-node "$RANKS" -m training.train --config "$config" --resume \
+    "optim.batch_size=$((batch / RANKS))" "$@"
+}
+
 previous=""  # each stage starts from the one before it, under the same $RUNS
 for stage in $STAGES; do
   if [[ ! -f $RUNS/$stage/final/model.safetensors ]]; then
-    timed "$stage" "$BIN/m2sa-train" --config "training/tiny/$stage.yaml" --resume \
+    timed "$stage" train_stage "training/tiny/$stage.yaml" \
       "out_dir=$RUNS/$stage" ${previous:+"model.init_from=$RUNS/$previous/final"} "$@"
   fi
   previous=$stage

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shlex
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -43,13 +44,18 @@ def pipeline(tmp_path):
     for name in ("m2sa-synth", "m2sa-overlap", "m2sa-train", "m2sa-eval", "m2sa-export"):
         (bin_dir / name).write_text(STAND_IN)
         (bin_dir / name).chmod(0o755)
+    # torchrun records the threads each rank gets; python is the real one (it reads the configs).
+    (bin_dir / "torchrun").write_text(STAND_IN.replace('"$(basename "$0")"', '"torchrun OMP_NUM_THREADS=$OMP_NUM_THREADS"'))
+    (bin_dir / "torchrun").chmod(0o755)
+    (bin_dir / "python").symlink_to(sys.executable)
     env = {**os.environ, "BIN": str(bin_dir), "RUNS": str(tmp_path / "runs" / "trial"),
            "DATA": str(tmp_path / "synth"), "CLIP_DATA": str(tmp_path / "synth8k"), "HELD": str(tmp_path / "heldout"), "CALLS": str(tmp_path / "calls")}
 
     def run(*args: str, **extra_env: str) -> list[list[str]]:
         calls = tmp_path / "calls"
         calls.write_text("")
-        done = subprocess.run(["bash", str(SCRIPT), *args], env={**env, **extra_env}, capture_output=True,
+        merged = {key: value for key, value in {**env, **extra_env}.items() if value is not None}
+        done = subprocess.run(["bash", str(SCRIPT), *args], env=merged, capture_output=True,
                               text=True, timeout=60)
         assert done.returncode == 0, done.stderr
         return [shlex.split(line) for line in calls.read_text().splitlines()]
@@ -177,3 +183,41 @@ def test_a_stage_that_would_train_on_an_evaluation_image_stops_the_pipeline_befo
         run()
     assert [line.split()[0] for line in (tmp_path / "calls").read_text().splitlines()] == (
         ["m2sa-synth"] * 3 + ["m2sa-overlap"])
+
+
+STAGE_BATCHES = {"1_sam": 8, "1b_clip": 32, "2_language": 16, "3_m2sa": 8}  # training/tiny/*.yaml
+
+
+def test_ranks_train_every_stage_as_data_parallel_processes_that_split_its_batch(pipeline):
+    run, runs = pipeline
+    calls = run("device=cpu", RANKS="2", OMP_NUM_THREADS=None)
+    assert not [call for call in calls if call[0] == "m2sa-train"]
+    trains = [call for call in calls if call[0] == "torchrun"]
+    assert [_option(call, "out_dir") for call in trains] == [f"{runs}/{stage}" for stage in STAGE_BATCHES]
+    assert [_option(call, "model.init_from") for call in trains] == [
+        None, f"{runs}/1_sam/final", f"{runs}/1b_clip/final", f"{runs}/2_language/final"]
+    for call, (stage, batch) in zip(trains, STAGE_BATCHES.items()):
+        assert call[call.index("--nproc-per-node") + 1] == "2"
+        assert call[call.index("-m") + 1] == "training.train" and "--resume" in call
+        assert call[call.index("--config") + 1] == f"training/tiny/{stage}.yaml"
+        # Each rank takes half of the config's batch, so a step sees the samples one process would.
+        assert _option(call, "optim.batch_size") == str(batch // 2)
+        # The cores are shared out among the ranks rather than each rank taking them all.
+        assert _option(call, "OMP_NUM_THREADS") == str(max(1, (os.cpu_count() or 1) // 2))
+        assert call[-1] == "device=cpu"
+    # The evaluations stay single processes.
+    assert len([call for call in calls if call[0] == "m2sa-eval"]) == 4
+
+
+def test_the_callers_threads_per_rank_are_kept(pipeline):
+    run, _ = pipeline
+    trains = [call for call in run(RANKS="2", OMP_NUM_THREADS="3") if call[0] == "torchrun"]
+    assert trains and all(_option(call, "OMP_NUM_THREADS") == "3" for call in trains)
+
+
+def test_ranks_that_do_not_split_a_stages_batch_stop_the_pipeline_before_that_stage(pipeline, tmp_path):
+    run, runs = pipeline
+    with pytest.raises(AssertionError, match="RANKS=3"):
+        run(RANKS="3")  # stage 1's batch of 8
+    assert not [line for line in (tmp_path / "calls").read_text().splitlines() if line.startswith("torchrun")]
+    assert not (runs / "1_sam").exists()
