@@ -203,7 +203,7 @@ def test_ranks_train_every_stage_as_data_parallel_processes_that_split_its_batch
         # Each rank takes half of the config's batch, so a step sees the samples one process would.
         assert _option(call, "optim.batch_size") == str(batch // 2)
         # The cores are shared out among the ranks rather than each rank taking them all.
-        assert _option(call, "OMP_NUM_THREADS") == str(max(1, (os.cpu_count() or 1) // 2))
+        assert _option(call, "OMP_NUM_THREADS") == str(max(1, len(os.sched_getaffinity(0)) // 2))
         assert call[-1] == "device=cpu"
     # The evaluations stay single processes.
     assert len([call for call in calls if call[0] == "m2sa-eval"]) == 4

@@ -128,6 +128,30 @@ def test_two_process_ddp_matches_single_process_on_the_same_global_batch(tmp_pat
         torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-5, msg=f"{key} differs")
 
 
+def test_two_ranks_stopped_and_resumed_reach_the_weights_of_an_uninterrupted_two_rank_run(tmp_path, synth):
+    """scripts/train_tiny.sh with RANKS=2 relies on it: run again, a stage goes on from rank 0's checkpoint."""
+    port = 31500 + os.getpid() % 1000
+
+    def ranks(name: str, *extra: str) -> subprocess.CompletedProcess:
+        config, overrides = _config(tmp_path, synth, name, max_steps=4, batch_size=1)
+        cmd = [str(TORCHRUN), "--nproc-per-node", "2", "--master-port", str(port), "-m", "training.train",
+               "--config", str(config), *extra, *overrides]
+        return subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=400)
+
+    assert (done := ranks("straight")).returncode == 0, done.stderr[-3000:]
+    assert (stopped := ranks("resumed", "--stop-after", "2")).returncode == 0, stopped.stderr[-3000:]
+    assert not (tmp_path / "resumed" / "final").exists()
+    resumed = ranks("resumed", "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed from" in resumed.stdout
+    fingerprints = json.loads((tmp_path / "resumed" / "final" / "rank_fingerprints.json").read_text())
+    assert len(fingerprints) == 2 and fingerprints[0] == fingerprints[1], "ranks diverged after resume"
+    a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "resumed")
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-7, msg=f"{key} differs after resume")
+
+
 def test_two_process_fsdp_matches_single_process_and_saves_full_weights(tmp_path, synth):
     """FSDP2 (sharded parameters and optimizer state) trains what one process trains."""
     _single_and_two_ranks(tmp_path, synth, "fsdp", 31500, "strategy=fsdp")
