@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import random
+from pathlib import Path
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 100)))
@@ -66,3 +67,31 @@ def module_context():
     rclpy.init(context=context)
     yield context
     context.try_shutdown()
+
+
+@pytest.fixture
+def config_on_small_world(tmp_path):
+    """A repository config copied with its ``data/synth`` paths on a small world of its own.
+
+    Training and benchmark tests run the real configs, whose data is the full synthetic
+    world; ``make(config, images, replace={...})`` writes the world (seed 5, 128 px) once per
+    test and the copy beside it, with any further text replaced. Returns (config, world).
+    """
+    from m2sa_core.data.synthetic import main as synth_main
+
+    repo = Path(__file__).resolve().parents[1]
+    world = tmp_path / "world"
+
+    def make(config: str, images: int, replace: dict[str, str] | None = None) -> tuple[Path, Path]:
+        if not world.exists():
+            assert synth_main(["--out", str(world), "--images", str(images), "--seed", "5", "--size", "128",
+                               "--quiet"]) == 0
+        text = (repo / config).read_text().replace("data/synth", str(world))
+        for old, new in (replace or {}).items():
+            assert old in text, f"{config} has no {old!r} to replace"
+            text = text.replace(old, new)
+        copy = tmp_path / Path(config).name
+        copy.write_text(text)
+        return copy, world
+
+    return make

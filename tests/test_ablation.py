@@ -8,7 +8,6 @@ from pathlib import Path
 
 import pytest
 
-from m2sa_core.data.synthetic import main as synth_main
 from training.ablation import TAGS, main, trained, variant_config
 from training.config import config_to_dict, load_config
 
@@ -16,11 +15,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
-def test_a_variant_run_alone_is_reused_by_the_table(tmp_path):
-    world = tmp_path / "world"
-    assert synth_main(["--out", str(world), "--images", "12", "--seed", "5", "--size", "128", "--quiet"]) == 0
-    config = tmp_path / "tiny.yaml"
-    config.write_text((REPO / "training" / "tiny_synth.yaml").read_text().replace("data/synth", str(world)))
+def test_a_variant_run_alone_is_reused_by_the_table(tmp_path, config_on_small_world):
+    config, world = config_on_small_world("training/tiny_synth.yaml", 12)
     out = tmp_path / "ablation"
     common = ["--config", str(config), "--steps", "1", "--out", str(out), "--data-dir", str(world),
               "--max-items", "1"]
@@ -58,15 +54,12 @@ def test_a_variant_run_alone_is_reused_by_the_table(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_resumed_variant_says_which_steps_its_time_covers(tmp_path):
+def test_a_resumed_variant_says_which_steps_its_time_covers(tmp_path, config_on_small_world):
     """Variants take hours and outlive sessions: one stopped and resumed must not report the
     last invocation's minutes as the whole run's, and a model trained before is not timed."""
     from training.train import train
 
-    world = tmp_path / "world"
-    assert synth_main(["--out", str(world), "--images", "12", "--seed", "5", "--size", "128", "--quiet"]) == 0
-    config = tmp_path / "tiny.yaml"
-    config.write_text((REPO / "training" / "tiny_synth.yaml").read_text().replace("data/synth", str(world)))
+    config, world = config_on_small_world("training/tiny_synth.yaml", 12)
     out = tmp_path / "ablation"
     overrides = ["optim.batch_size=2", "optim.warmup_steps=1", "num_workers=0", "checkpoint_every=1"]
     common = ["--config", str(config), "--steps", "2", "--out", str(out), "--data-dir", str(world),

@@ -8,18 +8,13 @@ from pathlib import Path
 import pytest
 
 from bench.bench_ranks import main, seconds_per_step
-from m2sa_core.data.synthetic import main as synth_main
 
 REPO = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.slow
-def test_the_benchmark_runs_both_layouts_of_a_stage_and_reports_their_ratio(tmp_path):
-    world = tmp_path / "world"
-    assert synth_main(["--out", str(world), "--images", "40", "--seed", "5", "--size", "128", "--quiet"]) == 0
-    config = tmp_path / "1_sam.yaml"
-    config.write_text((REPO / "training" / "tiny" / "1_sam.yaml").read_text()
-                      .replace("data/synth", str(world)).replace("batch_size: 8", "batch_size: 2"))
+def test_the_benchmark_runs_both_layouts_of_a_stage_and_reports_their_ratio(tmp_path, config_on_small_world):
+    config, _ = config_on_small_world("training/tiny/1_sam.yaml", 40, replace={"batch_size: 8": "batch_size: 2"})
     out, results = tmp_path / "report.json", tmp_path / "RESULTS.md"
     assert main(["--config", str(config), "--steps", "21", "--warmup", "10", "--repeats", "1", "--threads", "2",
                  "--no-write", "--json", str(out), "prompt_regions=2", "model.tokenizer_vocab_size=600",

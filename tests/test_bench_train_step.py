@@ -3,19 +3,12 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 from bench.bench_train_step import main
-from m2sa_core.data.synthetic import main as synth_main
-
-REPO = Path(__file__).resolve().parents[1]
 
 
-def test_the_benchmark_times_both_sides_of_a_stage_one_step(tmp_path):
-    world = tmp_path / "world"
-    assert synth_main(["--out", str(world), "--images", "40", "--seed", "5", "--size", "128", "--quiet"]) == 0
-    config = tmp_path / "1_sam.yaml"
-    config.write_text((REPO / "training" / "tiny" / "1_sam.yaml").read_text().replace("data/synth", str(world)))
+def test_the_benchmark_times_both_sides_of_a_stage_one_step(tmp_path, config_on_small_world):
+    config, _ = config_on_small_world("training/tiny/1_sam.yaml", 40)
     out = tmp_path / "report.json"
     results = tmp_path / "RESULTS.md"
     assert main(["--config", str(config), "--steps", "2", "--warmup", "1", "--threads", "1", "--profile", "1",
