@@ -31,9 +31,8 @@ REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-import yaml  # noqa: E402
-
 from bench.common import RESULTS, RESULTS_HEADER, command_line, host_line, publish_report  # noqa: E402
+from training.config import load_config  # noqa: E402
 
 
 def seconds_per_step(out_dir: Path, warmup: int) -> float:
@@ -47,9 +46,9 @@ def seconds_per_step(out_dir: Path, warmup: int) -> float:
     return (times[last] - times[first]) / (last - first)
 
 
-def train(config: str, ranks: int, steps: int, out_dir: Path, overrides: list[str], threads: int) -> None:
-    """Run ``steps`` steps of ``config`` as one process (ranks 1) or as ``ranks`` torchrun ranks."""
-    batch = yaml.safe_load(Path(config).read_text())["optim"]["batch_size"]
+def train(config: str, batch: int, ranks: int, steps: int, out_dir: Path, overrides: list[str], threads: int) -> None:
+    """Run ``steps`` steps of ``config`` (a step's batch ``batch``) as one process (ranks 1) or as
+    ``ranks`` torchrun ranks with ``batch / ranks`` each."""
     common = [f"out_dir={out_dir}", f"optim.max_steps={steps}", "eval_every=0", "log_every=10", *overrides]
     bin_dir = Path(sys.executable).parent
     if ranks == 1:
@@ -57,7 +56,7 @@ def train(config: str, ranks: int, steps: int, out_dir: Path, overrides: list[st
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
     else:
         command = [str(bin_dir / "torchrun"), "--standalone", "--nproc-per-node", str(ranks), "-m", "training.train",
-                   "--config", config, f"optim.batch_size={batch // ranks}", *common]
+                   "--config", config, *common, f"optim.batch_size={batch // ranks}"]
         env = {**os.environ, "OMP_NUM_THREADS": str(max(1, threads // ranks))}
     done = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True)
     if done.returncode != 0:
@@ -77,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", default=None)
     parser.add_argument("overrides", nargs="*", help="key=value, as m2sa-train takes them")
     args = parser.parse_args(argv)
-    batch = yaml.safe_load(Path(args.config).read_text())["optim"]["batch_size"]
+    batch = load_config(args.config, args.overrides).optim.batch_size
     if args.ranks < 2 or batch % args.ranks:
         parser.error(f"--ranks must be 2 or more and split the config's batch of {batch}")
     if args.steps <= args.warmup + 10:
@@ -87,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         for repeat in range(args.repeats):
             for ranks, times in ((1, single), (args.ranks, ranked)):
                 out_dir = Path(scratch) / f"r{repeat}_ranks{ranks}"
-                train(args.config, ranks, args.steps, out_dir, args.overrides, args.threads)
+                train(args.config, batch, ranks, args.steps, out_dir, args.overrides, args.threads)
                 times.append(seconds_per_step(out_dir, args.warmup))
                 print(f"[bench_ranks] repeat {repeat + 1}: {ranks} rank(s) {times[-1]:.3f} s a step", flush=True)
     ratios = [r / s for s, r in zip(single, ranked)]

@@ -104,14 +104,17 @@ train_stage() {  # train_stage CONFIG OVERRIDES...: m2sa-train, or RANKS process
     "$BIN/m2sa-train" --config "$config" --resume "$@"
     return
   fi
-  batch=$("$BIN/python" -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["optim"]["batch_size"])' "$config")
+  # The batch with the caller's overrides applied (training.config): an optim.batch_size= given on
+  # the command line is the step's batch too, split like the config's.
+  batch=$("$BIN/python" -c 'import sys; from training.config import load_config
+print(load_config(sys.argv[1], sys.argv[2:]).optim.batch_size)' "$config" "$@")
   if (( batch % RANKS )); then
     echo "train_tiny.sh: $config's batch of $batch does not split into RANKS=$RANKS equal parts" >&2
     exit 2
   fi
   OMP_NUM_THREADS=${OMP_NUM_THREADS:-$(( $(nproc) / RANKS > 1 ? $(nproc) / RANKS : 1 ))} \
     "$BIN/torchrun" --standalone --nproc-per-node "$RANKS" -m training.train --config "$config" --resume \
-    "optim.batch_size=$((batch / RANKS))" "$@"
+    "$@" "optim.batch_size=$((batch / RANKS))"
 }
 
 previous=""  # each stage starts from the one before it, under the same $RUNS

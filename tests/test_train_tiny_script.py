@@ -204,9 +204,15 @@ def test_ranks_train_every_stage_as_data_parallel_processes_that_split_its_batch
         assert _option(call, "optim.batch_size") == str(batch // 2)
         # The cores are shared out among the ranks rather than each rank taking them all.
         assert _option(call, "OMP_NUM_THREADS") == str(max(1, len(os.sched_getaffinity(0)) // 2))
-        assert call[-1] == "device=cpu"
+        assert call[-2] == "device=cpu"  # the caller's overrides, then the rank's share of the batch
     # The evaluations stay single processes.
     assert len([call for call in calls if call[0] == "m2sa-eval"]) == 4
+
+
+def test_a_callers_batch_is_the_steps_batch_and_is_split_among_the_ranks(pipeline):
+    run, _ = pipeline
+    trains = [call for call in run("optim.batch_size=4", RANKS="2") if call[0] == "torchrun"]
+    assert len(trains) == 4 and all(_option(call, "optim.batch_size") == "2" for call in trains)
 
 
 def test_the_callers_threads_per_rank_are_kept(pipeline):

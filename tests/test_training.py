@@ -130,7 +130,7 @@ def test_two_process_ddp_matches_single_process_on_the_same_global_batch(tmp_pat
 
 def test_two_ranks_stopped_and_resumed_reach_the_weights_of_an_uninterrupted_two_rank_run(tmp_path, synth):
     """scripts/train_tiny.sh with RANKS=2 relies on it: run again, a stage goes on from rank 0's checkpoint."""
-    port = 31500 + os.getpid() % 1000
+    port = 32500 + os.getpid() % 1000  # apart from the FSDP test's 31500 base
 
     def ranks(name: str, *extra: str) -> subprocess.CompletedProcess:
         config, overrides = _config(tmp_path, synth, name, max_steps=4, batch_size=1)
