@@ -105,8 +105,11 @@ def test_truncated_checkpoint_is_detected_and_the_previous_one_used(tmp_path, sy
 
 
 def _single_and_two_ranks(tmp_path: Path, synth: Path, name: str, port_base: int, *extra: str) -> None:
-    """One process with 2 accumulation steps, then 2 torchrun ranks of 1 step each (same global batch)."""
-    config, single = _config(tmp_path, synth, "single", max_steps=3, batch_size=1, grad_accum=2)
+    """One process with a batch of 2, then 2 torchrun ranks with 1 sample each (the same samples).
+
+    The samples' answers differ in length, so the ranks match only if each rank's loss
+    terms count by its share of the step's answer tokens and masks (training.train.step_loss)."""
+    config, single = _config(tmp_path, synth, "single", max_steps=3, batch_size=2, grad_accum=1)
     run = _train(config, single)
     assert run.returncode == 0, run.stderr[-3000:]
 

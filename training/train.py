@@ -106,11 +106,44 @@ class LossParts(torch.nn.Module):
         self._forward = objective.forward
 
     def forward(self, batch: dict) -> tuple[torch.Tensor, ...]:
-        """(loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type, iou); skipped parts are 0."""
+        """(loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type, iou, terms, counts); skipped
+        parts are 0; terms and counts are the loss's weighted terms and their item counts
+        ([7] each), or empty for an objective whose loss is not split into terms."""
         out = self._forward(self.model, batch)
         iou = out.iou_loss if out.iou_loss is not None else out.loss.new_zeros(())
+        terms = out.loss_terms if out.loss_terms is not None else out.loss.new_zeros((0,))
+        counts = out.loss_counts if out.loss_counts is not None else torch.zeros(0, dtype=torch.float64)
         return (out.loss, out.ce_loss, out.bce_loss, out.dice_loss,
-                out.amodal_bce_loss, out.amodal_dice_loss, out.mask_type_loss, iou)
+                out.amodal_bce_loss, out.amodal_dice_loss, out.mask_type_loss, iou, terms, counts)
+
+
+def step_loss(losses: tuple[torch.Tensor, ...], info: DistInfo) -> tuple[torch.Tensor, torch.Tensor]:
+    """The loss one rank backpropagates, and the eight logged parts as one process would
+    have them, for a micro-batch split across ranks.
+
+    A term of the loss is a mean over items (answer tokens, masks), and a rank's batch holds
+    some of the step's items: averaged per rank and then over ranks (as DDP averages
+    gradients), a rank with few masks would weigh each of its masks more than a rank with
+    many, and a question with a long list of targets would count for less than it does in
+    one process. Each rank's term is therefore weighted by its share of the step's items,
+    so that the ranks together train exactly one process's loss on the whole batch
+    (training/tiny/RUNS.md, run 63). Objectives without terms keep the per-rank mean.
+    """
+    loss, terms, counts = losses[0], losses[8], losses[9]
+    parts = torch.stack([v.detach().double() for v in losses[:8]])
+    if not info.enabled:
+        return loss, parts
+    if terms.numel() == 0:
+        torch.distributed.all_reduce(parts)
+        return loss, parts / info.world_size
+    counts = counts.to(parts.device)  # on the collective's device: NCCL reduces CUDA tensors only
+    total = counts.clone()
+    torch.distributed.all_reduce(total)
+    share = torch.where(total > 0, counts * info.world_size / total.clamp(min=1), torch.zeros_like(total))
+    loss = (terms * share.to(terms.dtype)).sum()
+    parts = torch.cat([loss.detach().double().reshape(1), parts[1:] * share])
+    torch.distributed.all_reduce(parts)
+    return loss, parts / info.world_size
 
 
 class CsvLog:
@@ -353,12 +386,9 @@ def optimisation_step(run: Run, wrapped: torch.nn.Module, batches) -> list[float
             run.model.set_requires_gradient_sync(last)
         amp = torch.autocast(device.type, dtype=autocast_dtype) if autocast_dtype else contextlib.nullcontext()
         with sync, amp:
-            losses = wrapped(inputs)
-            (losses[0] / accum).backward()
-        parts += torch.tensor([v.item() for v in losses], dtype=torch.float64) / accum
-    if info.enabled:
-        torch.distributed.all_reduce(parts)
-        parts /= info.world_size
+            loss, micro_parts = step_loss(wrapped(inputs), info)
+            (loss / accum).backward()
+        parts += micro_parts.cpu() / accum
     if run.config.optim.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(run.params, run.config.optim.grad_clip)
     run.optimizer.step()

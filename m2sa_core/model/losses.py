@@ -69,6 +69,12 @@ class LossParts:
     num_masks: int
     num_amodal_masks: int
     iou: torch.Tensor  # SAM's IoU head against the masks' measured IoU (MSE); 0 when not trained
+    # The total's terms, each weighted and 0 where left out ([7]: ce, bce, dice, amodal bce,
+    # amodal dice, mask type, iou; ``loss`` is their sum), and how many items (answer tokens,
+    # masks) each term's mean is over: what data-parallel training needs to weight every
+    # rank's terms by its share of the whole step's items (training.train).
+    terms: torch.Tensor | None = None
+    counts: torch.Tensor | None = None
 
 
 class M2SALoss:
@@ -127,9 +133,9 @@ class M2SALoss:
             wanted = torch.full((type_logits.shape[0],), kind, dtype=torch.long, device=type_logits.device)
             self.type_terms.append(F.cross_entropy(type_logits.float(), wanted, reduction="none"))
 
-    def total(self, ce_loss: torch.Tensor) -> LossParts:
+    def total(self, ce_loss: torch.Tensor, ce_count: int = 0) -> LossParts:
         """The weighted total and its parts (skipped terms are left out of the sum, not
-        added as zeros)."""
+        added as zeros); ``ce_count`` is the number of answer tokens ``ce_loss`` averages."""
         cfg = self.config
         zero = ce_loss.new_zeros(())
         num_masks = sum(int(t.numel()) for t in self.bce_terms)
@@ -140,13 +146,19 @@ class M2SALoss:
         amodal_dice_loss = torch.cat(self.amodal_dice_terms).mean() if num_amodal else zero
         mask_type_loss = torch.cat(self.type_terms).mean() if self.type_terms else zero
         iou_loss = torch.cat(self.iou_terms).mean() if self.iou_terms else zero
-        loss = cfg.ce_loss_weight * ce_loss + cfg.bce_loss_weight * bce_loss + cfg.dice_loss_weight * dice_loss
         w_abce, w_adice = cfg.amodal_loss_weights
-        if num_amodal:
-            loss = loss + w_abce * amodal_bce_loss + w_adice * amodal_dice_loss
-        if self.type_terms:
-            loss = loss + cfg.mask_type_weight * mask_type_loss
-        if self.iou_terms:
-            loss = loss + cfg.iou_head_loss_weight * iou_loss
-        return LossParts(loss, ce_loss, bce_loss, dice_loss, amodal_bce_loss, amodal_dice_loss,
-                         mask_type_loss, num_masks, num_amodal, iou_loss)
+        num_types = sum(int(t.numel()) for t in self.type_terms)
+        num_ious = sum(int(t.numel()) for t in self.iou_terms)
+        terms = torch.stack([
+            cfg.ce_loss_weight * ce_loss.float(),
+            cfg.bce_loss_weight * bce_loss.float(),
+            cfg.dice_loss_weight * dice_loss.float(),
+            w_abce * amodal_bce_loss.float() if num_amodal else zero.float(),
+            w_adice * amodal_dice_loss.float() if num_amodal else zero.float(),
+            cfg.mask_type_weight * mask_type_loss.float() if num_types else zero.float(),
+            cfg.iou_head_loss_weight * iou_loss.float() if num_ious else zero.float(),
+        ])
+        counts = torch.tensor([ce_count, num_masks, num_masks, num_amodal, num_amodal, num_types, num_ious],
+                              dtype=torch.float64)
+        return LossParts(terms.sum(), ce_loss, bce_loss, dice_loss, amodal_bce_loss, amodal_dice_loss,
+                         mask_type_loss, num_masks, num_amodal, iou_loss, terms, counts)

@@ -91,6 +91,9 @@ class M2SAOutput:
     num_amodal_masks: int = 0
     iou_loss: torch.Tensor | None = None  # zero when the IoU head is not trained
     pred_amodal_ious: list[torch.Tensor] = field(default_factory=list)  # B x [n_i] predicted IoU of the amodal masks
+    # [7] the loss's weighted terms and [7] the items each averages (m2sa_core.model.losses.LossParts)
+    loss_terms: torch.Tensor | None = None
+    loss_counts: torch.Tensor | None = None
 
 
 def _detached_inputs(module: nn.Module, args: tuple) -> tuple:
@@ -420,12 +423,12 @@ class M2SAModel(nn.Module):
             pred_amodal_ious.append(iou[:, AMODAL_MASK_TOKEN])
             pred_types.append(type_logits)
             losses.add_sample(sample_ids[b], masks, amodal, type_logits, gt, gt_amodal[b], mask_types[b], iou)
-        parts = losses.total(ce_loss)
+        parts = losses.total(ce_loss, int((merged_labels[:, 1:] != IGNORE_INDEX).sum()))
         return M2SAOutput(
             parts.loss, parts.ce, parts.bce, parts.dice, pred_masks, pred_ious, logits, parts.num_masks,
             amodal_bce_loss=parts.amodal_bce, amodal_dice_loss=parts.amodal_dice, mask_type_loss=parts.mask_type,
             pred_amodal_masks=pred_amodal, pred_mask_types=pred_types, num_amodal_masks=parts.num_amodal_masks,
-            iou_loss=parts.iou, pred_amodal_ious=pred_amodal_ious,
+            iou_loss=parts.iou, pred_amodal_ious=pred_amodal_ious, loss_terms=parts.terms, loss_counts=parts.counts,
         )
 
     @staticmethod

@@ -91,4 +91,5 @@ def promptable_forward(model: M2SAModel, batch: dict) -> M2SAOutput:
     return M2SAOutput(parts.loss, parts.ce, parts.bce, parts.dice, pred_masks, pred_ious, None, parts.num_masks,
                       amodal_bce_loss=parts.amodal_bce, amodal_dice_loss=parts.amodal_dice,
                       mask_type_loss=parts.mask_type, pred_amodal_masks=pred_amodal,
-                      num_amodal_masks=parts.num_amodal_masks, iou_loss=parts.iou)
+                      num_amodal_masks=parts.num_amodal_masks, iou_loss=parts.iou,
+                      loss_terms=parts.terms, loss_counts=parts.counts)
