@@ -180,3 +180,20 @@ def test_training_batches_with_and_without_amodal_masks_reach_the_model(model, t
     with torch.no_grad():
         out = model(moved)
     assert out.num_amodal_masks == 2 and out.num_masks == 4 and out.mask_type_loss > 0
+
+
+def test_loss_terms_sum_to_the_loss_and_count_what_each_averages(model, tokenizer):
+    """Data-parallel training weighs each rank's terms by these counts (training.train.step_loss):
+    a wrong count would train another loss than one process on the whole batch."""
+    batch = _batch(model, tokenizer, amodal=True, mask_type="modal")
+    with torch.no_grad():
+        out = model(batch)
+    torch.testing.assert_close(out.loss_terms.sum(), out.loss)
+    cfg = model.config
+    ce, bce, dice, a_bce, a_dice, kind, _ = out.loss_terms
+    torch.testing.assert_close(ce, cfg.ce_loss_weight * out.ce_loss)
+    torch.testing.assert_close(bce, cfg.bce_loss_weight * out.bce_loss)
+    torch.testing.assert_close(a_dice, cfg.amodal_loss_weights[1] * out.amodal_dice_loss)
+    answer_tokens = int((batch["labels"][:, 1:] != -100).sum())
+    assert answer_tokens > 0
+    assert out.loss_counts.tolist()[:6] == [answer_tokens, 2, 2, 2, 2, 2]  # two targets, each with a complete shape and a type
