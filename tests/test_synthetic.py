@@ -503,3 +503,33 @@ def test_lexicon_cuts_held_out_clauses_and_never_composes_one():
     assert texts == {"Show the mug."}
     with pytest.raises(RuntimeError, match="avoids the held-out clauses"):
         compose(rng, ("Point out the {name}.",), {"{name}": "mug"}, clauses, "the mug")
+
+
+def test_probe_instance_misses_lists_each_target_under_the_threshold_with_its_nearest_other(world):
+    """scripts/probe_instance_misses.py, as run from the repository with the shipped model:
+    under an IoU of 1.01 every target of the questions asked is listed, once, with the other
+    target of its question its mask overlaps most (none for a question of one target)."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    from training.config import DataSourceConfig
+    from training.sources import open_source
+
+    questions = open_source(DataSourceConfig(kind="synthetic", path=str(world / "MMR_test_part_only.json"),
+                                             image_root=str(world / "images"))).items[:3]
+    cmd = [sys.executable, "scripts/probe_instance_misses.py", "--model", "models/m2sa-tiny-synth",
+           "--data", str(world / "MMR_test_part_only.json"), "--image-root", str(world / "images"),
+           "--questions", "3", "--below", "1.01"]
+    out = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
+    rows = [line.split(" | ") for line in out if line.startswith("| ") and not line.startswith("| question")]
+    expected = [(q.question, len(q.targets)) for q in questions for _ in q.targets]
+    assert len(rows) == len(expected)
+    for (question, n_targets), row in zip(expected, rows):
+        assert row[0][2:] == question and 0.0 <= float(row[2]) <= 1.0
+        assert (row[3] == "no other target |") == (n_targets == 1)
+    assert out[0].endswith(f"{len(expected)} of {len(expected)} targets under IoU 1.01 with the answer given")
+
+    missing = subprocess.run(cmd[:2] + ["--model", "no/such/model"] + cmd[4:], cwd=root, capture_output=True, text=True)
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines()[-1] == "probe_instance_misses: no/such/model does not exist"
