@@ -118,8 +118,9 @@ class LossParts(torch.nn.Module):
 
 
 def step_loss(losses: tuple[torch.Tensor, ...], info: DistInfo) -> tuple[torch.Tensor, torch.Tensor]:
-    """The loss one rank backpropagates, and the eight logged parts as one process would
-    have them, for a micro-batch split across ranks.
+    """The loss one rank backpropagates, and this rank's contribution to the eight logged
+    parts: summed over the ranks and divided by their number, they are one process's parts
+    for the micro-batch split across the ranks.
 
     A term of the loss is a mean over items (answer tokens, masks), and a rank's batch holds
     some of the step's items: averaged per rank and then over ranks (as DDP averages
@@ -131,19 +132,14 @@ def step_loss(losses: tuple[torch.Tensor, ...], info: DistInfo) -> tuple[torch.T
     """
     loss, terms, counts = losses[0], losses[8], losses[9]
     parts = torch.stack([v.detach().double() for v in losses[:8]])
-    if not info.enabled:
+    if not info.enabled or terms.numel() == 0:
         return loss, parts
-    if terms.numel() == 0:
-        torch.distributed.all_reduce(parts)
-        return loss, parts / info.world_size
     counts = counts.to(parts.device)  # on the collective's device: NCCL reduces CUDA tensors only
     total = counts.clone()
     torch.distributed.all_reduce(total)
     share = torch.where(total > 0, counts * info.world_size / total.clamp(min=1), torch.zeros_like(total))
     loss = (terms * share.to(terms.dtype)).sum()
-    parts = torch.cat([loss.detach().double().reshape(1), parts[1:] * share])
-    torch.distributed.all_reduce(parts)
-    return loss, parts / info.world_size
+    return loss, torch.cat([loss.detach().double().reshape(1), parts[1:] * share])
 
 
 class CsvLog:
@@ -389,6 +385,9 @@ def optimisation_step(run: Run, wrapped: torch.nn.Module, batches) -> list[float
             loss, micro_parts = step_loss(wrapped(inputs), info)
             (loss / accum).backward()
         parts += micro_parts.cpu() / accum
+    if info.enabled:
+        torch.distributed.all_reduce(parts)
+        parts /= info.world_size
     if run.config.optim.grad_clip > 0:
         torch.nn.utils.clip_grad_norm_(run.params, run.config.optim.grad_clip)
     run.optimizer.step()

@@ -54,6 +54,11 @@ def answer_ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
                            ignore_index=IGNORE_INDEX)
 
 
+def answer_token_count(labels: torch.Tensor) -> int:
+    """How many tokens :func:`answer_ce` averages over: the labels it predicts, less the ignored."""
+    return int((labels[:, 1:] != IGNORE_INDEX).sum())
+
+
 @dataclass
 class LossParts:
     """The weighted total and its parts; a part with no term in the batch is 0 and left
@@ -149,15 +154,12 @@ class M2SALoss:
         w_abce, w_adice = cfg.amodal_loss_weights
         num_types = sum(int(t.numel()) for t in self.type_terms)
         num_ious = sum(int(t.numel()) for t in self.iou_terms)
-        terms = torch.stack([
-            cfg.ce_loss_weight * ce_loss.float(),
-            cfg.bce_loss_weight * bce_loss.float(),
-            cfg.dice_loss_weight * dice_loss.float(),
-            w_abce * amodal_bce_loss.float() if num_amodal else zero.float(),
-            w_adice * amodal_dice_loss.float() if num_amodal else zero.float(),
-            cfg.mask_type_weight * mask_type_loss.float() if num_types else zero.float(),
-            cfg.iou_head_loss_weight * iou_loss.float() if num_ious else zero.float(),
-        ])
+        # A term with no items is the zero above, so its weighted term is 0 and adds nothing.
+        values = torch.stack([ce_loss, bce_loss, dice_loss, amodal_bce_loss, amodal_dice_loss,
+                              mask_type_loss, iou_loss]).float()
+        weights = values.new_tensor([cfg.ce_loss_weight, cfg.bce_loss_weight, cfg.dice_loss_weight, w_abce,
+                                     w_adice, cfg.mask_type_weight, cfg.iou_head_loss_weight])
+        terms = values * weights
         counts = torch.tensor([ce_count, num_masks, num_masks, num_amodal, num_amodal, num_types, num_ious],
                               dtype=torch.float64)
         return LossParts(terms.sum(), ce_loss, bce_loss, dice_loss, amodal_bce_loss, amodal_dice_loss,

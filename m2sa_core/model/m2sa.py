@@ -30,7 +30,7 @@ from transformers import CLIPVisionModel, LlamaForCausalLM
 from m2sa_core.prompt import IGNORE_INDEX, IMAGE_PLACEHOLDER_ID
 from m2sa_core.types import MASK_TYPES
 from m2sa_core.model.config import M2SAConfig
-from m2sa_core.model.losses import M2SALoss, answer_ce
+from m2sa_core.model.losses import M2SALoss, answer_ce, answer_token_count
 from m2sa_core.model.refiner import MaskRefiner
 from m2sa_core.model.sam import build_fusion, build_sam, encode_with_early_features
 
@@ -423,7 +423,7 @@ class M2SAModel(nn.Module):
             pred_amodal_ious.append(iou[:, AMODAL_MASK_TOKEN])
             pred_types.append(type_logits)
             losses.add_sample(sample_ids[b], masks, amodal, type_logits, gt, gt_amodal[b], mask_types[b], iou)
-        parts = losses.total(ce_loss, int((merged_labels[:, 1:] != IGNORE_INDEX).sum()))
+        parts = losses.total(ce_loss, answer_token_count(merged_labels))
         return M2SAOutput(
             parts.loss, parts.ce, parts.bce, parts.dice, pred_masks, pred_ious, logits, parts.num_masks,
             amodal_bce_loss=parts.amodal_bce, amodal_dice_loss=parts.amodal_dice, mask_type_loss=parts.mask_type,
