@@ -190,10 +190,72 @@ def test_loss_terms_sum_to_the_loss_and_count_what_each_averages(model, tokenize
         out = model(batch)
     torch.testing.assert_close(out.loss_terms.sum(), out.loss)
     cfg = model.config
-    ce, bce, dice, a_bce, a_dice, kind, _ = out.loss_terms
+    ce, bce, dice, a_bce, a_dice, kind, _, exclusion = out.loss_terms
     torch.testing.assert_close(ce, cfg.ce_loss_weight * out.ce_loss)
     torch.testing.assert_close(bce, cfg.bce_loss_weight * out.bce_loss)
     torch.testing.assert_close(a_dice, cfg.amodal_loss_weights[1] * out.amodal_dice_loss)
+    assert float(exclusion) == 0.0 and out.loss_counts[7] == 0  # off by default, as the authors train
     answer_tokens = int((batch["labels"][:, 1:] != -100).sum())
     assert answer_tokens > 0
     assert out.loss_counts.tolist()[:6] == [answer_tokens, 2, 2, 2, 2, 2]  # two targets, each with a complete shape and a type
+
+
+def test_exclusion_term_counts_each_mask_that_could_claim_another_targets_pixels(model, tokenizer):
+    batch = _batch(model, tokenizer)
+    model.config.exclusion_loss_weight = 0.5
+    try:
+        with torch.no_grad():
+            out = model(batch)
+    finally:
+        model.config.exclusion_loss_weight = 0.0
+    assert out.loss_counts[7] == 2  # the toy scene's two targets are disjoint
+    assert 0 < float(out.exclusion_loss) < 1
+    torch.testing.assert_close(out.loss_terms[7], 0.5 * out.exclusion_loss)
+    torch.testing.assert_close(out.loss_terms.sum(), out.loss)
+
+
+def test_exclusion_margin_counts_only_the_share_beyond_it(model, tokenizer):
+    """A boundary's spill onto a neighbour stays under the margin; a mask drawn on another
+    target goes past it and counts only by how far."""
+    from m2sa_core.model.losses import exclusion_per_mask
+
+    batch = _batch(model, tokenizer)
+    model.config.exclusion_loss_weight = 1.0
+    try:
+        with torch.no_grad():
+            plain = model(batch)
+            share, _ = exclusion_per_mask(plain.pred_masks[0], batch["gt_masks"][0])
+            model.config.exclusion_margin = float(share.min())
+            margined = model(batch)
+            model.config.exclusion_margin = 0.99
+            above_all = model(batch)
+    finally:
+        model.config.exclusion_loss_weight, model.config.exclusion_margin = 0.0, 0.0
+    torch.testing.assert_close(plain.exclusion_loss, share.mean())
+    torch.testing.assert_close(margined.exclusion_loss, (share - share.min()).mean())
+    assert float(above_all.exclusion_loss) == 0.0 and above_all.loss_counts[7] == 2
+
+
+def test_exclusion_share_is_the_other_targets_pixels_a_mask_claims():
+    """pan_3's bottom drawn on pan_4's is what the term is for; a part inside its object
+    costs the object nothing, and a lone target has nothing to claim."""
+    from m2sa_core.model.losses import exclusion_per_mask
+
+    left, right, whole = torch.zeros(3, 8, 8), torch.zeros(8, 8), torch.zeros(8, 8)
+    left[0, :, :4] = 1  # target 0: the left half
+    left[1, :, 4:] = 1  # target 1: the right half
+    right[:, 4:] = 1
+    logit = lambda m: (m * 2 - 1) * 20.0  # noqa: E731 - a confident mask
+    own_drawn = torch.stack([logit(left[0]), logit(left[1])])
+    swapped = torch.stack([logit(right), logit(left[0])])
+    share, has = exclusion_per_mask(own_drawn, left[:2], smooth=1e-3)
+    assert has.tolist() == [True, True] and share.max() < 1e-3
+    share, _ = exclusion_per_mask(swapped, left[:2], smooth=1e-3)
+    assert share.min() > 0.99
+    obj, part = torch.ones(8, 8), torch.zeros(8, 8)
+    part[2:4, 2:4] = 1
+    share, has = exclusion_per_mask(torch.stack([logit(obj), logit(obj)]), torch.stack([obj, part]), smooth=1e-3)
+    assert has.tolist() == [False, True]  # the object has no pixels of others that are not its own
+    assert share[1] > 0.99  # the part's mask spilling over its whole object claims the object's other pixels
+    _, has = exclusion_per_mask(logit(whole)[None], whole[None])
+    assert has.tolist() == [False]

@@ -241,7 +241,10 @@ def test_the_stages_chain_through_m2sa_train(world, tmp_path):
     # Stage 3 trains SAM's IoU head on the masks' measured IoU, so Target.score means something.
     assert _changed(w2, w3, "sam.mask_decoder.iou_prediction_head.")
     with (tmp_path / "3_m2sa" / "train_log.csv").open() as f:
-        assert all(float(row["iou"]) > 0 for row in csv.DictReader(f))
+        rows = list(csv.DictReader(f))
+    assert all(float(row["iou"]) > 0 for row in rows)
+    # and it tells the masks of one answer's targets apart (training/tiny/RUNS.md, run 64)
+    assert any(float(row["exclusion"]) > 0 for row in rows)
 
 
 def test_promptable_stage_resumes_where_it_stopped(world, tmp_path):

@@ -236,3 +236,22 @@ def test_questions_per_image_trains_on_groups_of_one_image(tmp_path, synth):
                            batch_size=1, accum=1, questions_per_image=3)
     sizes = [batches[i]["sam_images"].shape[0] for i in range(4)]
     assert max(sizes) > 1 and all(1 <= n <= 3 for n in sizes), sizes  # each synthetic image has several questions
+
+
+def test_a_resumed_log_keeps_its_columns_when_a_newer_version_logs_more(tmp_path):
+    """A run started before a loss part existed is resumed by the newer version: its rows
+    must stay under their own header rather than shift by a column."""
+    from training.train import CsvLog
+
+    path = tmp_path / "train_log.csv"
+    path.write_text("step,loss,iou\n10,1.0,0.5\n")
+    log = CsvLog(path, ["step", "loss", "iou", "exclusion"])
+    log.write({"step": 20, "loss": 0.9, "iou": 0.4, "exclusion": 0.1})
+    log.file.close()
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    assert rows == [{"step": "10", "loss": "1.0", "iou": "0.5"}, {"step": "20", "loss": "0.9", "iou": "0.4"}]
+    fresh = CsvLog(tmp_path / "new.csv", ["step", "exclusion"])
+    fresh.write({"step": 1, "exclusion": 0.2})
+    fresh.file.close()
+    assert (tmp_path / "new.csv").read_text().splitlines() == ["step,exclusion", "1,0.2"]

@@ -23,7 +23,8 @@ log = logging.getLogger(__name__)
 # Config fields that change what a checkpoint's model does, not its shapes: the only
 # overrides that apply to a model started from a checkpoint (ablations of staged training).
 BEHAVIOUR_FIELDS = frozenset({"use_early_fusion", "dice_smooth", "mask_type_weight", "iou_head_loss_weight",
-                              "duplicate_instance_iou"})
+                              "duplicate_instance_iou", "exclusion_loss_weight",
+                              "exclusion_margin"})
 
 
 def training_corpus(sources: Sequence[Source]) -> list[str]:

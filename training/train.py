@@ -106,19 +106,20 @@ class LossParts(torch.nn.Module):
         self._forward = objective.forward
 
     def forward(self, batch: dict) -> tuple[torch.Tensor, ...]:
-        """(loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type, iou, terms, counts); skipped
-        parts are 0; terms and counts are the loss's weighted terms and their item counts
-        ([7] each), or empty for an objective whose loss is not split into terms."""
+        """(loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type, iou, exclusion, terms, counts);
+        skipped parts are 0; terms and counts are the loss's weighted terms and their item counts
+        ([8] each), or empty for an objective whose loss is not split into terms."""
         out = self._forward(self.model, batch)
         iou = out.iou_loss if out.iou_loss is not None else out.loss.new_zeros(())
+        exclusion = out.exclusion_loss if out.exclusion_loss is not None else out.loss.new_zeros(())
         terms = out.loss_terms if out.loss_terms is not None else out.loss.new_zeros((0,))
         counts = out.loss_counts if out.loss_counts is not None else torch.zeros(0, dtype=torch.float64)
         return (out.loss, out.ce_loss, out.bce_loss, out.dice_loss,
-                out.amodal_bce_loss, out.amodal_dice_loss, out.mask_type_loss, iou, terms, counts)
+                out.amodal_bce_loss, out.amodal_dice_loss, out.mask_type_loss, iou, exclusion, terms, counts)
 
 
 def step_loss(losses: tuple[torch.Tensor, ...], info: DistInfo) -> tuple[torch.Tensor, torch.Tensor]:
-    """The loss one rank backpropagates, and this rank's contribution to the eight logged
+    """The loss one rank backpropagates, and this rank's contribution to the nine logged
     parts: summed over the ranks and divided by their number, they are one process's parts
     for the micro-batch split across the ranks.
 
@@ -130,8 +131,8 @@ def step_loss(losses: tuple[torch.Tensor, ...], info: DistInfo) -> tuple[torch.T
     so that the ranks together train exactly one process's loss on the whole batch
     (training/tiny/RUNS.md, run 63). Objectives without terms keep the per-rank mean.
     """
-    loss, terms, counts = losses[0], losses[8], losses[9]
-    parts = torch.stack([v.detach().double() for v in losses[:8]])
+    loss, terms, counts = losses[0], losses[9], losses[10]
+    parts = torch.stack([v.detach().double() for v in losses[:9]])
     if not info.enabled or terms.numel() == 0:
         return loss, parts
     counts = counts.to(parts.device)  # on the collective's device: NCCL reduces CUDA tensors only
@@ -144,9 +145,12 @@ def step_loss(losses: tuple[torch.Tensor, ...], info: DistInfo) -> tuple[torch.T
 
 class CsvLog:
     def __init__(self, path: Path, fields: list[str]) -> None:
-        new = not path.exists()
+        new = not path.exists() or path.stat().st_size == 0
         self.file = path.open("a", newline="")
-        self.writer = csv.DictWriter(self.file, fieldnames=fields)
+        if not new:  # a run resumed by a newer version keeps its file's columns, not shifted ones
+            with path.open(newline="") as existing:
+                fields = next(csv.reader(existing), None) or fields
+        self.writer = csv.DictWriter(self.file, fieldnames=fields, extrasaction="ignore")
         if new:
             self.writer.writeheader()
 
@@ -196,7 +200,7 @@ class TrainLogs:
     # Amodal columns come last so readers of the original columns are unaffected; they
     # average over the micro-batches, counting 0 where a micro-batch had no such targets.
     FIELDS = ["step", "lr", "loss", "ce", "bce", "dice", "samples_per_s", "time",
-              "amodal_bce", "amodal_dice", "mask_type", "iou"]
+              "amodal_bce", "amodal_dice", "mask_type", "iou", "exclusion"]
 
     def __init__(self, run: Run, start_step: int) -> None:
         info = run.info
@@ -206,22 +210,23 @@ class TrainLogs:
                              desc="train", unit="step", dynamic_ncols=True)
 
     def step(self, run: Run, step: int, parts: list[float], throughput: float) -> None:
-        loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type, iou = parts
+        loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type, iou, exclusion = parts
         self.progress.update(1)
         self.progress.set_postfix(loss=f"{loss:.3f}", ce=f"{ce:.3f}", bce=f"{bce:.3f}", dice=f"{dice:.3f}",
                                   a_bce=f"{amodal_bce:.3f}", a_dice=f"{amodal_dice:.3f}",
-                                  mtype=f"{mask_type:.3f}", iou=f"{iou:.3f}", sps=f"{throughput:.1f}")
+                                  mtype=f"{mask_type:.3f}", iou=f"{iou:.3f}", excl=f"{exclusion:.3f}",
+                                  sps=f"{throughput:.1f}")
         config = run.config
         if not (run.info.is_main and (step % config.log_every == 0 or step == config.optim.max_steps)):
             return
         lr = run.scheduler.get_last_lr()[0]
         self.csv.write({"step": step, "lr": lr, "loss": loss, "ce": ce, "bce": bce, "dice": dice,
                         "samples_per_s": throughput, "time": time.time(), "amodal_bce": amodal_bce,
-                        "amodal_dice": amodal_dice, "mask_type": mask_type, "iou": iou})
+                        "amodal_dice": amodal_dice, "mask_type": mask_type, "iou": iou, "exclusion": exclusion})
         if self.writer is not None:
             for name, value in (("loss", loss), ("ce", ce), ("bce", bce), ("dice", dice), ("lr", lr),
                                 ("amodal_bce", amodal_bce), ("amodal_dice", amodal_dice),
-                                ("mask_type", mask_type), ("iou", iou)):
+                                ("mask_type", mask_type), ("iou", iou), ("exclusion", exclusion)):
                 self.writer.add_scalar(f"train/{name}", value, step)
 
     def close(self) -> None:
@@ -367,13 +372,13 @@ def _micro_batches(run: Run, start_step: int):
 
 def optimisation_step(run: Run, wrapped: torch.nn.Module, batches) -> list[float]:
     """One optimiser step over ``grad_accum`` micro-batches; returns the loss parts
-    (loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type, iou) averaged over the
+    (loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type, iou, exclusion) averaged over the
     micro-batches and the ranks."""
     info, device, fsdp = run.info, run.device, run.fsdp
     accum = run.config.optim.grad_accum
     autocast_dtype = resolve_precision(run.config, device)
     run.optimizer.zero_grad(set_to_none=True)
-    parts = torch.zeros(8, dtype=torch.float64)
+    parts = torch.zeros(9, dtype=torch.float64)
     for micro in range(accum):
         inputs = _to_device(next(batches), device)
         last = micro == accum - 1

@@ -143,6 +143,12 @@ class M2SAConfig:
     # detached output: the masks train as without it. 0 (the authors'): the head keeps
     # whatever it had, SAM's pretrained one in real checkpoints.
     iou_head_loss_weight: float = 0.0
+    # Two targets of one answer share no visible pixels: each mask's share of the other
+    # targets' pixels (m2sa_core.model.losses.exclusion_per_mask). 0 (the authors'): no such term.
+    exclusion_loss_weight: float = 0.0
+    # The share a mask may claim before the term counts it: above a boundary's spill onto a
+    # neighbour, below a mask drawn on another instance (RUNS.md, runs 64 and 65).
+    exclusion_margin: float = 0.0
     pixel_mean: list[float] = field(default_factory=lambda: list(SAM_PIXEL_MEAN))
     pixel_std: list[float] = field(default_factory=lambda: list(SAM_PIXEL_STD))
     clip_mean: list[float] = field(default_factory=lambda: list(CLIP_MEAN))
@@ -253,6 +259,10 @@ class M2SAConfig:
             )
         if not self.dice_smooth > 0:
             raise ValueError(f"M2SAConfig.dice_smooth must be > 0, got {self.dice_smooth}")
+        if not self.exclusion_loss_weight >= 0:
+            raise ValueError(f"M2SAConfig.exclusion_loss_weight must be >= 0, got {self.exclusion_loss_weight}")
+        if not 0 <= self.exclusion_margin < 1:
+            raise ValueError(f"M2SAConfig.exclusion_margin must be in [0, 1), got {self.exclusion_margin}")
         if self.seg_token_id is not None and not 0 <= self.seg_token_id < self.vocab_size:
             raise ValueError(f"M2SAConfig.seg_token_id {self.seg_token_id} outside vocab of {self.vocab_size}")
 

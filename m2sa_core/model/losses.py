@@ -31,6 +31,26 @@ def dice_per_mask(logits: torch.Tensor, targets: torch.Tensor, smooth: float = 1
     return 1.0 - (2.0 * inter + smooth) / (probs.sum(1) + t.sum(1) + smooth)
 
 
+def exclusion_per_mask(logits: torch.Tensor, targets: torch.Tensor,
+                       smooth: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """How much of the other targets' ground truth each mask claims: [n, H, W] -> [n], and
+    which masks have other targets' pixels to claim at all ([n] bool).
+
+    Mask ``i``'s share is its soft area on the pixels of the other targets of its answer
+    that are not its own target's, over their area. BCE and Dice see a mask drawn on the
+    same part of another instance (pan_3's bottom on pan_4's) as a few wrong pixels among
+    many; this term says outright that two targets of one answer do not share visible
+    pixels, which is what the instance behind each ``[SEG]`` hinges on
+    (training/tiny/RUNS.md, run 64). A part inside its object loses nothing: the object's
+    other pixels count against the part, the part's never against the object.
+    """
+    probs = logits.float().sigmoid().flatten(1)
+    own = targets.float().flatten(1)
+    others = ((own.sum(0, keepdim=True) - own).clamp(max=1.0) * (1.0 - own)).clamp(min=0.0)
+    area = others.sum(1)
+    return (probs * others).sum(1) / (area + smooth), area > 0.5
+
+
 def measured_iou(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
     """IoU of each thresholded mask with its target, without gradient: [n, H, W] -> [n].
 
@@ -74,8 +94,9 @@ class LossParts:
     num_masks: int
     num_amodal_masks: int
     iou: torch.Tensor  # SAM's IoU head against the masks' measured IoU (MSE); 0 when not trained
-    # The total's terms, each weighted and 0 where left out ([7]: ce, bce, dice, amodal bce,
-    # amodal dice, mask type, iou; ``loss`` is their sum), and how many items (answer tokens,
+    exclusion: torch.Tensor | None = None  # other targets' pixels claimed (exclusion_per_mask); 0 when off
+    # The total's terms, each weighted and 0 where left out ([8]: ce, bce, dice, amodal bce,
+    # amodal dice, mask type, iou, exclusion; ``loss`` is their sum), and how many items (answer tokens,
     # masks) each term's mean is over: what data-parallel training needs to weight every
     # rank's terms by its share of the whole step's items (training.train).
     terms: torch.Tensor | None = None
@@ -103,6 +124,7 @@ class M2SALoss:
         self.amodal_dice_terms: list[torch.Tensor] = []
         self.type_terms: list[torch.Tensor] = []
         self.iou_terms: list[torch.Tensor] = []
+        self.exclusion_terms: list[torch.Tensor] = []
 
     def add_sample(self, sample_id: str, masks: torch.Tensor, amodal: torch.Tensor,
                    type_logits: torch.Tensor, gt: torch.Tensor, gt_amodal: torch.Tensor | None,
@@ -121,6 +143,9 @@ class M2SALoss:
             self.dice_terms.append(dice_per_mask(masks, gt, smooth))
             if train_iou:
                 self.iou_terms.append((iou_pred[:, 0].float() - measured_iou(masks, gt)) ** 2)
+            if self.config.exclusion_loss_weight > 0 and masks.shape[0] > 1:
+                share, has_others = exclusion_per_mask(masks, gt)
+                self.exclusion_terms.append((share[has_others] - self.config.exclusion_margin).clamp(min=0))
         gt_a = gt_amodal if gt_amodal is not None else (gt if asks_complete else None)
         if gt_a is not None:
             gt_a = gt_a.to(amodal.device)
@@ -154,13 +179,17 @@ class M2SALoss:
         w_abce, w_adice = cfg.amodal_loss_weights
         num_types = sum(int(t.numel()) for t in self.type_terms)
         num_ious = sum(int(t.numel()) for t in self.iou_terms)
+        num_exclusions = sum(int(t.numel()) for t in self.exclusion_terms)
+        exclusion_loss = torch.cat(self.exclusion_terms).mean() if num_exclusions else zero
         # A term with no items is the zero above, so its weighted term is 0 and adds nothing.
         values = torch.stack([ce_loss, bce_loss, dice_loss, amodal_bce_loss, amodal_dice_loss,
-                              mask_type_loss, iou_loss]).float()
+                              mask_type_loss, iou_loss, exclusion_loss]).float()
         weights = values.new_tensor([cfg.ce_loss_weight, cfg.bce_loss_weight, cfg.dice_loss_weight, w_abce,
-                                     w_adice, cfg.mask_type_weight, cfg.iou_head_loss_weight])
+                                     w_adice, cfg.mask_type_weight, cfg.iou_head_loss_weight,
+                                     cfg.exclusion_loss_weight])
         terms = values * weights
-        counts = torch.tensor([ce_count, num_masks, num_masks, num_amodal, num_amodal, num_types, num_ious],
+        counts = torch.tensor([ce_count, num_masks, num_masks, num_amodal, num_amodal, num_types, num_ious,
+                               num_exclusions],
                               dtype=torch.float64)
         return LossParts(terms.sum(), ce_loss, bce_loss, dice_loss, amodal_bce_loss, amodal_dice_loss,
-                         mask_type_loss, num_masks, num_amodal, iou_loss, terms, counts)
+                         mask_type_loss, num_masks, num_amodal, iou_loss, exclusion_loss, terms, counts)

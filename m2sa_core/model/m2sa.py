@@ -91,7 +91,8 @@ class M2SAOutput:
     num_amodal_masks: int = 0
     iou_loss: torch.Tensor | None = None  # zero when the IoU head is not trained
     pred_amodal_ious: list[torch.Tensor] = field(default_factory=list)  # B x [n_i] predicted IoU of the amodal masks
-    # [7] the loss's weighted terms and [7] the items each averages (m2sa_core.model.losses.LossParts)
+    exclusion_loss: torch.Tensor | None = None  # zero when the exclusion term is off
+    # [8] the loss's weighted terms and [8] the items each averages (m2sa_core.model.losses.LossParts)
     loss_terms: torch.Tensor | None = None
     loss_counts: torch.Tensor | None = None
 
@@ -429,6 +430,7 @@ class M2SAModel(nn.Module):
             amodal_bce_loss=parts.amodal_bce, amodal_dice_loss=parts.amodal_dice, mask_type_loss=parts.mask_type,
             pred_amodal_masks=pred_amodal, pred_mask_types=pred_types, num_amodal_masks=parts.num_amodal_masks,
             iou_loss=parts.iou, pred_amodal_ious=pred_amodal_ious, loss_terms=parts.terms, loss_counts=parts.counts,
+            exclusion_loss=parts.exclusion,
         )
 
     @staticmethod
