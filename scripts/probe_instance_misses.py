@@ -23,7 +23,7 @@ from m2sa_core.inference import Segmenter
 from m2sa_core.metrics import mask_iou
 from training.config import DataSourceConfig
 from training.evaluate import teacher_forced_predictions
-from training.sources import open_source
+from training.sources import EmptySourceError, open_source
 
 
 def misses(segmenter: Segmenter, records, below: float) -> tuple[list[dict], int]:
@@ -52,12 +52,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--image-root", required=True)
     parser.add_argument("--below", type=float, default=0.3, help="list targets whose IoU is under this")
     parser.add_argument("--questions", type=int, default=0, help="only the first N questions (0: all)")
+    parser.add_argument("--family", action="append", default=[],
+                        help="only questions of this family (part, object, mixed, ...; repeatable): e.g. the "
+                             "part questions of a training split, to compare seen images with unseen ones")
     args = parser.parse_args(argv)
     for path in (Path(args.model), Path(args.data), Path(args.image_root)):
         if not path.exists():
             print(f"probe_instance_misses: {path} does not exist", file=sys.stderr)
             return 2
-    records = open_source(DataSourceConfig(kind="synthetic", path=args.data, image_root=args.image_root)).items
+    try:
+        records = open_source(DataSourceConfig(kind="synthetic", path=args.data, image_root=args.image_root,
+                                               families=args.family)).items
+    except EmptySourceError as err:  # every entry malformed: say which and why, in one line
+        print(f"probe_instance_misses: {err}", file=sys.stderr)
+        return 2
     if args.questions:
         records = records[: args.questions]
     found, scored = misses(Segmenter.from_pretrained(args.model), records, args.below)

@@ -533,3 +533,12 @@ def test_probe_instance_misses_lists_each_target_under_the_threshold_with_its_ne
     missing = subprocess.run(cmd[:2] + ["--model", "no/such/model"] + cmd[4:], cwd=root, capture_output=True, text=True)
     assert missing.returncode == 2
     assert missing.stderr.strip().splitlines()[-1] == "probe_instance_misses: no/such/model does not exist"
+
+    broken = world.parent / "no_usable_questions.json"
+    broken.write_text('[{"file_name": "000000.png", "height": 8, "width": 8, "questions": ["q"], "answers": []}]')
+    empty = subprocess.run(cmd[:4] + ["--data", str(broken)] + cmd[6:], cwd=root, capture_output=True, text=True)
+    assert empty.returncode == 2 and "Traceback" not in empty.stderr
+    assert empty.stderr.strip().splitlines()[-1].startswith(f"probe_instance_misses: data source synthetic: no usable samples in {broken}")
+    other_family = subprocess.run(cmd + ["--family", "object"], cwd=root, capture_output=True, text=True)
+    assert other_family.returncode == 2 and "Traceback" not in other_family.stderr
+    assert "is of the families ['object']" in other_family.stderr.strip().splitlines()[-1]
