@@ -118,6 +118,11 @@ class LossParts(torch.nn.Module):
                 out.amodal_bce_loss, out.amodal_dice_loss, out.mask_type_loss, iou, exclusion, terms, counts)
 
 
+# The loss parts every step logs, in the order LossParts.forward returns them (before its
+# terms and counts), step_loss and optimisation_step reduce them and TrainLogs writes them.
+LOGGED_PARTS = ("loss", "ce", "bce", "dice", "amodal_bce", "amodal_dice", "mask_type", "iou", "exclusion")
+
+
 def step_loss(losses: tuple[torch.Tensor, ...], info: DistInfo) -> tuple[torch.Tensor, torch.Tensor]:
     """The loss one rank backpropagates, and this rank's contribution to the nine logged
     parts: summed over the ranks and divided by their number, they are one process's parts
@@ -131,8 +136,9 @@ def step_loss(losses: tuple[torch.Tensor, ...], info: DistInfo) -> tuple[torch.T
     so that the ranks together train exactly one process's loss on the whole batch
     (training/tiny/RUNS.md, run 63). Objectives without terms keep the per-rank mean.
     """
-    loss, terms, counts = losses[0], losses[9], losses[10]
-    parts = torch.stack([v.detach().double() for v in losses[:9]])
+    n = len(LOGGED_PARTS)
+    loss, terms, counts = losses[0], losses[n], losses[n + 1]
+    parts = torch.stack([v.detach().double() for v in losses[:n]])
     if not info.enabled or terms.numel() == 0:
         return loss, parts
     counts = counts.to(parts.device)  # on the collective's device: NCCL reduces CUDA tensors only
@@ -220,13 +226,10 @@ class TrainLogs:
         if not (run.info.is_main and (step % config.log_every == 0 or step == config.optim.max_steps)):
             return
         lr = run.scheduler.get_last_lr()[0]
-        self.csv.write({"step": step, "lr": lr, "loss": loss, "ce": ce, "bce": bce, "dice": dice,
-                        "samples_per_s": throughput, "time": time.time(), "amodal_bce": amodal_bce,
-                        "amodal_dice": amodal_dice, "mask_type": mask_type, "iou": iou, "exclusion": exclusion})
+        named = dict(zip(LOGGED_PARTS, parts))
+        self.csv.write({"step": step, "lr": lr, "samples_per_s": throughput, "time": time.time(), **named})
         if self.writer is not None:
-            for name, value in (("loss", loss), ("ce", ce), ("bce", bce), ("dice", dice), ("lr", lr),
-                                ("amodal_bce", amodal_bce), ("amodal_dice", amodal_dice),
-                                ("mask_type", mask_type), ("iou", iou), ("exclusion", exclusion)):
+            for name, value in {**named, "lr": lr}.items():
                 self.writer.add_scalar(f"train/{name}", value, step)
 
     def close(self) -> None:
@@ -378,7 +381,7 @@ def optimisation_step(run: Run, wrapped: torch.nn.Module, batches) -> list[float
     accum = run.config.optim.grad_accum
     autocast_dtype = resolve_precision(run.config, device)
     run.optimizer.zero_grad(set_to_none=True)
-    parts = torch.zeros(9, dtype=torch.float64)
+    parts = torch.zeros(len(LOGGED_PARTS), dtype=torch.float64)
     for micro in range(accum):
         inputs = _to_device(next(batches), device)
         last = micro == accum - 1

@@ -47,7 +47,7 @@ def exclusion_per_mask(logits: torch.Tensor, targets: torch.Tensor,
     """
     probs = logits.float().sigmoid().flatten(1)
     own = targets.float().flatten(1)
-    others = ((own.sum(0, keepdim=True) - own).clamp(max=1.0) * (1.0 - own)).clamp(min=0.0)
+    others = (own.sum(0, keepdim=True) - own).clamp(max=1.0) * (1.0 - own)
     area = others.sum(1)
     return (probs * others).sum(1) / (area + smooth), area > 0.5
 
