@@ -207,6 +207,8 @@ class TrainLogs:
     # average over the micro-batches, counting 0 where a micro-batch had no such targets.
     FIELDS = ["step", "lr", "loss", "ce", "bce", "dice", "samples_per_s", "time",
               "amodal_bce", "amodal_dice", "mask_type", "iou", "exclusion"]
+    # The progress bar's shorter labels, so that every part still fits on one line.
+    BAR_LABELS = {"amodal_bce": "a_bce", "amodal_dice": "a_dice", "mask_type": "mtype", "exclusion": "excl"}
 
     def __init__(self, run: Run, start_step: int) -> None:
         info = run.info
@@ -216,17 +218,14 @@ class TrainLogs:
                              desc="train", unit="step", dynamic_ncols=True)
 
     def step(self, run: Run, step: int, parts: list[float], throughput: float) -> None:
-        loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type, iou, exclusion = parts
+        named = dict(zip(LOGGED_PARTS, parts, strict=True))
         self.progress.update(1)
-        self.progress.set_postfix(loss=f"{loss:.3f}", ce=f"{ce:.3f}", bce=f"{bce:.3f}", dice=f"{dice:.3f}",
-                                  a_bce=f"{amodal_bce:.3f}", a_dice=f"{amodal_dice:.3f}",
-                                  mtype=f"{mask_type:.3f}", iou=f"{iou:.3f}", excl=f"{exclusion:.3f}",
-                                  sps=f"{throughput:.1f}")
+        self.progress.set_postfix(sps=f"{throughput:.1f}",
+                                  **{self.BAR_LABELS.get(name, name): f"{value:.3f}" for name, value in named.items()})
         config = run.config
         if not (run.info.is_main and (step % config.log_every == 0 or step == config.optim.max_steps)):
             return
         lr = run.scheduler.get_last_lr()[0]
-        named = dict(zip(LOGGED_PARTS, parts))
         self.csv.write({"step": step, "lr": lr, "samples_per_s": throughput, "time": time.time(), **named})
         if self.writer is not None:
             for name, value in {**named, "lr": lr}.items():
