@@ -13,6 +13,10 @@ two is memorising, a narrow one at a low figure is a rule not learned.
 Scores any checkpoint with a CLIP (a stage-1b final, a stage-3 final, the shipped model);
 the world must be the one the candidate words came from (its ``masks_train.json``).
 
+``--also WORLD`` scores the training split of another world too, with the first world's
+candidate words: images no stage of CLIP trained on but stage 3 may (stage 3's own world,
+or a new one), so the train row can be read against both kinds of unseen image.
+
 ``--by-object`` reads the patches object by object instead, as the language model must
 to count: for each object, the patches it covers more than half of ("main" patches),
 grouped by how many of its category the image holds and its own number. An object with
@@ -103,12 +107,18 @@ def main() -> None:
     p.add_argument("--world", type=Path, default=Path("data/synth"), help="the training world (m2sa-synth --out)")
     p.add_argument("--images", type=int, default=400, help="images scored per split (the first ones)")
     p.add_argument("--by-object", action="store_true", help="read the patches object by object (see above)")
+    p.add_argument("--also", type=Path, action="append", default=[], metavar="WORLD",
+                   help="score this world's training split too, with --world's candidate words (repeatable)")
     args = p.parse_args()
     model, tokenizer = from_pretrained(args.model)
     sources = {split: open_source(DataSourceConfig(kind="mask_annotations", name=split,
                                                    path=str(args.world / f"masks_{split}.json"),
                                                    image_root=str(args.world / "images")))
                for split in SPLITS}
+    for other in args.also:
+        sources[f"train of {other}"] = open_source(DataSourceConfig(
+            kind="mask_annotations", name=str(other), path=str(other / "masks_train.json"),
+            image_root=str(other / "images")))
     builder = PatchWordSampleBuilder(tokenizer, list(sources["train"].items))
     rows, items = {}, {}
     for split, source in sources.items():

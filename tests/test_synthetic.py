@@ -464,6 +464,26 @@ def test_probe_patch_words_scores_the_training_and_val_images_it_is_asked_for(wo
         assert first and 0.0 <= float(first[1]) <= 1.0 and int(first[2]) > 0
 
 
+def test_probe_patch_words_also_scores_another_worlds_training_images(world, tmp_path):
+    """``--also WORLD``: a third row, that world's training images under the first world's
+    candidate words; the same images under another name score exactly as the train row."""
+    import shutil
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    other = tmp_path / "other"
+    other.mkdir()
+    shutil.copy(world / "masks_train.json", other / "masks_train.json")
+    (other / "images").symlink_to((world / "images").resolve())
+    out = subprocess.run([sys.executable, "scripts/probe_patch_words.py", "--model", "models/m2sa-tiny-synth",
+                          "--world", str(world), "--images", "2", "--also", str(other)],
+                         cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
+    rows = {line.split("|")[1].strip(): line.split("|", 2)[2] for line in out[2:]}
+    assert set(rows) == {"train", "val", f"train of {other}"}
+    assert rows[f"train of {other}"] == rows["train"]
+
+
 def test_probe_patch_words_by_object_accounts_for_every_object_once(world):
     """``--by-object``: one row per (objects of its category, its own number) and split; each
     object counted once, either without a main patch or with at most all of it read."""
