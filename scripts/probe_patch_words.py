@@ -101,6 +101,12 @@ def object_markdown(rows: dict[str, dict[tuple[int, int], Counter]], items: dict
     return "\n".join(lines)
 
 
+def masks_source(world: Path, split: str):
+    """One split of a world's mask annotations (``m2sa-synth --out`` layout)."""
+    return open_source(DataSourceConfig(kind="mask_annotations", name=f"{world}:{split}",
+                                        path=str(world / f"masks_{split}.json"), image_root=str(world / "images")))
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", type=Path, required=True, help="a checkpoint directory (save_pretrained format)")
@@ -111,14 +117,8 @@ def main() -> None:
                    help="score this world's training split too, with --world's candidate words (repeatable)")
     args = p.parse_args()
     model, tokenizer = from_pretrained(args.model)
-    sources = {split: open_source(DataSourceConfig(kind="mask_annotations", name=split,
-                                                   path=str(args.world / f"masks_{split}.json"),
-                                                   image_root=str(args.world / "images")))
-               for split in SPLITS}
-    for other in args.also:
-        sources[f"train of {other}"] = open_source(DataSourceConfig(
-            kind="mask_annotations", name=str(other), path=str(other / "masks_train.json"),
-            image_root=str(other / "images")))
+    sources = {split: masks_source(args.world, split) for split in SPLITS}
+    sources.update({f"train of {other}": masks_source(other, "train") for other in args.also})
     builder = PatchWordSampleBuilder(tokenizer, list(sources["train"].items))
     rows, items = {}, {}
     for split, source in sources.items():
