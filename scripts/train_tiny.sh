@@ -22,9 +22,9 @@
 # the evaluations wait for stage 3's model, so STAGES=1_sam trains stage 1 alone);
 # IMAGES the training world's size (default 2000: 1,600 training images, the shipped model's;
 # training/tiny/RUNS.md run 27 trains on 8000). Stage 1b reads a larger world of its own,
-# CLIP_DATA (default data/synth8k) at CLIP_IMAGES (default 8000) and CLIP_SEED (default 1): on
+# CLIP_DATA (default data/synth16k) at CLIP_IMAGES (default 16000) and CLIP_SEED (default 1): on
 # 1,600 scenes alone CLIP learns which mug is the second by heart instead of by rule (RUNS.md,
-# runs 27 and 30). Its seed is neither the training world's (0) nor the held-out world's (7):
+# runs 27, 30 and 74); stage 3 draws that world's part and several-instance questions too. Its seed is neither the training world's (0) nor the held-out world's (7):
 # image k of a world is drawn from (seed, k), so a larger world of seed 0 holds the training
 # world's val and test images in its own training split (RUNS.md, run 34).
 set -euo pipefail
@@ -35,8 +35,8 @@ DATA=${DATA:-data/synth}
 HELD=${HELD:-data/heldout}
 STAGES=${STAGES:-1_sam 1b_clip 2_language 3_m2sa}
 IMAGES=${IMAGES:-2000}
-CLIP_DATA=${CLIP_DATA:-data/synth8k}
-CLIP_IMAGES=${CLIP_IMAGES:-8000}
+CLIP_DATA=${CLIP_DATA:-data/synth16k}
+CLIP_IMAGES=${CLIP_IMAGES:-16000}
 CLIP_SEED=${CLIP_SEED:-1}
 TRAIN_SEED=0 HELD_SEED=7
 if [[ $CLIP_SEED == "$TRAIN_SEED" || $CLIP_SEED == "$HELD_SEED" ]]; then
@@ -73,7 +73,9 @@ world() {  # world NAME DIR IMAGES SEED: the world of that size and seed in DIR
   fi
 }
 world data_train "$DATA" "$IMAGES" "$TRAIN_SEED"
-if [[ " $STAGES " == *" 1b_clip "* ]]; then world data_clip "$CLIP_DATA" "$CLIP_IMAGES" "$CLIP_SEED"; fi
+if [[ " $STAGES " == *" 1b_clip "* || " $STAGES " == *" 3_m2sa "* ]]; then  # the stages that read it
+  world data_clip "$CLIP_DATA" "$CLIP_IMAGES" "$CLIP_SEED"
+fi
 if [[ ! -f $HELD/.complete ]]; then
   timed data_heldout "$BIN/m2sa-synth" --out $HELD --images 1000 --seed $HELD_SEED --size 320 --quiet
   touch $HELD/.complete

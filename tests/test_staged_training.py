@@ -48,9 +48,9 @@ def world(tmp_path_factory) -> Path:
 
 def _stage_config(stage: str, world: Path, out: Path, *extra: str):
     """The shipped config of ``stage`` pointed at the small world, for a few steps."""
-    # Stage 1b reads the same world written larger (data/synth8k): here both are the small world.
+    # Stages 1b and 3 read the same world written larger (data/synth16k): here both are the small world.
     text = (STAGES / f"{stage}.yaml").read_text()
-    text = text.replace("data/synth8k/", f"{world}/").replace("data/synth/", f"{world}/")
+    text = text.replace("data/synth16k/", f"{world}/").replace("data/synth/", f"{world}/")
     out.mkdir(parents=True, exist_ok=True)
     path = out / f"{stage}.yaml"
     path.write_text(text)

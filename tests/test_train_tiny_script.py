@@ -49,7 +49,7 @@ def pipeline(tmp_path):
     (bin_dir / "torchrun").chmod(0o755)
     (bin_dir / "python").symlink_to(sys.executable)
     env = {**os.environ, "BIN": str(bin_dir), "RUNS": str(tmp_path / "runs" / "trial"),
-           "DATA": str(tmp_path / "synth"), "CLIP_DATA": str(tmp_path / "synth8k"), "HELD": str(tmp_path / "heldout"), "CALLS": str(tmp_path / "calls")}
+           "DATA": str(tmp_path / "synth"), "CLIP_DATA": str(tmp_path / "synth16k"), "HELD": str(tmp_path / "heldout"), "CALLS": str(tmp_path / "calls")}
 
     def run(*args: str, **extra_env: str) -> list[list[str]]:
         calls = tmp_path / "calls"
@@ -126,11 +126,11 @@ def test_the_training_world_is_written_again_only_when_its_size_changes(pipeline
     assert len(resized) == 1 and resized[0][resized[0].index("--images") + 1] == "8000"
 
 
-def test_stage_1b_reads_a_larger_world_of_its_own_seed_and_only_when_it_runs(pipeline, tmp_path):
+def test_stages_1b_and_3_read_a_larger_world_of_its_own_seed_written_only_when_they_run(pipeline, tmp_path):
     run, _ = pipeline
     worlds = {call[call.index("--out") + 1]: call for call in run() if call[0] == "m2sa-synth"}
-    clip_world = worlds[str(tmp_path / "synth8k")]  # beside the training world, not instead of it
-    assert clip_world[clip_world.index("--images") + 1] == "8000"
+    clip_world = worlds[str(tmp_path / "synth16k")]  # beside the training world, not instead of it
+    assert clip_world[clip_world.index("--images") + 1] == "16000"
     # Not the training world's seed: image k of a world is drawn from (seed, k), so at seed 0
     # its training split would hold the training world's val and test images.
     assert clip_world[clip_world.index("--seed") + 1] == "1"
@@ -139,12 +139,15 @@ def test_stage_1b_reads_a_larger_world_of_its_own_seed_and_only_when_it_runs(pip
     assert not [call for call in run() if call[0] == "m2sa-synth"]  # written once
     # Another seed is another world: written again, the training world kept.
     reseeded = [call for call in run(CLIP_SEED="3") if call[0] == "m2sa-synth"]
-    assert [call[call.index("--out") + 1] for call in reseeded] == [str(tmp_path / "synth8k")]
+    assert [call[call.index("--out") + 1] for call in reseeded] == [str(tmp_path / "synth16k")]
     assert reseeded[0][reseeded[0].index("--seed") + 1] == "3"
-    # A recipe without stage 1b (runs 1-12) does not pay for a world it never reads.
-    (tmp_path / "synth8k" / ".complete").unlink()
-    assert not [call for call in run(STAGES="1_sam 2_language 3_m2sa", RUNS=str(tmp_path / "runs" / "old"))
+    # Stages that never read it (stage 1, stage 2) do not pay for it; stage 3 draws its part and
+    # several-instance questions, so stage 3 alone writes it (training/tiny/RUNS.md, run 74).
+    (tmp_path / "synth16k" / ".complete").unlink()
+    assert not [call for call in run(STAGES="1_sam 2_language", RUNS=str(tmp_path / "runs" / "old"))
                 if call[0] == "m2sa-synth"]
+    assert [call[call.index("--out") + 1] for call in run(STAGES="3_m2sa", RUNS=str(tmp_path / "runs" / "three"))
+            if call[0] == "m2sa-synth"] == [str(tmp_path / "synth16k")]
 
 
 @pytest.mark.parametrize("seed", ["0", "7"])
@@ -152,12 +155,12 @@ def test_a_clip_world_seeded_like_the_training_or_held_out_world_is_refused_befo
         pipeline, tmp_path, seed):
     _, runs = pipeline
     env = {**os.environ, "BIN": str(tmp_path / "bin"), "RUNS": str(runs), "DATA": str(tmp_path / "synth"),
-           "CLIP_DATA": str(tmp_path / "synth8k"), "HELD": str(tmp_path / "heldout"),
+           "CLIP_DATA": str(tmp_path / "synth16k"), "HELD": str(tmp_path / "heldout"),
            "CALLS": str(tmp_path / "calls"), "CLIP_SEED": seed}
     done = subprocess.run(["bash", str(SCRIPT)], env=env, capture_output=True, text=True, timeout=60)
     assert done.returncode == 2
     assert len(done.stderr.strip().splitlines()) == 1 and f"CLIP_SEED={seed}" in done.stderr
-    assert not (tmp_path / "calls").exists() and not (tmp_path / "synth8k").exists()
+    assert not (tmp_path / "calls").exists() and not (tmp_path / "synth16k").exists()
 
 
 def test_the_stages_configs_are_checked_against_every_evaluation_image_before_any_training(pipeline, tmp_path):
