@@ -24,9 +24,10 @@
 # training/tiny/RUNS.md run 27 trains on 8000). Stage 1b reads a larger world of its own,
 # CLIP_DATA (default data/synth16k) at CLIP_IMAGES (default 16000) and CLIP_SEED (default 1): on
 # 1,600 scenes alone CLIP learns which mug is the second by heart instead of by rule (RUNS.md,
-# runs 27, 30 and 74); stage 3 draws that world's part and several-instance questions too. Its seed is neither the training world's (0) nor the held-out world's (7):
-# image k of a world is drawn from (seed, k), so a larger world of seed 0 holds the training
-# world's val and test images in its own training split (RUNS.md, run 34).
+# runs 27, 30 and 74); stage 3 draws that world's part and several-instance questions too.
+# Its seed is neither the training world's (0) nor the held-out world's (7): image k of a
+# world is drawn from (seed, k), so a larger world of seed 0 holds the training world's val
+# and test images in its own training split (RUNS.md, run 34).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BIN=${BIN:-.venv/bin}
