@@ -41,13 +41,14 @@ def list_end_decoder(seg_id: int, stop_id: int, bias: float) -> type[DynamicDeco
             return super().step(ids)
 
         def _run(self, embeds: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-            out = self.llm.model(inputs_embeds=embeds, attention_mask=self.attention, position_ids=self.positions,
-                                 past_key_values=self.cache, use_cache=True)
-            hidden = out.last_hidden_state[:, -1]
+            # The decoder's own forward, so the probe decodes exactly as m2sa-eval does; the
+            # head runs once more on the last state, a probe's cost rather than a copy of it.
+            hidden, greedy = super()._run(embeds)
+            after_seg, self.last_ids = self.last_ids, None  # the next prefill starts a new answer
+            if after_seg is None or not bias:
+                return hidden, greedy
             logits = self.llm.lm_head(hidden)
-            if self.last_ids is not None:
-                logits[self.last_ids == seg_id, stop_id] -= bias
-            self.last_ids = None  # the next prefill starts a new answer
+            logits[after_seg == seg_id, stop_id] -= bias
             return hidden, logits.argmax(-1)
 
     return ListEndBias
