@@ -84,43 +84,43 @@ def test_words_that_are_not_list_joints_stay():
 
 
 @pytest.fixture(scope="module")
-def held_out_bottle():
-    """Held-out image 963 (world seed 7, 320 px): one bottle, which the shipped model names twice."""
+def held_out_knife():
+    """Held-out image 948 (world seed 7, 320 px): one knife, which the shipped model names twice."""
     from m2sa_core.data.synthetic.world import generate_image
 
-    return generate_image(7, 963, 1000, 320).scene.image
+    return generate_image(7, 948, 1000, 320).scene.image
 
 
-def test_the_shipped_model_names_one_bottle_once(held_out_bottle):
-    """The tiny model's language side says "bottle_1 and bottle_2" for a scene with one
-    bottle; both masks lie on it. What a planner receives is one bottle, in the answer
+def test_the_shipped_model_names_one_knife_once(held_out_knife):
+    """The tiny model's language side says "knife_1 and knife_2" for a scene with one
+    knife; both masks lie on it. What a planner receives is one knife, in the answer
     and in the targets; the raw answer keeps what was generated."""
     from m2sa_core.inference import Segmenter
 
     assert json.loads((SHIPPED_MODEL / "config.json").read_text())["duplicate_instance_iou"] == 0.7
-    question = "Which thing holds a drink that I could pour into a glass?"
+    question = "Which tool would I need to chop onions?"
     segmenter = Segmenter.from_pretrained(SHIPPED_MODEL, decoder="dynamic")
-    result = segmenter.segment(held_out_bottle, question, keep_prompts=True)
-    assert [t.label for t in result.targets] == ["bottle_1"]
-    assert result.merged == ["bottle_2"] and "bottle_2" not in result.answer
-    assert "bottle_2 [SEG]" in result.raw_answer and result.seg_indices == [0]
-    assert result.prompts.embeddings.shape[0] == 1  # tracking follows the one bottle
+    result = segmenter.segment(held_out_knife, question, keep_prompts=True)
+    assert [t.label for t in result.targets] == ["knife_1"]
+    assert result.merged == ["knife_2"] and "knife_2" not in result.answer
+    assert "knife_2 [SEG]" in result.raw_answer and result.seg_indices == [0]
+    assert result.prompts.embeddings.shape[0] == 1  # tracking follows the one knife
 
     segmenter.duplicate_iou = 0.0  # off, as the authors' weights run
-    both = segmenter.segment(held_out_bottle, question)
-    assert [t.label for t in both.targets] == ["bottle_1", "bottle_2"] and both.merged == []
+    both = segmenter.segment(held_out_knife, question)
+    assert [t.label for t in both.targets] == ["knife_1", "knife_2"] and both.merged == []
     assert both.targets[0].mask.sum() > 0 and np.array_equal(both.targets[0].mask, result.targets[0].mask)
 
 
 def test_m2sa_eval_scores_the_merged_answers_and_says_what_went(tmp_path):
-    """The generative protocol scores what the node answers: the merged bottle is not an
+    """The generative protocol scores what the node answers: the merged knife is not an
     extra target (count right), the answer log names it, the report names the threshold;
     `--duplicate-iou 0` scores the raw answer (one target too many)."""
     from m2sa_core.data.synthetic.world import image_entries
     from training.evaluate import main
 
     (tmp_path / "images").mkdir()
-    entries = image_entries(tmp_path, 7, 1000, 320, 963)  # the held-out world's image of the test above
+    entries = image_entries(tmp_path, 7, 1000, 320, 948)  # the held-out world's image of the test above
     data = tmp_path / "MMR_test_obj_only.json"
     data.write_text(json.dumps([entries.mmr["test_obj_only"]]))
     common = ["--model", str(SHIPPED_MODEL), "--data", str(data), "--image-root", str(tmp_path / "images"),
@@ -134,8 +134,8 @@ def test_m2sa_eval_scores_the_merged_answers_and_says_what_went(tmp_path):
     assert merged["splits"][split]["giou"] > raw["splits"][split]["giou"]  # the extra mask scored IoU 0
     logs = {n: {a["question"]: a for a in map(json.loads, (tmp_path / f"{n}.answers.jsonl").read_text().splitlines())}
             for n in ("merged", "raw")}
-    question = "Which thing holds a drink that I could pour into a glass?"
-    assert logs["merged"][question]["merged"] == ["bottle_2"] and logs["merged"][question]["kind"] == "exact"
+    question = "Which tool would I need to chop onions?"
+    assert logs["merged"][question]["merged"] == ["knife_2"] and logs["merged"][question]["kind"] == "exact"
     assert logs["raw"][question]["kind"] == "too many instances" and "merged" not in logs["raw"][question]
 
 
