@@ -10,7 +10,6 @@ checkpoint wins: a file truncated after the fact is detected and skipped.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -25,6 +24,8 @@ import numpy as np
 import torch
 from safetensors.torch import load_file, save_file
 
+from training.file_hash import file_hexdigest
+
 log = logging.getLogger(__name__)
 
 MANIFEST = "manifest.json"
@@ -32,8 +33,7 @@ PREFIX = "step_"
 
 
 def _sha256(path: Path) -> str:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").hexdigest()
+    return file_hexdigest(path, "sha256")
 
 
 def rng_state() -> dict[str, Any]:

@@ -19,7 +19,6 @@ config, with the first pair), 2 for a config or file that cannot be read.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from tqdm import tqdm
 from m2sa_core.cli_errors import cli_entry
 from m2sa_core.data.readers import read_dataset
 from training.config import DataSourceConfig, load_config
+from training.file_hash import file_hexdigest
 from training.sources import open_source
 
 
@@ -63,8 +63,7 @@ class ImageDigests:
 
 
 def _sha1(path: Path) -> str:
-    with open(path, "rb") as f:
-        return hashlib.file_digest(f, "sha1").hexdigest()
+    return file_hexdigest(path, "sha1")
 
 
 def source_images(source: DataSourceConfig) -> list[Path]:
