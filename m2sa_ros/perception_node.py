@@ -26,8 +26,8 @@ docs/ROS_INTERFACE.md). What it adds is robotics plumbing only:
   model runs, so a slow model loses no centroid; depth in another frame is refused;
 * an RViz overlay and centroid markers computed only when someone subscribes, and
   /diagnostics;
-* SIGINT (once or twice, as ``ros2 launch`` plus a terminal deliver it) and SIGTERM
-  end the node cleanly with exit status 0, every pending command answered;
+* ``stop()`` / ``close()`` answer every pending command first: the process around the
+  node (main.py) calls them on SIGINT or SIGTERM and exits 0;
 * ``cameras: [head, wrist]`` serves several cameras from the one model: each camera's
   topics, service and actions live under ``<camera>/`` (cameras.py), each has a queue
   of its own in the worker, served round-robin, and commands of several cameras that
@@ -42,7 +42,6 @@ from __future__ import annotations
 import dataclasses
 import functools
 import gc
-import signal
 import sys
 import threading
 import time
@@ -52,23 +51,19 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
 from rclpy.exceptions import InvalidParameterValueException
-from rclpy.executors import MultiThreadedExecutor
 from rclpy.lifecycle import LifecycleNode, LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-from rclpy.signals import SignalHandlerOptions
 from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
-from m2sa_core.cli_errors import cli_entry
 from m2sa_core.prompt import sanitize_command
 from m2sa_core.types import Cancelled
 from m2sa_core.visualize import overlay_targets
@@ -84,10 +79,9 @@ from m2sa_ros.image_conversion import (ImageConversionError, compressed_to_rgb, 
 from m2sa_ros.markers import centroid_markers
 from m2sa_ros.model_source import ModelSource, resolve_model_source
 from m2sa_ros.msg import Command, SegmentationResult
-from m2sa_ros.node_params import (PARAMETERS, SPECS, NodeParams, ParameterError, check_params_files, check_value,
+from m2sa_ros.node_params import (PARAMETERS, SPECS, NodeParams, ParameterError, check_value,
                                   descriptor, validate)
 from m2sa_ros.result_conversion import error_result, result_to_msg
-from m2sa_ros.spinning import spin_through_destroyed_entities
 from m2sa_ros.srv import Segment as SegmentSrv
 from m2sa_ros.tracks import CANCELLED, ERROR_PREFIX, LOST, TIMEOUT, Track, TrackSettings
 from m2sa_ros.worker import CommandWorker, Job
@@ -96,19 +90,6 @@ NODE_NAME = "perception_node"
 RESULT_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
 # Commands are tiny and must not be dropped when a planner sends several at once.
 COMMAND_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
-
-# The worker thread runs the model's thousands of small torch operations, and each one
-# lets go of the GIL. With Python's default 5 ms switch interval, each can then wait up to
-# 5 ms to get it back from an executor thread that took it for a message: under simulated
-# time a /clock at 100 Hz is enough. `make demo` measured inference p50 431 ms and max 7.8 s
-# at 5 ms, p50 58 ms and max 0.14 s at 0.2 ms, with the same answers (bench/RESULTS.md).
-GIL_SWITCH_INTERVAL_S = 0.0002
-
-
-def prefer_the_model_thread() -> None:
-    """Shorten the GIL switch interval of the node's process (see GIL_SWITCH_INTERVAL_S)."""
-    sys.setswitchinterval(GIL_SWITCH_INTERVAL_S)
-
 
 # (params, model source) -> an object with Segmenter's segment() and cache_stats.
 SegmenterFactory = Callable[[NodeParams, ModelSource], Any]
@@ -1280,87 +1261,15 @@ def _stamp_ns(header: Any) -> int:
     return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
 
 
-class ShutdownRequest:
-    """SIGINT / SIGTERM -> one orderly shutdown; repeated signals are only logged.
+def __getattr__(name: str) -> Any:
+    """``main`` moved to m2sa_ros.main with the process's shutdown handling; the old
+    import path keeps working for one release, with a warning."""
+    if name in ("main", "ShutdownRequest", "GIL_SWITCH_INTERVAL_S", "prefer_the_model_thread"):
+        import warnings
 
-    ``ros2 launch`` forwards SIGINT to the node while the terminal's Ctrl-C reaches the
-    same process group, so the node gets it twice. rclpy's own handler would shut the
-    context down on the first one, after which no pending command could be answered
-    and the second would kill the process (exit -2). Here the first signal only sets
-    an event; main() then answers pending commands and exits 0.
-    """
+        from m2sa_ros import main as process
 
-    def __init__(self) -> None:
-        self.event = threading.Event()
-        self.signal_name = ""
-        self.repeats = 0
-
-    def install(self) -> None:
-        for signum in (signal.SIGINT, signal.SIGTERM):
-            signal.signal(signum, self._handle)
-
-    def _handle(self, signum: int, _frame: Any) -> None:
-        if self.event.is_set():
-            self.repeats += 1
-            return
-        self.signal_name = signal.Signals(signum).name
-        self.event.set()
-
-
-@cli_entry("m2sa-perception")
-def main(args: list[str] | None = None) -> int:
-    """Console entry point ``m2sa-perception`` (and ``ros2 run m2sa_ros perception_node``).
-
-    Takes the standard ROS arguments: ``--ros-args -p name:=value --params-file FILE
-    -r from:=to``. Exits 0 on SIGINT or SIGTERM after answering every pending command.
-    """
-    argv = args if args is not None else sys.argv
-    prefer_the_model_thread()
-    check_params_files(argv)
-    shutdown = ShutdownRequest()
-    shutdown.install()  # before rclpy.init: a signal during start-up is handled too
-    rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
-    node: PerceptionNode | None = None
-    executor: MultiThreadedExecutor | None = None
-    spinner: threading.Thread | None = None
-    try:
-        node = PerceptionNode()
-        # Threads: sensors and commands (per camera), lifecycle services, diagnostics,
-        # timers, plus one per service/action call that can usefully wait (per camera:
-        # the running command and a full queue).
-        max_queue = node.get_parameter("max_queue").value
-        names = node.get_parameter("cameras").value
-        cameras = len(names) if isinstance(names, (list, tuple)) and 0 < len(names) <= 64 else 1
-        waiting = (max_queue + 1 if isinstance(max_queue, int) and 0 < max_queue <= 64 else 5) * cameras
-        node.blocking_call_limit = waiting
-        executor = MultiThreadedExecutor(num_threads=waiting + 3 + 2 * cameras)
-        executor.add_node(node)
-        logger = node.get_logger()
-        spinner = threading.Thread(
-            target=spin_through_destroyed_entities, name="m2sa-executor", daemon=True,
-            args=(executor, lambda exc: logger.debug(f"executor: entity destroyed while waiting ({exc})")))
-        spinner.start()
-        while not shutdown.event.wait(0.5):
-            if not spinner.is_alive():
-                break
-        if shutdown.signal_name:
-            node.get_logger().info(f"{shutdown.signal_name}: shutting down; answering pending commands")
-        # The executor keeps spinning while pending commands are answered, so service
-        # and action replies still go out; only then does it stop.
-        node.stop(f"node shutting down ({shutdown.signal_name or 'executor stopped'})")
-    finally:
-        if executor is not None:
-            executor.shutdown()
-        if spinner is not None:
-            spinner.join(timeout=10)
-        if node is not None:
-            try:
-                node.close()
-            except Exception as exc:  # noqa: BLE001 - exiting anyway; say why it was unclean
-                print(f"perception_node: unclean shutdown: {type(exc).__name__}: {exc}", file=sys.stderr)
-        rclpy.try_shutdown()
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        warnings.warn(f"m2sa_ros.perception_node.{name} moved to m2sa_ros.main.{name}", DeprecationWarning,
+                      stacklevel=2)
+        return getattr(process, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -102,11 +102,11 @@ def test_the_node_process_hands_the_gil_back_to_the_model_thread_quickly():
     """At Python's default 5 ms switch interval, each of the model's small operations could wait
     that long for an executor thread busy with a message (a /clock at 100 Hz under simulated
     time): `make demo` measured 7.8 s commands that take 45 ms alone."""
-    code = ("import sys\nfrom m2sa_ros import perception_node as node\n"
+    code = ("import sys\nfrom m2sa_ros import main as node\n"
             "try:\n    node.main(['perception_node', '--ros-args', '--params-file', '/nonexistent/p.yaml'])\n"
             "except SystemExit:\n    pass\nprint('switch interval', sys.getswitchinterval())\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
-    from m2sa_ros.perception_node import GIL_SWITCH_INTERVAL_S
+    from m2sa_ros.main import GIL_SWITCH_INTERVAL_S
 
     value = float(proc.stdout.split("switch interval")[-1])
     assert value <= 0.0005 and abs(value - GIL_SWITCH_INTERVAL_S) < 1e-9

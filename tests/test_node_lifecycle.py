@@ -32,6 +32,7 @@ NODE_SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     import m2sa_ros.perception_node as node_module
     from fake_models import BoxSegmenter
+    from m2sa_ros.main import main
 
     class Stuck(BoxSegmenter):
         def segment(self, image, command, **kwargs):
@@ -41,7 +42,7 @@ NODE_SCRIPT = textwrap.dedent("""
             raise node_module.Cancelled("stopped")
 
     node_module.load_segmenter = lambda params, source: Stuck()
-    sys.exit(node_module.main(sys.argv))
+    sys.exit(main(sys.argv))
 """)
 
 
