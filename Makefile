@@ -2,9 +2,24 @@
 #   make setup   .venv with pinned dependencies + the ROS 2 wheels + our interfaces
 #   make test    setup when needed, then the whole pytest suite
 #   make demo    setup when needed, then the end-to-end demo (see README)
+#   make lock    re-pin both distributions' locks (and requirements-model.txt)
+# The ROS 2 distribution is Kilted unless ROS_DISTRO says otherwise: `ROS_DISTRO=jazzy
+# make test`, or any shell that sourced /opt/ros/jazzy/setup.bash (which sets it), uses
+# .venv-jazzy from requirements-jazzy.lock; both venvs can live side by side.
 SHELL := /bin/bash
 PYTHON ?= python3.11
-VENV := .venv
+override ROS_DISTRO := $(or $(strip $(ROS_DISTRO)),kilted)
+ifeq ($(ROS_DISTRO),kilted)
+  VENV := .venv
+  REQUIREMENTS := requirements
+else ifeq ($(ROS_DISTRO),jazzy)
+  VENV := .venv-jazzy
+  REQUIREMENTS := requirements-jazzy
+else
+  $(error ROS_DISTRO=$(ROS_DISTRO) is not supported: use kilted (the default) or jazzy)
+endif
+# The tests and the bag tools read it (the rosbags typestore follows the distribution).
+export ROS_DISTRO
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?=
 
@@ -16,18 +31,18 @@ NODE_SOURCES := $(wildcard m2sa_ros/*.py m2sa_ros/*/*.py)
 setup: $(VENV)/.deps-stamp $(VENV)/.ros-stamp
 
 # Dependencies: reinstalled only when the lock file or the project metadata change.
-$(VENV)/.deps-stamp: requirements.lock pyproject.toml
-	@echo "[setup] creating $(VENV) and installing pinned dependencies (first run: a few minutes)"
+$(VENV)/.deps-stamp: $(REQUIREMENTS).lock pyproject.toml
+	@echo "[setup] ROS 2 $(ROS_DISTRO): creating $(VENV) and installing pinned dependencies (first run: a few minutes)"
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	@$(PY) -m pip install --quiet --upgrade pip
-	@$(PY) -m pip install --progress-bar on -r requirements.lock
+	@$(PY) -m pip install --progress-bar on -r $(REQUIREMENTS).lock
 	@$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
 	@touch $@
 
 # Interfaces: rebuilt when a definition or the build files change; new node modules
 # are linked into the generated package.
 $(VENV)/.ros-stamp: $(VENV)/.deps-stamp $(INTERFACES) CMakeLists.txt package.xml scripts/build_interfaces.sh $(NODE_SOURCES)
-	@bash scripts/build_interfaces.sh
+	@bash scripts/build_interfaces.sh $(VENV) $(ROS_DISTRO)
 	@$(PY) -c "import rclpy, m2sa_ros.msg, m2sa_ros.srv, m2sa_ros.action, m2sa_core" \
 	  && echo "[setup] ok: rclpy, m2sa_ros interfaces and m2sa_core import from $(PY)"
 	@touch $@
@@ -38,14 +53,22 @@ test: setup
 demo: setup
 	$(PY) -m m2sa_ros.bag.demo
 
-# Re-pin: install requirements.in into a scratch venv and record every distribution;
-# requirements-model.txt (a real ROS 2 install's venv) follows the lock.
-lock:
+# Re-pin both distributions: install each .in into a scratch venv and record every
+# distribution. Jazzy's non-ROS pins are held to Kilted's, so one requirements-model.txt
+# (the model stack for a venv over a real ROS 2 install) follows both locks.
+define pin
 	rm -rf build/lockenv && $(PYTHON) -m venv build/lockenv
 	build/lockenv/bin/pip install --quiet --upgrade pip
-	build/lockenv/bin/pip install -r requirements.in
-	build/lockenv/bin/python scripts/freeze_lock.py > requirements.lock
+	build/lockenv/bin/pip install -r $(1).in $(2)
+	build/lockenv/bin/python scripts/freeze_lock.py $(1) > build/$(1).lock
+	mv build/$(1).lock $(1).lock
+endef
+lock:
+	$(call pin,requirements)
+	grep -v '^ros-' requirements.lock > build/kilted-pins.txt
+	$(call pin,requirements-jazzy,-c build/kilted-pins.txt)
 	$(PYTHON) scripts/model_requirements.py > requirements-model.txt
 
+# Removes this distribution's venv (ROS_DISTRO=jazzy make clean for .venv-jazzy).
 clean:
 	rm -rf build $(VENV)

@@ -3,15 +3,24 @@
 Only distributions that pip installed (``*.dist-info``) are listed: the ROS wheels
 also drop ``*.egg-info`` records of their inner packages (std_msgs, rosidl_parser, ...)
 which are not installable from any registry and would break ``pip install -r``.
+
+    python scripts/freeze_lock.py [requirements | requirements-jazzy]   (default: requirements)
 """
 
 import importlib.metadata as md
+import sys
 
-HEADER = """# Exact versions that `make setup` installs into .venv (every distribution of a working
-# environment). Top-level needs are in requirements.in; regenerate with `make lock`."""
+# The venv each lock is installed into, and the distribution that selects it (Makefile).
+SETUPS = {"requirements": (".venv", ""), "requirements-jazzy": (".venv-jazzy", "ROS_DISTRO=jazzy: ")}
+HEADER = """# {distro}Exact versions that `make setup` installs into {venv} (every distribution of a working
+# environment). Top-level needs are in {name}.in; regenerate with `make lock`."""
 
 
 def main() -> None:
+    lock = sys.argv[1] if len(sys.argv) > 1 else "requirements"
+    if lock not in SETUPS:
+        sys.exit(f"freeze_lock.py: unknown lock {lock!r}; one of: {', '.join(SETUPS)}")
+    venv, distro = SETUPS[lock]
     pins: dict[str, str] = {}
     for dist in md.distributions():
         path = str(getattr(dist, "_path", ""))
@@ -19,7 +28,7 @@ def main() -> None:
         if not path.endswith(".dist-info") or name.lower().startswith("m2sa") or name.lower() == "pip":
             continue
         pins[name.lower()] = f"{name}=={dist.version}"
-    print(HEADER)
+    print(HEADER.format(distro=distro, venv=venv, name=lock))
     for key in sorted(pins):
         print(pins[key])
 

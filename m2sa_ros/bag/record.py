@@ -26,7 +26,9 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import json
+import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
@@ -76,17 +78,49 @@ def _msg_dirs() -> list[Path]:
     return dirs
 
 
-@lru_cache(maxsize=1)
-def message_typestore():
-    """rosbags typestore of ROS 2 Kilted plus our own messages (parsed from msg/*.msg).
+# rclpy's major version in each ROS 2 distribution, for a venv or an install that did
+# not set ROS_DISTRO (the venvs of `make setup` run their python without it).
+_RCLPY_MAJOR_DISTRO = {3: "humble", 4: "iron", 7: "jazzy", 9: "kilted"}
+DEFAULT_DISTRO = "kilted"  # what `make setup` builds when ROS_DISTRO is not set
+
+
+def ros_distro() -> str:
+    """The ROS 2 distribution bags are written and read for.
+
+    ROS_DISTRO when set (a sourced /opt/ros/<distro>/setup.bash, a venv's setup.sh and
+    the Makefile all set it), else the installed rclpy's, else Kilted. Message
+    definitions (and so the type hashes ROS 2 tools match bags by) differ between
+    distributions, so a bag must carry those of the graph that plays it.
+    """
+    distro = os.environ.get("ROS_DISTRO", "").strip().lower()
+    if distro:
+        return distro
+    try:
+        major = int(importlib.metadata.version("rclpy").split(".")[0])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return DEFAULT_DISTRO
+    return _RCLPY_MAJOR_DISTRO.get(major, DEFAULT_DISTRO)
+
+
+def message_typestore(distro: str | None = None):
+    """rosbags typestore of the ROS 2 distribution (``ros_distro()`` unless given) plus
+    our own messages (parsed from msg/*.msg).
 
     rosbags needs every type it (de)serialises or writes a definition for, and the
     definitions written into the bag let ``ros2 bag info`` and other readers decode
     our SegmentationResult without our Python package.
     """
+    return _message_typestore((distro or ros_distro()).strip().lower())
+
+
+@lru_cache(maxsize=None)
+def _message_typestore(distro: str):
     from rosbags.typesys import Stores, get_types_from_msg, get_typestore
 
-    store = get_typestore(Stores.ROS2_KILTED)
+    known = [s.name[len("ROS2_"):].lower() for s in Stores if s.name.startswith("ROS2_")]
+    if distro not in known:
+        raise BagError(f"ROS_DISTRO={distro}: rosbags has no typestore for it (known: {', '.join(known)})")
+    store = get_typestore(Stores[f"ROS2_{distro.upper()}"])
     for directory in _msg_dirs():
         if all((directory / f"{name}.msg").is_file() for name in _OUR_MESSAGES):
             types: dict[str, Any] = {}
