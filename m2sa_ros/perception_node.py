@@ -81,6 +81,7 @@ from m2sa_ros.model_source import ModelSource, resolve_model_source
 from m2sa_ros.msg import Command, SegmentationResult
 from m2sa_ros.node_params import (PARAMETERS, SPECS, NodeParams, ParameterError, check_value,
                                   descriptor, validate)
+from m2sa_ros.rclpy_compat import add_set_parameters_callbacks
 from m2sa_ros.result_conversion import error_result, result_to_msg
 from m2sa_ros.srv import Segment as SegmentSrv
 from m2sa_ros.tracks import CANCELLED, ERROR_PREFIX, LOST, TIMEOUT, Track, TrackSettings
@@ -185,8 +186,8 @@ class PerceptionNode(LifecycleNode):
                 override = self._parameter_overrides.get(spec.name)
                 self._refused_overrides[spec.name] = override.value if override is not None else None
                 self.declare_parameter(spec.name, spec.default, descriptor(spec), ignore_override=True)
-        self.add_on_set_parameters_callback(self._check_parameters)
-        self.add_post_set_parameters_callback(self._apply_parameters)
+        # Post-set callbacks arrived in Iron's rclpy; rclpy_compat gives them on Humble.
+        add_set_parameters_callbacks(self, on_set=self._check_parameters, post=self._apply_parameters)
         self._factory: SegmenterFactory = segmenter_factory or load_segmenter
         self._params: NodeParams | None = None
         self._source: ModelSource | None = None
