@@ -2,6 +2,7 @@
 #   make setup   .venv with pinned dependencies + the ROS 2 wheels + our interfaces
 #   make test    setup when needed, then the whole pytest suite
 #   make demo    setup when needed, then the end-to-end demo (see README)
+#   make test-ros  the ROS-facing tests only (what CI runs on Jazzy)
 #   make lock    re-pin both distributions' locks (and requirements-model.txt)
 # The ROS 2 distribution is Kilted unless ROS_DISTRO says otherwise: `ROS_DISTRO=jazzy
 # make test`, or any shell that sourced /opt/ros/jazzy/setup.bash (which sets it), uses
@@ -26,7 +27,7 @@ PYTEST_ARGS ?=
 INTERFACES := $(wildcard msg/*.msg srv/*.srv action/*.action)
 NODE_SOURCES := $(wildcard m2sa_ros/*.py m2sa_ros/*/*.py)
 
-.PHONY: setup test demo lock clean
+.PHONY: setup test test-ros demo lock clean
 
 setup: $(VENV)/.deps-stamp $(VENV)/.ros-stamp
 
@@ -49,6 +50,13 @@ $(VENV)/.ros-stamp: $(VENV)/.deps-stamp $(INTERFACES) CMakeLists.txt package.xml
 
 test: setup
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The ROS-facing tests: every test marked `ros` (the node, DDS, bag replay, colcon, the
+# demo), then the rest of the files that read ROS files or wheels without a node.
+ROS_FACING_FILES := tests/test_bag_tools.py tests/test_launch_files.py tests/test_distributions.py tests/test_package.py
+test-ros: setup
+	$(PY) -m pytest -m ros $(PYTEST_ARGS)
+	$(PY) -m pytest -m "not ros" $(ROS_FACING_FILES) $(PYTEST_ARGS)
 
 demo: setup
 	$(PY) -m m2sa_ros.bag.demo
