@@ -445,22 +445,34 @@ class PerceptionNode(LifecycleNode):
                 self.destroy_service(entity)
         camera.interfaces = []
 
-    def _destroy_actions(self) -> None:
-        """Destroy the action servers once the results of ended goals have gone out.
+    def _action_servers(self) -> list[Any]:
+        return [s for camera in self._cameras for s in (camera.action_server, camera.track_server)
+                if s is not None]
+
+    def _wait_action_results_sent(self, timeout_s: float = 2.0) -> None:
+        """Wait until the results of ended goals have had time to go out.
 
         A goal's result leaves from an executor task that rclpy schedules when the
         result future completes, so a completed future is not yet a sent result; the
-        grace after the futures covers that task. Called at cleanup, shutdown and
-        close, long after deactivate ended the goals in the usual sequence.
+        grace after the futures covers that task. It only helps while an executor
+        still spins the node, which is why stop() waits here before main() shuts the
+        executor down.
         """
-        servers = [s for camera in self._cameras for s in (camera.action_server, camera.track_server)
-                   if s is not None]
-        futures = [f for server in servers for f in getattr(server, "_result_futures", {}).values()]
-        deadline = time.monotonic() + 2.0
+        futures = [f for server in self._action_servers() for f in getattr(server, "_result_futures", {}).values()]
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and not all(f.done() for f in futures):
             time.sleep(0.01)
         if futures:
             time.sleep(0.2)
+
+    def _destroy_actions(self) -> None:
+        """Destroy the action servers once the results of ended goals have gone out.
+
+        Called at cleanup, shutdown and close, long after deactivate ended the goals
+        in the usual sequence.
+        """
+        servers = self._action_servers()
+        self._wait_action_results_sent()
         for server in servers:
             server.destroy()
         for camera in self._cameras:
@@ -490,9 +502,14 @@ class PerceptionNode(LifecycleNode):
             trim_heap_now()
 
     def stop(self, reason: str = "node shutting down") -> None:
-        """Answer every pending command and close the interfaces; the node stays alive."""
+        """Answer every pending command and close the interfaces; the node stays alive.
+
+        Its answers go out while the caller's executor still spins the node: the result
+        topic's subscribers acknowledge them, and goals' results leave their servers.
+        """
         self._close_interfaces(reason)
         self._wait_results_acked()
+        self._wait_action_results_sent()
 
     def close(self, reason: str = "node shutting down") -> None:
         """Stop the worker (answering pending commands) and destroy the node."""
