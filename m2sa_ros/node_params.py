@@ -12,6 +12,13 @@ node applies a new value at once) or *load-time* (the model, device, queue, QoS:
 at configure, so a new value needs deactivate, cleanup, configure, activate; the node
 says so when one is set). ``autostart`` and ``cameras`` are read-only: they only mean
 something at start-up (the cameras decide the node's topics, services and actions).
+
+Every parameter is declared with its type (:func:`ros_type`, no dynamic typing), so
+``ros2 param describe`` and ``get`` show the documented type whatever value it holds, and a
+value of another type is refused. The one exception is an integer for a double: it is
+converted, always (``-p mask_threshold:=1``, a YAML ``1`` and ``ros2 param set ... 1`` all
+give 1.0, see :func:`ros_value`), because YAML and ros2cli read ``1`` as an integer and
+refusing what a user reads as a number helps nobody.
 """
 
 from __future__ import annotations
@@ -130,9 +137,9 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("cameras", [], "Camera names served by this one node and its one model, e.g. "
               "['head', 'wrist']: each has its own topics, service and actions under <camera>/ "
               "(<camera>/image, <camera>/result, <camera>/segment, ...). Empty: one camera on "
-              "image, result, segment, ... Read-only.", check_camera_names, read_only=True),
+              "image, result, segment, ...", check_camera_names, read_only=True),
     ParamSpec("autostart", True, "Configure and activate at start-up (else wait for lifecycle "
-              "transitions). Read-only.", read_only=True),
+              "transitions).", read_only=True),
 )
 
 SPECS = {spec.name: spec for spec in PARAMETERS}
@@ -179,8 +186,7 @@ def check_value(spec: ParamSpec, value: Any) -> tuple[Any, str | None]:
     expected = type(spec.default)
     if expected is list:
         return _check_list(spec, value)
-    if expected is float and isinstance(value, int) and not isinstance(value, bool):
-        value = float(value)
+    value = ros_value(spec, value)
     if type(value) is not expected:
         return value, f"{spec.name}={value!r}: expected {expected.__name__}"
     if isinstance(value, str):
@@ -217,19 +223,45 @@ def validate(values: Mapping[str, Any]) -> NodeParams:
     return NodeParams(**checked)
 
 
-def descriptor(spec: ParamSpec) -> Any:
-    """The rcl_interfaces ParameterDescriptor of a parameter: description, range, read-only.
+def ros_type(spec: ParamSpec) -> int:
+    """The rcl_interfaces ParameterType a parameter is declared with, from its default's type.
 
-    Dynamic typing stays on so that a wrong type reaches :func:`check_value` and is
-    reported with the parameter's name and expected type rather than by rcl's generic
-    type error.
+    Spelled out because rclpy infers a type from the value, and an empty list infers as a
+    byte array: ``cameras`` (a string array, empty by default) would be shown as one.
+    """
+    from rcl_interfaces.msg import ParameterType
+
+    kinds = {bool: ParameterType.PARAMETER_BOOL, int: ParameterType.PARAMETER_INTEGER,
+             float: ParameterType.PARAMETER_DOUBLE, str: ParameterType.PARAMETER_STRING,
+             list: ParameterType.PARAMETER_STRING_ARRAY}
+    return kinds[type(spec.default)]
+
+
+def ros_value(spec: ParamSpec, value: Any) -> Any:
+    """``value`` as the parameter stores it: an integer given for a double becomes a float.
+
+    Applied to start-up overrides and to every set, so a double stays a double however
+    its value was written (YAML and ros2cli read ``1`` as an integer). Any other value is
+    returned as it is; one of the wrong type is then refused.
+    """
+    if isinstance(spec.default, float) and isinstance(value, int) and not isinstance(value, bool):
+        return float(value)
+    return value
+
+
+def descriptor(spec: ParamSpec) -> Any:
+    """The rcl_interfaces ParameterDescriptor of a parameter: type, description, range, read-only.
+
+    Statically typed (see the module docstring). The description ends with when a new
+    value takes effect; a read-only parameter's says "start-up only" rather than
+    "read-only", which ``ros2 param describe`` prints itself from ``read_only``.
     """
     from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 
-    kind = "applied at once" if spec.runtime else ("read-only" if spec.read_only else
+    kind = "applied at once" if spec.runtime else ("start-up only" if spec.read_only else
                                                     "load-time: takes effect at the next configure")
-    desc = ParameterDescriptor(description=f"{spec.description} [{kind}]", dynamic_typing=True,
-                               read_only=spec.read_only)
+    desc = ParameterDescriptor(description=f"{spec.description} [{kind}]", type=ros_type(spec),
+                               dynamic_typing=False, read_only=spec.read_only)
     if spec.minimum is not None and spec.maximum is not None:
         if isinstance(spec.default, float):
             desc.floating_point_range = [FloatingPointRange(from_value=float(spec.minimum),

@@ -55,7 +55,7 @@ from diagnostic_msgs.msg import DiagnosticArray
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
 from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.exceptions import InvalidParameterValueException
+from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.lifecycle import LifecycleNode, LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -76,11 +76,12 @@ from m2sa_ros.frames import Frame
 from m2sa_ros.heap import HeapTrimmer, trim_heap_now
 from m2sa_ros.image_conversion import (ImageConversionError, compressed_to_rgb, depth_to_metres,
                                        image_to_rgb, rgb_to_msg)
+from m2sa_ros.feedback import AnswerFeedback
 from m2sa_ros.markers import centroid_markers
 from m2sa_ros.model_source import ModelSource, resolve_model_source
 from m2sa_ros.msg import Command, SegmentationResult
-from m2sa_ros.node_params import (PARAMETERS, SPECS, NodeParams, ParameterError, check_value,
-                                  descriptor, validate)
+from m2sa_ros.node_params import (PARAMETERS, SPECS, NodeParams, ParameterError, ParamSpec, check_value,
+                                  descriptor, ros_value, validate)
 from m2sa_ros.rclpy_compat import add_set_parameters_callbacks
 from m2sa_ros.result_conversion import error_result, result_to_msg
 from m2sa_ros.srv import Segment as SegmentSrv
@@ -142,7 +143,7 @@ class Request:
     received_ns: int  # node clock at arrival: image age is measured against it
     max_image_age: float = 0.0  # 0 = the node's parameter
     frame: Frame | None = None  # a request's own image; None = the latest camera frame
-    on_feedback: Callable[[str, str], None] | None = None  # (stage, partial answer)
+    on_feedback: Callable[[str, str], None] | None = None  # (stage, partial answer; "" = no new text)
     on_done: Callable[[SegmentationResult], None] | None = None
     keep_prompts: bool = False  # a track's command: the model returns its [SEG] prompts
     on_model_result: Callable[[Any, Frame], None] | None = None  # (m2sa_core Result, its frame)
@@ -176,18 +177,19 @@ class PerceptionNode(LifecycleNode):
         Node.__init__(self, node_name, **kwargs)
         LifecycleNodeMixin.__init__(self, enable_communication_interface=True,
                                     callback_group=ReentrantCallbackGroup())
-        # Overrides ROS itself refused (out of the descriptor's range): the default is
-        # declared meanwhile, and configure fails naming the value given.
+        # Overrides ROS itself refused (out of the descriptor's range, of the wrong type):
+        # the default is declared meanwhile, and configure fails naming the value given.
         self._refused_overrides: dict[str, Any] = {}
         for spec in PARAMETERS:
+            override = self._parameter_overrides.get(spec.name)
             try:
-                self.declare_parameter(spec.name, spec.default, descriptor(spec))
-            except InvalidParameterValueException:
-                override = self._parameter_overrides.get(spec.name)
+                self._declare(spec, spec.default if override is None else ros_value(spec, override.value))
+            except (InvalidParameterValueException, InvalidParameterTypeException):
                 self._refused_overrides[spec.name] = override.value if override is not None else None
-                self.declare_parameter(spec.name, spec.default, descriptor(spec), ignore_override=True)
-        # Post-set callbacks arrived in Iron's rclpy; rclpy_compat gives them on Humble.
-        add_set_parameters_callbacks(self, on_set=self._check_parameters, post=self._apply_parameters)
+                self._declare(spec, spec.default)
+        # Pre- and post-set callbacks arrived in Iron's rclpy; rclpy_compat gives them on Humble.
+        add_set_parameters_callbacks(self, pre=self._prepare_parameters, on_set=self._check_parameters,
+                                     post=self._apply_parameters)
         self._factory: SegmenterFactory = segmenter_factory or load_segmenter
         self._params: NodeParams | None = None
         self._source: ModelSource | None = None
@@ -220,7 +222,7 @@ class PerceptionNode(LifecycleNode):
         self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self._diag_timer = self.create_timer(1.0, self._publish_diagnostics, callback_group=self._diag_group)
 
-        autostart = self.get_parameter("autostart").value
+        autostart = self._refused_overrides.get("autostart", self.get_parameter("autostart").value)
         self._autostart_timer = None
         if autostart is True:
             self._autostart_timer = self.create_timer(0.0, self._autostart)
@@ -392,17 +394,31 @@ class PerceptionNode(LifecycleNode):
         # server at deactivate could drop the result of a goal that deactivate ended.
         camera.action_server = ActionServer(
             self, SegmentAction, camera.topic("segment"), execute_callback=on(self._on_goal, camera=camera),
-            goal_callback=lambda _goal: GoalResponse.ACCEPT if self._active else GoalResponse.REJECT,
+            goal_callback=on(self._goal_response, camera.topic("segment")),
             cancel_callback=lambda _goal: CancelResponse.ACCEPT,
             callback_group=self._request_group)
         camera.track_server = ActionServer(
             self, TrackAction, camera.topic("track"), execute_callback=on(self._on_track_goal, camera=camera),
-            goal_callback=lambda _goal: GoalResponse.ACCEPT if self._active else GoalResponse.REJECT,
+            goal_callback=on(self._goal_response, camera.topic("track")),
             cancel_callback=lambda _goal: CancelResponse.ACCEPT,
             callback_group=self._request_group)
 
+    def _goal_response(self, action: str, _goal: Any) -> GoalResponse:
+        """Accept a goal while active; else refuse it and log why.
+
+        rclpy's action client only learns "rejected", with no reason, so the node's log
+        is the one place that can say it was the lifecycle state.
+        """
+        if self._active:
+            return GoalResponse.ACCEPT
+        self.get_logger().warning(f"{self.resolve_topic_name(action)} goal rejected: the node is "
+                                  f"{self.lifecycle_state()}, it takes goals only while active")
+        return GoalResponse.REJECT
+
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._close_interfaces("node deactivated")
+        self.get_logger().info("inactive: no longer taking commands or goals (pending ones were answered "
+                               "'cancelled: node deactivated'); the model stays loaded, activate to resume")
         return super().on_deactivate(state)
 
     def on_cleanup(self, state: LifecycleState) -> TransitionCallbackReturn:
@@ -533,6 +549,59 @@ class PerceptionNode(LifecycleNode):
                 pass
 
     # ------------------------------------------------------------------ parameters
+    def _declare(self, spec: ParamSpec, value: Any) -> None:
+        """Declare one parameter with ``value``, statically typed as its descriptor says.
+
+        An empty string array needs three steps: rclpy infers a type from the value, and an
+        empty list infers as a byte array. So it is declared by type (no value yet), given
+        a typed empty value, and only then marked read-only. Called before the set callbacks
+        are registered, so none of them runs.
+        """
+        if not isinstance(spec.default, list) or value:
+            self.declare_parameter(spec.name, value, descriptor(spec), ignore_override=True)
+            return
+        writable = descriptor(spec)  # rclpy keeps the descriptor object it is given
+        writable.read_only = False
+        self.declare_parameter(spec.name, Parameter.Type.STRING_ARRAY, writable, ignore_override=True)
+        self.set_parameters([Parameter(spec.name, Parameter.Type.STRING_ARRAY, [])])
+        if spec.read_only:
+            self.set_descriptor(spec.name, descriptor(spec))
+
+    def _prepare_parameters(self, parameters: list[Parameter]) -> list[Parameter]:
+        """Before any set: an integer for a double becomes a float; a set that will be refused is logged.
+
+        rclpy checks type, range and read-only itself, before the node's own checks, and
+        tells only the client; one warning here names every refused value and why, once,
+        whichever check refuses it.
+        """
+        prepared, problems = [], []
+        for parameter in parameters:
+            spec = SPECS.get(parameter.name)
+            if spec is not None:
+                value = ros_value(spec, parameter.value)
+                if value is not parameter.value:
+                    parameter = Parameter(parameter.name, value=value)
+            problem = self._set_problem(parameter, spec)
+            if problem:
+                problems.append(problem)
+            prepared.append(parameter)
+        if problems:
+            self.get_logger().warning("parameter set refused: " + "; ".join(problems))
+        return prepared
+
+    def _set_problem(self, parameter: Parameter, spec: ParamSpec | None) -> str | None:
+        """Why setting ``parameter`` will be refused, or None: what rclpy and ``_check_parameters`` check."""
+        if not self.has_parameter(parameter.name):
+            return f"{parameter.name}: no such parameter"
+        desc = self.describe_parameter(parameter.name)
+        if desc.read_only:
+            return f"{parameter.name}: read-only, set at start-up only (-p, a params file or a launch argument)"
+        if spec is not None:
+            return check_value(spec, parameter.value)[1]
+        if not desc.dynamic_typing and parameter.type_.value != desc.type:
+            return f"{parameter.name}={parameter.value!r}: expected {Parameter.Type(desc.type).name.lower()}"
+        return None
+
     def _check_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
         """Refuse a bad value at ``ros2 param set`` time; say when a value waits for configure."""
         problems, later = [], []
@@ -681,11 +750,9 @@ class PerceptionNode(LifecycleNode):
             done = threading.Event()
             box: list[SegmentationResult] = []
 
-            def feedback(stage: str, partial: str) -> None:
-                fb = SegmentAction.Feedback(stage=stage, partial_answer=partial)
-                goal_handle.publish_feedback(fb)
-
-            req.on_feedback = feedback
+            feedback = AnswerFeedback(lambda stage, partial: goal_handle.publish_feedback(
+                SegmentAction.Feedback(stage=stage, partial_answer=partial)))
+            req.on_feedback = feedback.update
             req.on_done = lambda msg: (box.append(msg), done.set())
             self._accept(req, stop_when=lambda: goal_handle.is_cancel_requested)
             self._wait(done)

@@ -368,6 +368,12 @@ def test_action_streams_feedback_and_honours_cancel(graph, tiny):
     partials = [f.partial_answer for f in mine if f.stage == "generating" and f.partial_answer]
     assert partials and done.result.result.answer.startswith(partials[0].rstrip("."))
     assert partials[-1] == done.result.result.answer
+    # Once per change, the answer so far never shorter than before, the last stage with
+    # the whole answer: the script's [SEG] tokens change nothing the answer text shows.
+    sent = [(f.stage, f.partial_answer) for f in mine]
+    assert all(a != b for a, b in zip(sent, sent[1:])), sent
+    assert all(len(a[1]) <= len(b[1]) for a, b in zip(sent, sent[1:])), sent
+    assert sent[-1] == ("decoding", done.result.result.answer)
 
     # Cancel while generating: the model is slowed to 0.1 s per token.
     seg.delay_per_token = 0.1

@@ -14,12 +14,18 @@ where the model has one), as SAM is trained;
 word embeddings as they are (``m2sa_core.model.patch_alignment``);
 ``vision_language`` trains CLIP, the projector and the LLM (LLaVA's image-text
 alignment and instruction tuning), leaving SAM as the first stage made it.
+
+peft is imported only to add LoRA adapters: importing it imports bitsandbytes, which
+prints warnings about CPU kernels it cannot find, and a node loading an exported model
+(LoRA merged, no adapters) has no use for either. Until peft is imported no LoRA layer
+can exist, so :func:`has_lora` and :func:`merge_lora` need not import it to answer.
 """
 
 from __future__ import annotations
 
-from peft import LoraConfig, inject_adapter_in_model
-from peft.tuners.lora import LoraLayer
+import sys
+from typing import Any
+
 from torch import nn
 
 from m2sa_core.model.config import LoraSettings
@@ -46,8 +52,15 @@ _PAPER_FULL = (
 )
 
 
+def _lora_layer_type() -> Any:
+    """peft's LoraLayer class if peft is loaded, else None (then no module is a LoRA layer)."""
+    lora = sys.modules.get("peft.tuners.lora")
+    return None if lora is None else lora.LoraLayer
+
+
 def has_lora(model: M2SAModel) -> bool:
-    return any(isinstance(m, LoraLayer) for m in model.llm.modules())
+    layer = _lora_layer_type()
+    return layer is not None and any(isinstance(m, layer) for m in model.llm.modules())
 
 
 def add_lora(model: M2SAModel, settings: LoraSettings | None = None) -> None:
@@ -59,6 +72,8 @@ def add_lora(model: M2SAModel, settings: LoraSettings | None = None) -> None:
     """
     if has_lora(model):
         return
+    from peft import LoraConfig, inject_adapter_in_model
+
     settings = settings or LoraSettings()
     lora = LoraConfig(
         r=settings.r,
@@ -147,8 +162,9 @@ def _size(count: int) -> str:
 
 def merge_lora(model: M2SAModel) -> M2SAModel:
     """Fold the LoRA updates into the base weights and remove the adapters (for export)."""
+    layer = _lora_layer_type()
     for name, module in list(model.llm.named_modules()):
-        if not isinstance(module, LoraLayer):
+        if layer is None or not isinstance(module, layer):
             continue
         module.merge()
         parent_name, _, child = name.rpartition(".")

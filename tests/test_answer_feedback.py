@@ -1,0 +1,39 @@
+"""The segment action's feedback stream (m2sa_ros/feedback.py), without ROS: the stage and
+the answer so far, sent once per change, the answer never shorter than before."""
+
+from __future__ import annotations
+
+from m2sa_ros.feedback import AnswerFeedback
+
+
+def _stream(calls: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    sent: list[tuple[str, str]] = []
+    feedback = AnswerFeedback(lambda stage, partial: sent.append((stage, partial)))
+    for stage, partial in calls:
+        feedback.update(stage, partial)
+    return sent
+
+
+def test_what_a_command_reports_becomes_one_message_per_change():
+    # As the node hears it: stages with no text, then the decoded answer after every
+    # token; a [SEG] token decodes to nothing the answer text shows, so it repeats.
+    sent = _stream([("waiting_for_image", ""), ("encoding", ""), ("generating", ""),
+                    ("generating", "Press"), ("generating", "Press the"), ("generating", "Press the"),
+                    ("generating", "Press the"), ("generating", "Press the button."), ("decoding", "")])
+    assert sent == [("waiting_for_image", ""), ("encoding", ""), ("generating", ""),
+                    ("generating", "Press"), ("generating", "Press the"), ("generating", "Press the button."),
+                    ("decoding", "Press the button.")]
+    assert all(a != b for a, b in zip(sent, sent[1:]))
+
+
+def test_the_answer_never_gets_shorter_but_a_rewrite_replaces_it():
+    sent = _stream([("generating", "It is the mug"), ("generating", "It is the"), ("generating", "It is the mug_1"),
+                    ("generating", "Turn it on")])
+    assert [p for _, p in sent] == ["It is the mug", "It is the mug_1", "Turn it on"]
+
+
+def test_answer_property_is_the_last_one_sent():
+    feedback = AnswerFeedback(lambda *_: None)
+    feedback.update("generating", "It")
+    feedback.update("decoding")
+    assert feedback.answer == "It"
