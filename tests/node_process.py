@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 LAUNCH_SIGTERM_AFTER_S = 5.0  # launch's default sigterm_timeout
+PENDING = 3  # commands the node holds when the signal comes: one running, two queued
 
 
 class NodeProcess:
@@ -69,6 +70,13 @@ class NodeProcess:
         self._reader.join(10)
 
 
+def start_active_node(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> NodeProcess:
+    """Start the node (autostart) and return once it says it is active."""
+    node = NodeProcess(argv, env=env, cwd=cwd)
+    node.wait_for_line("active: listening", timeout=120)
+    return node
+
+
 def ctrl_c_under_launch(proc: subprocess.Popen, second_sigint_after: float,
                         sigterm_after: float = LAUNCH_SIGTERM_AFTER_S) -> list[tuple[float, str]]:
     """SIGINT now, SIGINT again ``second_sigint_after`` s later, SIGTERM at ``sigterm_after`` s,
@@ -95,3 +103,58 @@ def in_background(fn: Callable[[], Any]) -> tuple[threading.Thread, list[Any]]:
     thread = threading.Thread(target=lambda: box.append(fn()), daemon=True)
     thread.start()
     return thread, box
+
+
+def wait_done(futures: list[Any], node: NodeProcess, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while not all(f.done() for f in futures):
+        assert time.monotonic() < deadline, f"no answer within {timeout} s:\n{node.output}"
+        time.sleep(0.02)
+
+
+def hold_pending_goals(client_node: Any, ns: str, node: NodeProcess) -> list[Any]:
+    """PENDING Segment goals the node has accepted and holds: the first runs (it waits for an
+    image that never comes), the others queue behind it. Returns their result futures."""
+    from rclpy.action import ActionClient
+
+    from m2sa_ros.action import Segment
+
+    client = ActionClient(client_node, Segment, f"{ns}/segment")
+    assert client.wait_for_server(timeout_sec=60), node.output
+    goals = [client.send_goal_async(Segment.Goal(command="I want to turn on the TV", request_id=f"g{i}"))
+             for i in range(PENDING)]
+    wait_done(goals, node, 60)
+    assert all(g.result().accepted for g in goals), node.output
+    return [g.result().get_result_async() for g in goals]
+
+
+def assert_clean_exit(node: NodeProcess, sent: list[tuple[float, str]], code: int) -> None:
+    out = node.output
+    assert code == 0, f"exit {code} after {sent}:\n{out}"
+    assert "SIGINT: shutting down" in out, out
+    assert "Traceback" not in out, out
+    assert "unclean shutdown" not in out, out
+
+
+def answer_then_ctrl_c(ns: str, node: NodeProcess, ros_context: Any, second_sigint_after: float) -> None:
+    """Hold PENDING commands, send the Ctrl-C sequence, and check every command is answered
+    once, naming the signal, and the process exits 0."""
+    from rclpy.node import Node
+
+    from node_harness import spinning
+
+    client_node = Node("ctrl_c_planner", context=ros_context)
+    try:
+        with spinning(ros_context, client_node):
+            results = hold_pending_goals(client_node, ns, node)
+            sender, sent = in_background(lambda: ctrl_c_under_launch(node.proc, second_sigint_after))
+            wait_done(results, node, 30)
+            code = node.wait(timeout=30)
+            sender.join(10)
+        assert_clean_exit(node, sent[0], code)
+        answers = sorted((r.result().result.result.request_id, r.result().result.result.error) for r in results)
+        assert [rid for rid, _ in answers] == [f"g{i}" for i in range(PENDING)], answers  # each exactly once
+        assert all(error.startswith("cancelled: node shutting down (SIGINT)") for _, error in answers), answers
+    finally:
+        node.kill()
+        client_node.destroy_node()

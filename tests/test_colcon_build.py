@@ -149,3 +149,16 @@ def test_colcon_test_runs_the_registered_pytest_files(workspace):
                             env=_env(workspace), capture_output=True, text=True, timeout=120)
     assert "0 errors, 0 failures" in result.stdout, result.stdout[-3000:]
     assert "tests" in result.stdout and not result.stdout.startswith("Summary: 0 tests")
+
+
+@pytest.mark.parametrize("second_sigint_after", [0.15, 1.0], ids=["second-0.15s", "second-1.0s"])
+def test_ctrl_c_under_launch_ends_the_installed_node_with_exit_0(workspace, ros_context, second_sigint_after):
+    """The terminal + ``ros2 launch`` signal sequence (node_process.py) on the install space's
+    executable, as launch starts it: every pending command answered, exit 0."""
+    from node_process import answer_then_ctrl_c, start_active_node
+
+    ns = f"/colcon_ctrl_c_{os.getpid()}_{int(second_sigint_after * 1000)}"
+    node_exe = workspace / "install" / "m2sa_ros" / "lib" / "m2sa_ros" / "perception_node"
+    node = start_active_node(_sourced(workspace, f"exec {node_exe} --ros-args -r __ns:={ns} "
+                                                 "-p wait_for_image:=60.0 -p max_queue:=4"), env=_env(workspace))
+    answer_then_ctrl_c(ns, node, ros_context, second_sigint_after)

@@ -20,80 +20,26 @@ import numpy as np
 import pytest
 
 from node_harness import spinning
-from node_process import NodeProcess, ctrl_c_under_launch, in_background
+from node_process import (NodeProcess, answer_then_ctrl_c, assert_clean_exit, ctrl_c_under_launch, in_background,
+                          start_active_node, wait_done)
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 ROOT = Path(__file__).resolve().parents[1]
 ENTRY = Path(sys.executable).parent / "m2sa-perception"
 SPACINGS_S = [0.0, 0.15, 0.4, 1.0, 2.0]
-PENDING = 3
 
 
-def start_node(executable: Path, ns: str, *params: str, env: dict[str, str] | None = None) -> NodeProcess:
-    if not executable.exists():
-        pytest.skip(f"{executable} not installed (make setup)")
-    node = NodeProcess([str(executable), "--ros-args", "-r", f"__ns:={ns}", *params], env=env, cwd=ROOT)
-    node.wait_for_line("active: listening", timeout=120)
-    return node
-
-
-def _done(futures: list[Any], node: NodeProcess, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while not all(f.done() for f in futures):
-        assert time.monotonic() < deadline, f"no answer within {timeout} s:\n{node.output}"
-        time.sleep(0.02)
-
-
-def hold_pending_goals(client_node: Any, ns: str, node: NodeProcess) -> list[Any]:
-    """PENDING Segment goals the node has accepted and holds: the first runs (it waits for an
-    image that never comes), the others queue behind it. Returns their result futures."""
-    from rclpy.action import ActionClient
-
-    from m2sa_ros.action import Segment
-
-    client = ActionClient(client_node, Segment, f"{ns}/segment")
-    assert client.wait_for_server(timeout_sec=60), node.output
-    goals = [client.send_goal_async(Segment.Goal(command="I want to turn on the TV", request_id=f"g{i}"))
-             for i in range(PENDING)]
-    _done(goals, node, 60)
-    assert all(g.result().accepted for g in goals), node.output
-    return [g.result().get_result_async() for g in goals]
-
-
-def assert_clean_exit(node: NodeProcess, sent: list[tuple[float, str]], code: int) -> None:
-    out = node.output
-    assert code == 0, f"exit {code} after {sent}:\n{out}"
-    assert "SIGINT: shutting down" in out, out
-    assert "Traceback" not in out, out
-    assert "unclean shutdown" not in out, out
-
-
-def answer_then_ctrl_c(ns: str, node: NodeProcess, ros_context: Any, second_sigint_after: float) -> None:
-    """The pending-commands scenario against a started node."""
-    from rclpy.node import Node
-
-    client_node = Node("ctrl_c_planner", context=ros_context)
-    try:
-        with spinning(ros_context, client_node):
-            results = hold_pending_goals(client_node, ns, node)
-            sender, sent = in_background(lambda: ctrl_c_under_launch(node.proc, second_sigint_after))
-            _done(results, node, 30)
-            code = node.wait(timeout=30)
-            sender.join(10)
-        assert_clean_exit(node, sent[0], code)
-        answers = sorted((r.result().result.result.request_id, r.result().result.result.error) for r in results)
-        assert [rid for rid, _ in answers] == [f"g{i}" for i in range(PENDING)], answers  # each exactly once
-        assert all(error.startswith("cancelled: node shutting down (SIGINT)") for _, error in answers), answers
-    finally:
-        node.kill()
-        client_node.destroy_node()
+def start_node(ns: str, *params: str) -> NodeProcess:
+    if not ENTRY.exists():
+        pytest.skip(f"{ENTRY} not installed (make setup)")
+    return start_active_node([str(ENTRY), "--ros-args", "-r", f"__ns:={ns}", *params], cwd=ROOT)
 
 
 @pytest.mark.parametrize("second_sigint_after", SPACINGS_S, ids=[f"second-{s}s" for s in SPACINGS_S])
 def test_ctrl_c_under_launch_answers_pending_commands_and_exits_0(ros_context, second_sigint_after):
     ns = f"/ctrl_c_{os.getpid()}_{int(second_sigint_after * 1000)}"
-    node = start_node(ENTRY, ns, "-p", "wait_for_image:=60.0", "-p", "max_queue:=4")
+    node = start_node(ns, "-p", "wait_for_image:=60.0", "-p", "max_queue:=4")
     answer_then_ctrl_c(ns, node, ros_context, second_sigint_after)
 
 
@@ -116,7 +62,7 @@ def test_ctrl_c_under_launch_ends_a_running_track_with_its_result_and_exits_0(ro
     from m2sa_ros.image_conversion import rgb_to_msg
 
     ns = f"/ctrl_c_track_{os.getpid()}_{int(second_sigint_after * 1000)}"
-    node = start_node(ENTRY, ns, "-p", "image_reliability:=reliable")
+    node = start_node(ns, "-p", "image_reliability:=reliable")
     client_node = Node("ctrl_c_tracker", context=ros_context)
     frame = rgb_to_msg(_tv_scene())
     frame.header.frame_id = "camera_optical"
@@ -135,7 +81,7 @@ def test_ctrl_c_under_launch_ends_a_running_track_with_its_result_and_exits_0(ro
             assert client.wait_for_server(timeout_sec=60), node.output
             goal = client.send_goal_async(Track.Goal(command="I want to turn on the TV", request_id="t1"),
                                           feedback_callback=feedback.append)
-            _done([goal], node, 60)
+            wait_done([goal], node, 60)
             assert goal.result().accepted, node.output
             result = goal.result().get_result_async()
             deadline = time.monotonic() + 60
@@ -144,7 +90,7 @@ def test_ctrl_c_under_launch_ends_a_running_track_with_its_result_and_exits_0(ro
                 assert time.monotonic() < deadline, node.output
                 time.sleep(0.05)
             sender, sent = in_background(lambda: ctrl_c_under_launch(node.proc, second_sigint_after))
-            _done([result], node, 30)
+            wait_done([result], node, 30)
             code = node.wait(timeout=30)
             sender.join(10)
         assert_clean_exit(node, sent[0], code)
