@@ -118,13 +118,13 @@ def test_without_ros_distro_the_installed_rclpy_names_it(monkeypatch):
 
     monkeypatch.delenv("ROS_DISTRO", raising=False)
     for version, distro in (("7.1.6", "jazzy"), ("9.1.2", "kilted"), ("3.3.16", "humble")):
-        monkeypatch.setattr(record.importlib.metadata, "version", lambda name, v=version: v)
+        monkeypatch.setattr(importlib.metadata, "version", lambda name, v=version: v)
         assert record.ros_distro() == distro, version
 
     def missing(name):
         raise importlib.metadata.PackageNotFoundError(name)
 
-    monkeypatch.setattr(record.importlib.metadata, "version", missing)
+    monkeypatch.setattr(importlib.metadata, "version", missing)
     assert record.ros_distro() == "kilted"  # no rclpy at all: what make setup builds by default
 
 
