@@ -24,17 +24,16 @@ from m2sa_ros.bag.scoring import (  # noqa: E402
     prediction_from_result,
     score_predictions,
 )
-from m2sa_ros.bag.record import (  # noqa: E402
+from m2sa_ros.bag.bag_io import (  # noqa: E402
     RESULT_TOPIC,
-    GroundTruth,
     bag_info,
     iter_messages,
-    load_ground_truth,
     make_bag,
     plan_from_records,
     read_frames,
     write_bag,
 )
+from m2sa_ros.bag.ground_truth import GroundTruth, load_ground_truth  # noqa: E402
 
 TEST_FILES = ("MMR_test_obj_only.json", "MMR_test_part_only.json", "MMR_test_mixed.json")
 MAX_NEW_TOKENS = 3

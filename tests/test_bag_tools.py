@@ -15,21 +15,23 @@ pytest.importorskip("rosbags")
 
 from m2sa_core.data.readers import read_dataset  # noqa: E402
 from m2sa_core.data.synthetic import generate_dataset  # noqa: E402
-from m2sa_ros.bag.record import (  # noqa: E402
-    COMMAND_TOPIC,
-    IMAGE_TOPIC,
-    BagError,
-    GroundTruth,
+from m2sa_ros.bag.bag_io import (  # noqa: E402
     bag_info,
     decode,
     iter_messages,
-    load_ground_truth,
-    main,
     make_bag,
     plan_from_records,
     read_frames,
     stamp_ns,
     write_bag,
+)
+from m2sa_ros.bag.cli import main  # noqa: E402
+from m2sa_ros.bag.ground_truth import (  # noqa: E402
+    COMMAND_TOPIC,
+    IMAGE_TOPIC,
+    BagError,
+    GroundTruth,
+    load_ground_truth,
     write_sidecar_json,
 )
 
@@ -129,7 +131,7 @@ def test_bad_inputs_are_named(synth, tmp_path):
 def test_a_sidecar_of_another_kind_or_version_is_refused_in_one_line(tmp_path, sidecar):
     """A tracking sidecar is not a ground-truth one and the other way round; a newer
     version is refused by name, not parsed into wrong scores. Saved sidecars load back."""
-    from m2sa_ros.bag.sequences import TrackingGroundTruth
+    from m2sa_ros.bag.ground_truth import TrackingGroundTruth
 
     kinds = {"ground truth": GroundTruth(), "tracking ground truth": TrackingGroundTruth()}
     truth = kinds[sidecar]
@@ -163,7 +165,7 @@ def test_our_types_carry_the_hash_rosidl_gives_them(name):
     import sys
     from pathlib import Path
 
-    from m2sa_ros.bag.record import message_typestore
+    from m2sa_ros.bag.bag_io import message_typestore
 
     generated = Path(sys.prefix) / "share" / "m2sa_ros" / "msg" / f"{name}.json"
     if not generated.is_file():

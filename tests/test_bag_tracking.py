@@ -22,24 +22,23 @@ pytest.importorskip("rosbags")
 
 from m2sa_core.data.rle import decode_rle  # noqa: E402
 from m2sa_core.types import MaskType  # noqa: E402
-from m2sa_ros.bag.record import (  # noqa: E402
-    COMMAND_TOPIC,
-    IMAGE_TOPIC,
+from m2sa_ros.bag.bag_io import (  # noqa: E402
     RESULT_TOPIC,
-    GroundTruth,
     bag_info,
     decode,
     iter_messages,
-    main as bag_main,
     read_frames,
     stamp_ns,
 )
-from m2sa_ros.bag.sequences import (  # noqa: E402
+from m2sa_ros.bag.cli import main as bag_main  # noqa: E402
+from m2sa_ros.bag.ground_truth import (  # noqa: E402
+    COMMAND_TOPIC,
+    IMAGE_TOPIC,
     TRACKING_GROUND_TRUTH_FILE,
+    GroundTruth,
     TrackingGroundTruth,
-    make_sequence_bag,
-    render_sequence_k,
 )
+from m2sa_ros.bag.sequences import make_sequence_bag, render_sequence_k  # noqa: E402
 
 MODEL = Path(__file__).resolve().parents[1] / "models" / "m2sa-tiny-synth"
 SEQUENCES, FRAMES, SIZE, SEED = 2, 3, 128, 4242

@@ -100,50 +100,50 @@ KILTED_ONLY_MESSAGE = "nav_msgs/msg/Goals"
 
 
 def test_bag_typestore_follows_ros_distro(monkeypatch):
-    from m2sa_ros.bag import record
+    from m2sa_ros.bag import bag_io
 
     monkeypatch.setenv("ROS_DISTRO", "jazzy")
-    assert record.ros_distro() == "jazzy"
-    jazzy = record.message_typestore()
+    assert bag_io.ros_distro() == "jazzy"
+    jazzy = bag_io.message_typestore()
     monkeypatch.setenv("ROS_DISTRO", "kilted")
-    kilted = record.message_typestore()
+    kilted = bag_io.message_typestore()
     assert KILTED_ONLY_MESSAGE in kilted.fielddefs and KILTED_ONLY_MESSAGE not in jazzy.fielddefs
     for store in (jazzy, kilted):
         assert "m2sa_ros/msg/SegmentationResult" in store.fielddefs
-    assert record.message_typestore("jazzy") is jazzy  # an explicit distribution wins
+    assert bag_io.message_typestore("jazzy") is jazzy  # an explicit distribution wins
 
 
 def test_without_ros_distro_the_installed_rclpy_names_it(monkeypatch):
-    from m2sa_ros.bag import record
+    from m2sa_ros.bag import bag_io
 
     monkeypatch.delenv("ROS_DISTRO", raising=False)
     for version, distro in (("7.1.6", "jazzy"), ("9.1.2", "kilted"), ("3.3.16", "humble")):
         monkeypatch.setattr(importlib.metadata, "version", lambda name, v=version: v)
-        assert record.ros_distro() == distro, version
+        assert bag_io.ros_distro() == distro, version
 
     def missing(name):
         raise importlib.metadata.PackageNotFoundError(name)
 
     monkeypatch.setattr(importlib.metadata, "version", missing)
-    assert record.ros_distro() == "kilted"  # no rclpy at all: what make setup builds by default
+    assert bag_io.ros_distro() == "kilted"  # no rclpy at all: what make setup builds by default
 
 
 def test_a_distribution_rosbags_does_not_know_is_one_line(monkeypatch):
-    from m2sa_ros.bag import record
+    from m2sa_ros.bag import bag_io
 
     monkeypatch.setenv("ROS_DISTRO", "rolling")
-    with pytest.raises(record.BagError) as err:
-        record.message_typestore()
+    with pytest.raises(bag_io.BagError) as err:
+        bag_io.message_typestore()
     assert "\n" not in str(err.value) and "ROS_DISTRO=rolling" in str(err.value) and "jazzy" in str(err.value)
 
 
 @pytest.mark.ros
 def test_this_venvs_rclpy_setup_sh_and_make_agree_on_the_distribution(monkeypatch):
-    from m2sa_ros.bag import record
+    from m2sa_ros.bag import bag_io
 
     given = os.environ.get("ROS_DISTRO")  # set when the run came through make
     monkeypatch.delenv("ROS_DISTRO", raising=False)
-    distro = record.ros_distro()
+    distro = bag_io.ros_distro()
     assert distro in ("kilted", "jazzy")
     if given:
         assert distro == given

@@ -77,7 +77,7 @@ def run_demo(out: Path = DEFAULT_OUT, model_path: Path | None = None, images: in
     from m2sa_core.data.synthetic import main as synth_main
     from m2sa_ros.bag.evaluate import evaluate_bag, summary_text
     from m2sa_core.data.readers import read_dataset
-    from m2sa_ros.bag.record import plan_from_records, write_bag
+    from m2sa_ros.bag.bag_io import plan_from_records, write_bag
 
     started = time.monotonic()
     model = model_path if model_path is not None else DEFAULT_MODEL

@@ -57,7 +57,8 @@ from m2sa_core.cli_errors import cli_entry
 from m2sa_ros.bag.scoring import Prediction, prediction_from_msg, score_predictions, Scores
 from m2sa_ros.bag.replay import bag_start_ns, check_bag, NodeProcess, Outcome, Replayer, ReplayOptions
 from m2sa_ros.bag.report import json_default, build_report, render_markdown, summary_text, write_overlays
-from m2sa_ros.bag.record import COMMAND_TOPIC, IMAGE_TOPIC, BagError, load_ground_truth
+from m2sa_ros.bag.ground_truth import (COMMAND_TOPIC, IMAGE_TOPIC, BagError, load_ground_truth,
+                                       load_tracking_ground_truth, tracking_ground_truth_path)
 
 R = TypeVar("R", bound=Replayer)
 PROTOCOLS = ("auto", "commands", "tracking")
@@ -173,7 +174,6 @@ def evaluate_tracking_bag(bag: str | Path, out_dir: str | Path, *, node_args: Se
     One goal per sequence (docs/TRACKING.md, m2sa_ros.bag.tracking); ``ground_truth`` is
     the tracking sidecar (default BAG/tracking_ground_truth.json).
     """
-    from m2sa_ros.bag.sequences import load_tracking_ground_truth, tracking_ground_truth_path
     from m2sa_ros.bag.tracking import TrackGoalSettings, TrackReplayer, check_tracking_bag
     from m2sa_ros.bag.tracking_report import (TrackingScores, build_tracking_report, render_tracking_markdown,
                                               write_tracking_overlays)
@@ -215,8 +215,6 @@ def evaluate_tracking_bag(bag: str | Path, out_dir: str | Path, *, node_args: Se
 
 def resolve_protocol(protocol: str, bag: str | Path, tracking_ground_truth: str | Path | None) -> str:
     """``auto``: tracking when the bag has a tracking sidecar (or one is given), else commands."""
-    from m2sa_ros.bag.sequences import tracking_ground_truth_path
-
     if protocol != "auto":
         return protocol
     return "tracking" if tracking_ground_truth or tracking_ground_truth_path(bag).is_file() else "commands"

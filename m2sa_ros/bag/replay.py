@@ -18,8 +18,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from m2sa_ros.bag.record import (COMMAND_STAMPED_TOPIC, COMMAND_STAMPED_TYPE, RESULT_TOPIC, RESULT_TYPE, BagError,
-                                 GroundTruth, bag_info, decode, iter_messages, message_typestore, stamp_ns)
+from m2sa_ros.bag.bag_io import (COMMAND_STAMPED_TOPIC, COMMAND_STAMPED_TYPE, RESULT_TOPIC, RESULT_TYPE, bag_info,
+                                 decode, iter_messages, message_typestore, stamp_ns)
+from m2sa_ros.bag.ground_truth import BagError, GroundTruth
 
 
 # --------------------------------------------------------------------------- the node

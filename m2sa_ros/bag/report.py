@@ -10,7 +10,8 @@ import numpy as np
 
 from m2sa_ros.bag.scoring import percentiles, Prediction, Scores
 from m2sa_ros.bag.replay import Outcome
-from m2sa_ros.bag.record import GroundTruth, GroundTruthCommand, read_frames
+from m2sa_ros.bag.bag_io import read_frames
+from m2sa_ros.bag.ground_truth import GroundTruth, GroundTruthCommand
 
 
 MIN_PANEL_HEIGHT = 384  # overlay panels of smaller frames are enlarged to at least this

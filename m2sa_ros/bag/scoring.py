@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from m2sa_ros.bag.record import BagError, GroundTruth, GroundTruthCommand
+from m2sa_ros.bag.ground_truth import BagError, GroundTruth, GroundTruthCommand
 
 
 LATENCY_PERCENTILES = (50, 90, 95, 99)

@@ -13,9 +13,8 @@ passing occluder) and writes them one after another into an ordinary rosbag2:
   on the sequence's *first* frame, so every tool that reads ordinary bags (and a
   command-by-command ``m2sa-bag-eval --protocol commands``) reads a tracking bag too;
 * ``BAG/tracking_ground_truth.json`` (its own format, version 1): per sequence, the
-  stamp of each frame and every target's mask on it. A separate file rather than a
-  version 2 of ``ground_truth.json`` so that a team's existing readers keep working on
-  tracking bags and the per-frame masks are only read by the tracking scorer.
+  stamp of each frame and every target's mask on it (``m2sa_ros.bag.ground_truth``
+  reads and writes both sidecars).
 
 Sequence ``k`` of seed ``S`` is drawn from its own stream ``(S, k)``, the rule
 ``m2sa-eval --protocol tracking`` uses, so a bag and an offline evaluation with the same
@@ -25,125 +24,31 @@ seed, motion, frame count and size hold the same sequences.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from m2sa_ros.bag.record import (COMMAND_TOPIC, DEFAULT_FRAME_ID, DEFAULT_START_NS, IMAGE_TOPIC, BagError, BagPlan,
-                                 GroundTruth, GroundTruthCommand, GroundTruthFrame, GroundTruthTarget, PlannedCommand,
-                                 PlannedFrame, check_sidecar_header, read_sidecar_json, sidecar_to_load, write_bag,
-                                 write_sidecar_json)
+from m2sa_ros.bag.bag_io import DEFAULT_FRAME_ID, DEFAULT_START_NS, BagPlan, PlannedCommand, PlannedFrame, write_bag
+from m2sa_ros.bag.ground_truth import (BagError, GroundTruth, GroundTruthFrame, GroundTruthSequence,
+                                       GroundTruthSequenceFrame, GroundTruthTarget, TrackingGroundTruth,
+                                       tracking_ground_truth_path)
 
-TRACKING_GROUND_TRUTH_FILE = "tracking_ground_truth.json"
-TRACKING_GROUND_TRUTH_FORMAT = "m2sa_ros/bag_tracking_ground_truth"
-TRACKING_GROUND_TRUTH_VERSION = 1
-
-
-# --------------------------------------------------------------------------- ground truth
-@dataclass
-class GroundTruthSequenceFrame:
-    """One frame of a sequence: its image stamp and the command's targets on it (answer order)."""
-
-    image_stamp_ns: int
-    targets: list[GroundTruthTarget] = field(default_factory=list)
+# The tracking sidecar moved to m2sa_ros.bag.ground_truth; these names are handed on, with
+# a DeprecationWarning, for one release.
+_MOVED_TO_GROUND_TRUTH = ("TRACKING_GROUND_TRUTH_FILE", "TRACKING_GROUND_TRUTH_FORMAT",
+                          "TRACKING_GROUND_TRUTH_VERSION", "load_tracking_ground_truth")
 
 
-@dataclass
-class GroundTruthSequence:
-    """The k-th command message of a tracking bag and its targets on every frame that follows."""
+def __getattr__(name: str) -> Any:
+    if name in _MOVED_TO_GROUND_TRUTH:
+        from m2sa_ros.bag import ground_truth
 
-    index: int
-    time_ns: int  # bag time of the command message (after frame 0, before frame 1)
-    command: str
-    split: str  # the question family (object, part, multi, mixed, amodal, visible)
-    motion: str
-    answer: str  # reference answer with one "{seg}" per target
-    record_id: str
-    height: int
-    width: int
-    frames: list[GroundTruthSequenceFrame] = field(default_factory=list)
-    mask_type: str | None = None  # "modal" | "amodal": which shape ``segmentation`` holds
-
-    def command_at(self, frame: int, index: int | None = None, split: str | None = None) -> GroundTruthCommand:
-        """Frame ``frame`` of the sequence as an ordinary ground-truth command (for scoring and overlays)."""
-        entry = self.frames[frame]
-        return GroundTruthCommand(index=self.index if index is None else index, time_ns=self.time_ns,
-                                  image_stamp_ns=entry.image_stamp_ns, command=self.command,
-                                  split=self.split if split is None else split, answer=self.answer,
-                                  record_id=f"{self.record_id}/frame{frame}", height=self.height, width=self.width,
-                                  targets=entry.targets, mask_type=self.mask_type)
-
-
-@dataclass
-class TrackingGroundTruth:
-    """The tracking sidecar of a bag: sequences in bag order, each with its frames."""
-
-    image_topic: str = IMAGE_TOPIC
-    command_topic: str = COMMAND_TOPIC
-    generator: dict[str, Any] = field(default_factory=dict)  # how the sequences were made (seed, motion, ...)
-    sequences: list[GroundTruthSequence] = field(default_factory=list)
-
-    def frame_index(self) -> dict[int, tuple[int, int]]:
-        """Image stamp -> (sequence index, frame index within it)."""
-        return {f.image_stamp_ns: (s.index, t) for s in self.sequences for t, f in enumerate(s.frames)}
-
-    @property
-    def n_frames(self) -> int:
-        return max((len(s.frames) for s in self.sequences), default=0)
-
-    def to_json(self) -> dict[str, Any]:
-        return {"format": TRACKING_GROUND_TRUTH_FORMAT, "version": TRACKING_GROUND_TRUTH_VERSION,
-                "image_topic": self.image_topic, "command_topic": self.command_topic,
-                "generator": self.generator, "sequences": [asdict(s) for s in self.sequences]}
-
-    def save(self, path: str | Path) -> Path:
-        return write_sidecar_json(path, self.to_json())
-
-    @classmethod
-    def from_json(cls, data: Any, where: str = "tracking ground truth") -> "TrackingGroundTruth":
-        """Parse and check a tracking sidecar; BagError naming ``where`` and the entry on bad input."""
-        check_sidecar_header(data, TRACKING_GROUND_TRUTH_FORMAT, TRACKING_GROUND_TRUTH_VERSION,
-                             "tracking ground-truth", where)
-        sequences = []
-        try:
-            for i, entry in enumerate(data.get("sequences", [])):
-                entry = dict(entry)
-                entry["frames"] = [GroundTruthSequenceFrame(int(f["image_stamp_ns"]),
-                                                            [GroundTruthTarget(**t) for t in f.get("targets", [])])
-                                   for f in entry.get("frames", [])]
-                sequence = GroundTruthSequence(**entry)
-                if sequence.index != i:
-                    raise BagError(f"{where}: sequence {i} has index {sequence.index}; sequences must be in bag order")
-                if not sequence.frames:
-                    raise BagError(f"{where}: sequence {i} has no frames")
-                sequences.append(sequence)
-        except (TypeError, ValueError, KeyError) as exc:
-            if isinstance(exc, BagError):
-                raise
-            raise BagError(f"{where}: malformed entry: {exc}") from exc
-        stamps = [f.image_stamp_ns for s in sequences for f in s.frames]
-        if len(set(stamps)) != len(stamps):
-            raise BagError(f"{where}: an image stamp belongs to more than one frame")
-        return cls(image_topic=str(data.get("image_topic", IMAGE_TOPIC)),
-                   command_topic=str(data.get("command_topic", COMMAND_TOPIC)),
-                   generator=dict(data.get("generator", {})), sequences=sequences)
-
-    @classmethod
-    def load(cls, path: str | Path) -> "TrackingGroundTruth":
-        return cls.from_json(read_sidecar_json(path, "tracking ground truth"), str(path))
-
-
-def tracking_ground_truth_path(bag: str | Path) -> Path:
-    """Where the tracking sidecar of ``bag`` lives."""
-    return Path(bag) / TRACKING_GROUND_TRUTH_FILE
-
-
-def load_tracking_ground_truth(bag: str | Path, override: str | Path | None = None) -> TrackingGroundTruth | None:
-    """The bag's tracking sidecar (or ``override``); None for a bag without one."""
-    path = sidecar_to_load(bag, TRACKING_GROUND_TRUTH_FILE, override)
-    return None if path is None else TrackingGroundTruth.load(path)
+        warnings.warn(f"m2sa_ros.bag.sequences.{name} moved to m2sa_ros.bag.ground_truth.{name}",
+                      DeprecationWarning, stacklevel=2)
+        return getattr(ground_truth, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------- rendering

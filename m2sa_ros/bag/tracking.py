@@ -25,9 +25,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from m2sa_ros.bag.record import BagError, decode, iter_messages, stamp_ns
+from m2sa_ros.bag.bag_io import bag_info, decode, iter_messages, stamp_ns
+from m2sa_ros.bag.ground_truth import BagError, TrackingGroundTruth
 from m2sa_ros.bag.replay import NodeProcess, Replayer, ReplayOptions
-from m2sa_ros.bag.sequences import TrackingGroundTruth
 
 
 FEEDBACK_GRACE_S = 2.0  # how long a frame's feedback may trail its track's final result
@@ -130,8 +130,6 @@ class _Goal:
 
 def check_tracking_bag(bag: Path, truth: TrackingGroundTruth) -> None:
     """BagError when ``bag`` and its tracking ground truth disagree (before a node is started)."""
-    from m2sa_ros.bag.record import bag_info
-
     topics = bag_info(bag)["topics"]
     n_commands = topics.get(truth.command_topic, {}).get("count", 0)
     if not truth.sequences:

@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from m2sa_ros.bag.record import GroundTruth, read_frames
+from m2sa_ros.bag.bag_io import read_frames
+from m2sa_ros.bag.ground_truth import GroundTruth, TrackingGroundTruth
 from m2sa_ros.bag.report import _fmt, _md, command_overlay, contact_sheet
 from m2sa_ros.bag.scoring import Prediction, Scores, percentiles, prediction_from_msg, score_predictions
-from m2sa_ros.bag.sequences import TrackingGroundTruth
 from m2sa_ros.bag.tracking import TrackOutcome
 
 OVERALL = "after_first"
