@@ -26,7 +26,7 @@ from m2sa_core.model.preprocess import ImageProcessor
 from m2sa_core.model.promptable import prompted_mask_logits
 from m2sa_core.target_breakdown import SIZE_RANGES, size_range
 from m2sa_core.types import mask_bbox
-from training.stage_evals import eval_mode
+from training.eval_mode import eval_mode
 
 
 def central_point(mask: np.ndarray) -> list[float]:

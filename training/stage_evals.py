@@ -8,25 +8,12 @@ directory and TensorBoard, so a stage's progress reads the same way whatever it 
 
 from __future__ import annotations
 
-import contextlib
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 from training.config import TrainConfig
 from training.distributed import DistInfo
-
-
-@contextlib.contextmanager
-def eval_mode(model) -> Iterator[None]:
-    """The model in eval mode for the block and back in the mode it had after it, even when
-    the eval fails: the training loop goes on with dropout and the rest as they were."""
-    was_training = model.training
-    model.eval()
-    try:
-        yield
-    finally:
-        model.train(was_training)
+from training.eval_mode import eval_mode
 
 
 def report_eval(config: TrainConfig, step: int, report: dict[str, dict[str, float]], line: str, writer,

@@ -38,7 +38,7 @@ from training.mixture import Mixture
 from m2sa_core.model.patch_alignment import clip_grid
 from m2sa_core.model.trainable import split_summary
 from training.objectives import Objective, objective_of
-from training.variants import to_single_seg
+from training.single_seg import to_single_seg
 from training.model_setup import (build_training_model, optimizer_groups, save_trained_model,
                                   trainable_state, load_trainable_state)
 from training.sources import open_sources

@@ -1,27 +1,8 @@
-"""LISA-style single-[SEG] samples, for the paper's Table 6 ablation.
+"""Deprecated: ``training.variants`` is now ``training.single_seg`` (LISA-style single-[SEG]
+samples); this module hands its names on for one release and then goes."""
 
-LISA answers with one [SEG] however many targets a question has, and its one mask must
-cover them all. Turning an M2SA sample into that form (same image, same question, one
-[SEG], the union mask) isolates what multiple [SEG] tokens buy.
-"""
+import warnings
 
-from __future__ import annotations
+from training.single_seg import SINGLE_SEG_ANSWER, to_single_seg  # noqa: F401
 
-import dataclasses
-
-import numpy as np
-
-from m2sa_core.prompt import SEG_TOKEN, build_conversation, tokenize_conversation
-
-SINGLE_SEG_ANSWER = f"Sure, it is {SEG_TOKEN}."
-
-
-def to_single_seg(sample, tokenizer, use_im_start_end: bool = False):
-    """The same question answered with one [SEG] whose mask is the union of all targets."""
-    prompt, answer_turn = build_conversation(sample.command, SINGLE_SEG_ANSWER, use_im_start_end)
-    input_ids, labels = tokenize_conversation(tokenizer, prompt, answer_turn)
-    union = sample.masks.any(axis=0, keepdims=True)
-    amodal = None if sample.amodal_masks is None else sample.amodal_masks.any(axis=0, keepdims=True)
-    return dataclasses.replace(sample, answer=SINGLE_SEG_ANSWER, prompt=prompt, input_ids=input_ids,
-                               labels=labels, masks=union.astype(np.bool_), amodal_masks=amodal,
-                               target_labels=["+".join(sample.target_labels)])
+warnings.warn("training.variants is deprecated: import from training.single_seg", DeprecationWarning, stacklevel=2)
