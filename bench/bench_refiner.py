@@ -32,8 +32,7 @@ import torch  # noqa: E402
 
 from bench.common import RESULTS, RESULTS_HEADER, command_line, host_line, publish_report  # noqa: E402
 from m2sa_core.data.synthetic.scene import render_scene  # noqa: E402
-from m2sa_core.inference import Segmenter  # noqa: E402
-from m2sa_core.segmenter_stages import SegmenterStages  # noqa: E402
+from m2sa_core.inference import Segmenter, SegmenterStages  # noqa: E402
 
 SHIPPED_MODEL = REPO / "models" / "m2sa-tiny-synth"
 
@@ -45,7 +44,7 @@ def without_refiner(segmenter: Segmenter) -> Segmenter:
     plain.model.refiner = None
     plain.model.config.sam.refiner_channels = 0
     plain.cache = copy.deepcopy(segmenter.cache)
-    plain.stages = SegmenterStages(plain)
+    plain.stages = SegmenterStages(plain.model, plain.tokenizer, segmenter.settings, plain.processor, plain.cache)
     return plain
 
 

@@ -8,12 +8,8 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
 
 import numpy as np
-
-if TYPE_CHECKING:  # tracking imports this module
-    from m2sa_core.tracking import TrackPrompts
 
 
 class MaskType(str, enum.Enum):
@@ -115,7 +111,7 @@ class Result:
     answer: str
     targets: list[Target] = field(default_factory=list)
     raw_answer: str = ""  # the generated text with [SEG] markers, for debugging
-    # Labels the answer named twice and that went (m2sa_core/duplicate_instances.py): the
+    # Labels the answer named twice and that went (m2sa_core/inference/duplicates.py): the
     # targets and ``answer`` are without them, ``raw_answer`` is as generated.
     merged: list[str] = field(default_factory=list)
     # Each target's [SEG] in ``raw_answer`` (0-based): 0, 1, ... unless targets were merged.
@@ -127,6 +123,49 @@ class Result:
     # The command's [SEG] prompts, kept when asked for (``segment(..., keep_prompts=True)``):
     # they re-segment the same targets on later frames without the language model.
     prompts: TrackPrompts | None = None
+
+
+@dataclass(frozen=True)
+class TrackedTarget:
+    """What a target keeps from the command's answer: its name and the shape asked for."""
+
+    label: str
+    object_name: str
+    instance: int
+    part_name: str
+    granularity: Granularity
+    mask_type: str  # "modal" | "amodal"
+
+
+@dataclass
+class TrackPrompts:
+    """A command's targets as SAM prompts, reusable on any frame of the same camera
+    (:func:`m2sa_core.inference.tracking.track_frame`).
+
+    ``embeddings`` row i prompts target i; rows and ``targets`` are in answer order.
+    """
+
+    embeddings: np.ndarray  # float32 [n, P]: phi([SEG] states), SAM sparse prompt embeddings
+    targets: list[TrackedTarget]
+    answer: str
+    command: str = ""
+
+    def __post_init__(self) -> None:
+        if self.embeddings.ndim != 2 or self.embeddings.shape[0] != len(self.targets):
+            raise ValueError(f"prompt embeddings {self.embeddings.shape} do not match {len(self.targets)} targets")
+
+    def __len__(self) -> int:
+        return len(self.targets)
+
+    @classmethod
+    def from_result(cls, result: Result, embeddings: np.ndarray, command: str = "") -> TrackPrompts:
+        """Pair a command's :class:`Result` with the phi embeddings of its [SEG] states."""
+        targets = [TrackedTarget(t.label, t.object_name, t.instance, t.part_name, t.granularity, t.mask_type)
+                   for t in result.targets]
+        embeddings = np.asarray(embeddings, dtype=np.float32)
+        if embeddings.ndim != 2:  # flat, as a message carries them; [0, P] already for an answer without [SEG]
+            embeddings = embeddings.reshape(len(targets), -1) if targets else embeddings.reshape(0, 0)
+        return cls(embeddings, targets, result.answer, command)
 
 
 def mask_bbox(mask: np.ndarray) -> tuple[int, int, int, int]:

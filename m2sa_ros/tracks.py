@@ -23,7 +23,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from m2sa_core.tracking import LostRule
+from m2sa_core.inference.tracking import LostRule
 
 CANCELLED = "cancelled"
 TIMEOUT = "timeout"

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from m2sa_core.data.builder import SampleBuilder
 from m2sa_core.inference import Segmenter
-from m2sa_core.metrics import mask_iou
+from m2sa_core.evaluation.metrics import mask_iou
 from training.config import DataSourceConfig
 from training.evaluate import teacher_forced_predictions
 from training.sources import EmptySourceError, open_source

@@ -29,7 +29,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 
-from m2sa_core.target_breakdown import SIZE_RANGES, size_range
+from m2sa_core.evaluation.target_breakdown import SIZE_RANGES, size_range
 from training.ablation import TEST_FILES
 from training.config import DataSourceConfig
 from training.sources import open_source

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from m2sa_core.metrics import AmodalEvaluator, occluded
+from m2sa_core.evaluation.metrics import AmodalEvaluator, occluded
 from training.config import DataSourceConfig
 from training.evaluate import Predictions, amodal_markdown, main, score_amodal
 from training.sources import open_source

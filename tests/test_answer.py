@@ -1,7 +1,7 @@
 """Answer parsing: one labelled target per [SEG], following the project's naming convention."""
 
-from m2sa_core.answer import clean_answer, parse_targets
-from m2sa_core.data.labels import ParsedLabel
+from m2sa_core.inference.answer import clean_answer, parse_targets
+from m2sa_core.labels import ParsedLabel
 from m2sa_core.types import Granularity
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from m2sa_core.answer_errors import (KINDS, AnswerErrorCounter, answer_error, markdown, markdown_by_number,
+from m2sa_core.evaluation.answer_errors import (KINDS, AnswerErrorCounter, answer_error, markdown, markdown_by_number,
                                     markdown_by_question, number_group, report_by_question)
-from m2sa_core.data.labels import parse_label_before
+from m2sa_core.labels import parse_label_before
 
 
 def targets(*labels: str):

@@ -73,7 +73,7 @@ def test_installed_node_is_imported_from_the_install_space(workspace):
     # checkout (a setuptools meta-path finder) still wins over PYTHONPATH, as it would
     # for any editable package, so only its presence in the install space is checked.
     site = Path(node_file).parents[1]
-    assert (site / "m2sa_core" / "__init__.py").is_file() and (site / "m2sa_core" / "inference.py").is_file()
+    assert (site / "m2sa_core" / "__init__.py").is_file() and (site / "m2sa_core" / "inference" / "segmenter.py").is_file()
     assert core_file.endswith("m2sa_core/__init__.py")
 
 

@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
-from m2sa_core.data.labels import make_label, parse_label_before, split_category
+from m2sa_core.labels import make_label, parse_label_before, split_category
 from m2sa_core.data.rle import RLEError, check_rle, decode_rle, encode_mask, rle_area, rle_bbox
 from m2sa_core.types import Granularity, mask_bbox
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from m2sa_core.answer import parse_targets
-from m2sa_core.duplicate_instances import duplicate_targets, remove_from_answer
+from m2sa_core.inference.answer import parse_targets
+from m2sa_core.inference.duplicates import duplicate_targets, remove_from_answer
 from m2sa_core.types import Granularity, Target
 
 SHIPPED_MODEL = Path(__file__).resolve().parents[1] / "models" / "m2sa-tiny-synth"

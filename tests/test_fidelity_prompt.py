@@ -14,7 +14,7 @@ from m2sa_core.prompt import build_prompt
 from m2sa_core.inference import DEFAULT_MAX_NEW_TOKENS, Segmenter
 from m2sa_core.model import get_preset
 from m2sa_core.model.config import AUTHORS_SEG_REQUEST
-from m2sa_core.model.greedy import SpecialIds, greedy_generate
+from m2sa_core.model.generation import SpecialIds, greedy_generate
 from m2sa_core.model.losses import dice_per_mask
 from m2sa_core.types import Granularity
 from m2sa_core.data.records import SegRecord, TargetAnnotation

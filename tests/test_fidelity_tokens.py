@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from m2sa_core.answer import parse_targets
+from m2sa_core.inference.answer import parse_targets
 from m2sa_core.data.cli import main as data_main
 from m2sa_core.prompt import build_prompt, tokenize_dialogue, tokenize_prompt
 from m2sa_core.model.config import AUTHORS_SEG_REQUEST

@@ -1,11 +1,11 @@
-"""The answer parser and the dataset readers share one label grammar (m2sa_core.data.labels)."""
+"""The answer parser and the dataset readers share one label grammar (m2sa_core.labels)."""
 
 from __future__ import annotations
 
 import pytest
 
-from m2sa_core.answer import parse_targets
-from m2sa_core.data.labels import parse_label_before
+from m2sa_core.inference.answer import parse_targets
+from m2sa_core.labels import parse_label_before
 from m2sa_core.prompt import SEG_TOKEN
 
 LABELS = [

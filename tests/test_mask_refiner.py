@@ -15,7 +15,7 @@ from m2sa_core.model.refiner import MaskRefiner
 from m2sa_core.model.tokenizer import build_tiny_tokenizer
 from m2sa_core.model.trainable import apply_trainable_policy
 from m2sa_core.data.synthetic.scene import render_scene
-from m2sa_core.tracking import TrackedTarget, TrackPrompts
+from m2sa_core.inference.tracking import TrackedTarget, TrackPrompts
 from m2sa_core.types import Granularity
 
 

@@ -1,4 +1,4 @@
-"""gIoU / cIoU, Hungarian matching and per-split reports (see m2sa_core.metrics)."""
+"""gIoU / cIoU, Hungarian matching and per-split reports (see m2sa_core.evaluation.metrics)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from pycocotools import mask as mask_utils
 
 from m2sa_core.data.rle import encode_mask
-from m2sa_core.metrics import (
+from m2sa_core.evaluation.metrics import (
     IoUAccumulator,
     SegmentationEvaluator,
     format_report,

@@ -29,7 +29,7 @@ class TrackingBoxes(BoxSegmenter):
         self.track_calls = 0
 
     def segment(self, image, command, keep_prompts: bool = False, **kwargs):
-        from m2sa_core.tracking import TrackPrompts
+        from m2sa_core.inference.tracking import TrackPrompts
 
         result = super().segment(image, command, **kwargs)
         if keep_prompts:
@@ -37,7 +37,7 @@ class TrackingBoxes(BoxSegmenter):
         return result
 
     def track(self, image, prompts, previous=None, *, use_previous_mask=False, frame_key=None):
-        from m2sa_core.tracking import TrackState
+        from m2sa_core.inference.tracking import TrackState
         from m2sa_core.types import Result, Target
 
         self.track_calls += 1

@@ -28,7 +28,7 @@ from m2sa_core.model.batch import collate_prompted
 from m2sa_core.model.preprocess import ImageProcessor
 from m2sa_core.model.presets import build_preset
 from m2sa_core.model.trainable import apply_trainable_policy
-from m2sa_core.target_breakdown import SIZE_RANGES, size_range
+from m2sa_core.evaluation.target_breakdown import SIZE_RANGES, size_range
 from training.config import load_config
 from training.model_setup import training_corpus
 from training.promptable_eval import evaluate_promptable

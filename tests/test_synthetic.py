@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from m2sa_core.data.labels import label_segments, parse_label_before, split_category
+from m2sa_core.labels import label_segments, parse_label_before, split_category
 from m2sa_core.data.rle import decode_rle
 from m2sa_core.data.synthetic import CATEGORIES, generate_dataset, main, text_corpus
 from m2sa_core.data.synthetic.questions import (

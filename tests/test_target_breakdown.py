@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from m2sa_core.target_breakdown import markdown, score_targets, size_range, summarise, target_kind
+from m2sa_core.evaluation.target_breakdown import markdown, score_targets, size_range, summarise, target_kind
 
 
 def _box(y0: int, x0: int, h: int, w: int, size: int = 128) -> np.ndarray:

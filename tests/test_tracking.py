@@ -11,7 +11,7 @@ import torch
 from m2sa_core.data.synthetic.scene import render_scene
 from m2sa_core.inference import Segmenter
 from m2sa_core.data.synthetic.sequences import render_sequence
-from m2sa_core.tracking import LostRule, TrackPrompts, TrackState
+from m2sa_core.inference.tracking import LostRule, TrackPrompts, TrackState
 from training.tracking_eval import MODES, evaluate_tracking, tracking_markdown
 from m2sa_core.types import Granularity, Result, Target
 
@@ -181,10 +181,11 @@ def test_m2sa_eval_tracking_protocol_writes_per_frame_reports(tmp_path):
 def test_a_command_answered_without_targets_keeps_empty_prompts_and_tracks_to_nothing(segmenter, scene_image):
     """An answer with no [SEG] ("There is no such thing here.") must still give a result and
     a track: its prompts are empty, not an error, and every later frame answers empty."""
-    from m2sa_core.tracking import seg_prompt_embeddings
+    from m2sa_core.inference.tracking import seg_prompt_embeddings
 
     answered = Result(answer="There is no such thing here.", targets=[])
-    prompts = TrackPrompts.from_result(answered, seg_prompt_embeddings(segmenter, []), "Where is the piano?")
+    prompts = TrackPrompts.from_result(answered, seg_prompt_embeddings(segmenter.model, segmenter.settings, []),
+                                     "Where is the piano?")
     assert len(prompts) == 0 and prompts.embeddings.shape == (0, segmenter.model.config.sam.prompt_embed_dim)
     tracked, state = segmenter.track(scene_image, prompts)
     assert tracked.targets == [] and tracked.answer == answered.answer and state.frame_index == 0

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from m2sa_core.tracking import TrackState
+from m2sa_core.inference.tracking import TrackState
 from m2sa_core.types import Granularity, Result, Target
 from m2sa_ros.tracks import CANCELLED, LOST, TIMEOUT, Track, TrackSet, TrackSettings
 

@@ -32,7 +32,7 @@ from tqdm import tqdm
 
 from m2sa_core.data.builder import SampleBuilder
 from m2sa_core.inference import Segmenter
-from m2sa_core.metrics import IoUAccumulator, SegmentationEvaluator
+from m2sa_core.evaluation.metrics import IoUAccumulator, SegmentationEvaluator
 from training.checkpoints import checkpoint_step, latest_intact_checkpoint
 from training.config import DataSourceConfig, load_config
 from training.distributed import DistInfo, resolve_device

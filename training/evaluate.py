@@ -37,19 +37,19 @@ import torch
 from tqdm import tqdm
 
 from m2sa_core.cli_errors import cli_entry
-from m2sa_core.answer_errors import AnswerErrorCounter
-from m2sa_core.answer_errors import markdown as answer_errors_markdown
-from m2sa_core.answer_errors import markdown_by_number, markdown_by_question, report_by_question
+from m2sa_core.evaluation.answer_errors import AnswerErrorCounter
+from m2sa_core.evaluation.answer_errors import markdown as answer_errors_markdown
+from m2sa_core.evaluation.answer_errors import markdown_by_number, markdown_by_question, report_by_question
 from m2sa_core.data.builder import SampleBuilder
 from m2sa_core.prompt import sanitize_command
 from m2sa_core.inference import DEFAULT_MAX_NEW_TOKENS, DTYPE_NAMES, Segmenter, dtype_from_name
 from m2sa_core.types import MaskType
-from m2sa_core.metrics import AmodalEvaluator, SegmentationEvaluator, SplitReport, format_report, pair_masks
+from m2sa_core.evaluation.metrics import AmodalEvaluator, SegmentationEvaluator, SplitReport, format_report, pair_masks
 from m2sa_core.model.batch import collate
 from m2sa_core.model.quantization import MODES as QUANTIZATION_MODES
-from m2sa_core.target_breakdown import markdown as targets_markdown
-from m2sa_core.target_breakdown import score_targets, target_kind
-from m2sa_core.target_breakdown import summarise as summarise_targets
+from m2sa_core.evaluation.target_breakdown import markdown as targets_markdown
+from m2sa_core.evaluation.target_breakdown import score_targets, target_kind
+from m2sa_core.evaluation.target_breakdown import summarise as summarise_targets
 from training.config import DataSourceConfig
 from training.distributed import DistInfo, init_distributed, shutdown
 from training.sources import open_source
@@ -173,7 +173,7 @@ def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, spl
     ``answer_log`` also one entry per answer of this rank (:func:`gather_log`), since
     the counts alone cannot say which questions a mistake comes from. With ``target_log``
     given, one entry per ground-truth target of this rank: its kind, size and the IoU it
-    was given (:mod:`m2sa_core.target_breakdown`), which the split averages hide.
+    was given (:mod:`m2sa_core.evaluation.target_breakdown`), which the split averages hide.
     """
     evaluator = SegmentationEvaluator(protocol, splits=sorted(set(splits)))
     builder = SampleBuilder.for_model(segmenter.tokenizer, segmenter.model.config, evaluation=True)

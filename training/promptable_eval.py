@@ -20,11 +20,11 @@ import cv2
 import numpy as np
 import torch
 
-from m2sa_core.metrics import mask_iou
+from m2sa_core.evaluation.metrics import mask_iou
 from m2sa_core.model.m2sa import AMODAL_MASK_TOKEN, VISIBLE_MASK_TOKEN
 from m2sa_core.model.preprocess import ImageProcessor
 from m2sa_core.model.promptable import prompted_mask_logits
-from m2sa_core.target_breakdown import SIZE_RANGES, size_range
+from m2sa_core.evaluation.target_breakdown import SIZE_RANGES, size_range
 from m2sa_core.types import mask_bbox
 from training.eval_mode import eval_mode
 

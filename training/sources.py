@@ -70,7 +70,7 @@ def most_instances_of_one_object(record: SegRecord) -> int:
     """How many instances of its most listed object an answer names: 3 for "pan_1's bottom,
     pan_2's bottom and pan_3's bottom", 1 for "mug_1 and mug_1's handle" (one mug). Targets a
     dataset does not number (``instance`` 0) cannot be told apart, as in
-    :func:`m2sa_core.answer_errors.answer_error`: they count as one instance."""
+    :func:`m2sa_core.evaluation.answer_errors.answer_error`: they count as one instance."""
     instances: dict[str, set] = {}
     for target in record.targets:
         instances.setdefault(target.object_name, set()).add(target.instance)

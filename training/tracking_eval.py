@@ -29,7 +29,7 @@ from tqdm import tqdm
 
 from m2sa_core.data.synthetic.sequences import MOTIONS, SceneSequence, render_sequence
 from m2sa_core.inference import Segmenter
-from m2sa_core.metrics import SegmentationEvaluator
+from m2sa_core.evaluation.metrics import SegmentationEvaluator
 from training.distributed import DistInfo, resolve_device
 from m2sa_core.types import Result
 

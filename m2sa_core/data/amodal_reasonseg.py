@@ -22,8 +22,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from m2sa_core.data.labels import label_segments
-from m2sa_core.data.layout import LayoutImage, read_layout_records
+from m2sa_core.labels import label_segments
+from m2sa_core.data.image_list_json import LayoutImage, read_layout_records
 from m2sa_core.data.mmr import SEG_PLACEHOLDER, target_from_annotation
 from m2sa_core.data.records import SegDataset, SegRecord, check_rle_field, require
 

@@ -19,8 +19,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from m2sa_core.data.labels import parse_label_before
-from m2sa_core.data.layout import layout_images
+from m2sa_core.labels import parse_label_before
+from m2sa_core.data.image_list_json import layout_images
 from m2sa_core.data.mmr import target_from_annotation
 from m2sa_core.data.records import ProblemLog, SegDataset
 

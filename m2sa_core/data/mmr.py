@@ -19,7 +19,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from m2sa_core.data.labels import label_segments, make_label, parse_label_before, split_category
+from m2sa_core.labels import label_segments, make_label, parse_label_before, split_category
 from m2sa_core.data.records import (
     DataError,
     ProblemLog,

@@ -21,8 +21,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from m2sa_core.data.labels import make_label, parse_label_before, split_category
-from m2sa_core.data.layout import LayoutImage, read_layout_records
+from m2sa_core.labels import make_label, parse_label_before, split_category
+from m2sa_core.data.image_list_json import LayoutImage, read_layout_records
 from m2sa_core.data.records import SegDataset, SegRecord, TargetAnnotation, check_rle_field, require
 from m2sa_core.data.rle import rle_bbox
 from m2sa_core.types import MASK_TYPES, MaskType

@@ -162,7 +162,7 @@ class M2SAConfig:
     seg_request: str = ""
     # Inference: two instances of one category (or one part of two instances) whose visible
     # masks overlap by at least this IoU are one instance named twice, and the later goes
-    # (m2sa_core/duplicate_instances.py). 0 = keep every target, as the authors' code does.
+    # (m2sa_core/inference/duplicates.py). 0 = keep every target, as the authors' code does.
     duplicate_instance_iou: float = 0.0
     # "authors": training wraps questions that carry a text answer in the authors' long
     # question templates (each ends with a segmentation request) and teacher-forced

@@ -57,7 +57,7 @@ def measured_iou(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
     What SAM's IoU head learns to predict. A soft target (a low-res cell's covered
     fraction) counts where it is over half covered; two empty masks agree perfectly, as in
-    ``m2sa_core.metrics.mask_iou``. Batched on the masks' device rather than that function
+    ``m2sa_core.evaluation.metrics.mask_iou``. Batched on the masks' device rather than that function
     (one mask, a host sync each), since it runs on every training step.
     """
     with torch.no_grad():

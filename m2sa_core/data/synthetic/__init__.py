@@ -14,7 +14,7 @@ import time
 
 from m2sa_core.cli_errors import cli_entry
 from m2sa_core.prompt import ROLES, SEP2, SYSTEM
-from m2sa_core.data.labels import make_label
+from m2sa_core.labels import make_label
 from m2sa_core.data.synthetic.questions import (
     AMODAL_ANSWERS,
     AMODAL_PHRASINGS,

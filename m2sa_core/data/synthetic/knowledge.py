@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from m2sa_core.data.labels import make_label
+from m2sa_core.labels import make_label
 from m2sa_core.data.synthetic.questions import MAX_TARGETS, Question, join_targets
 from m2sa_core.data.synthetic.pretraining import text_answer
 from m2sa_core.data.synthetic.scene import Scene

@@ -20,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from m2sa_core.data.labels import category_of, make_label
+from m2sa_core.labels import category_of, make_label
 from m2sa_core.data.rle import encode_mask
 from m2sa_core.data.synthetic.scene import Scene, SceneObject
 from m2sa_core.data.synthetic.shapes import CATEGORIES

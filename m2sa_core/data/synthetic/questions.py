@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from m2sa_core.data.labels import make_label
+from m2sa_core.labels import make_label
 from m2sa_core.data.synthetic.scene import Scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
 

@@ -52,7 +52,7 @@ from typing import Any
 import cv2
 import numpy as np
 
-from m2sa_core.data.labels import category_of, make_label
+from m2sa_core.labels import category_of, make_label
 from m2sa_core.data.rle import encode_mask
 from m2sa_core.data.synthetic.knowledge import knowledge_entry, knowledge_questions, object_and_part_questions
 from m2sa_core.data.synthetic.level_wording import worded_level_questions
