@@ -225,7 +225,7 @@ def write_overlays(out_dir: Path, bag: Path, truth: GroundTruth | None, outcomes
 
 def summary_text(report: dict[str, Any]) -> str:
     """A few lines for the terminal: counts, scores per split, latency."""
-    from m2sa_core.metrics import SplitReport, format_report
+    from m2sa_core.evaluation.metrics import SplitReport, format_report
 
     c = report["counts"]
     lines = [f"commands {c['commands']}, results {c['results']}, without result {c['commands_without_result']}, "

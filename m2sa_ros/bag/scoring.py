@@ -83,7 +83,7 @@ class CommandScore:
 
 @dataclass
 class Scores:
-    reports: dict[str, Any]  # split -> m2sa_core.metrics.SplitReport
+    reports: dict[str, Any]  # split -> m2sa_core.evaluation.metrics.SplitReport
     commands: dict[int, CommandScore]
 
 def score_predictions(truth: GroundTruth, predictions: dict[int, Prediction | None],
@@ -101,7 +101,7 @@ def score_predictions(truth: GroundTruth, predictions: dict[int, Prediction | No
     problem, not the node's). ``extra_splits`` names further splits each command also
     counts in (tracking scores a frame under its frame index and under "after_first").
     """
-    from m2sa_core.metrics import SegmentationEvaluator, match_masks
+    from m2sa_core.evaluation.metrics import SegmentationEvaluator, match_masks
 
     evaluator = SegmentationEvaluator("generative")
     scored: dict[int, CommandScore] = {}

@@ -61,7 +61,7 @@ def render_sequence_k(seed: int, k: int, n_frames: int, motion: str, size: int) 
 
 def _targets_on(sequence: Any, frame: int, question: Any) -> list[GroundTruthTarget]:
     """The question's targets on one frame: the shape it asks for, plus the complete one."""
-    from m2sa_core.data.labels import category_of, make_label
+    from m2sa_core.labels import category_of, make_label
     from m2sa_core.data.rle import encode_mask
     from m2sa_core.types import Granularity, MaskType
 
