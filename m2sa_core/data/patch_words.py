@@ -1,8 +1,8 @@
 """Patch-word samples: which word covers each CLIP patch of an image.
 
 The tiny model's CLIP has no pretraining of its own: trained only through the language
-model's answers it stayed blind (training/tiny/RUNS.md, run 13: after stage 2 it named
-none of the objects in view and counted every category as one). A real CLIP comes out of
+model's answers it stayed blind (after stage 2 it named none of the objects in view and
+counted every category as one: the answers' prior won over the image). A real CLIP comes out of
 400 M image-text pairs with patches that already carry what they show; this is the tiny
 world's stand-in, read from the same mask annotations as SAM's stage. For every object
 of an image it keeps its visible mask and two words of its label as the language model

@@ -4,15 +4,16 @@ gIoU and target-count accuracy say how far an answer's masks are from the truth,
 why. For the language side the why decides what to train next: naming the wrong thing,
 the right thing at the wrong level (the mug for its handle, or the handle alone when
 both were asked for), or the right things with too few or too many instances are
-different failures with different remedies (training/tiny/RUNS.md, run 7). The kinds
+different failures with different remedies (answers at the wrong level call for new
+wordings of the request, too few instances for what the image tells apart). The kinds
 compare target names only (object, instance, part), never masks.
 
 The counter also splits the answers by how many targets their question asks for: a
 target-count accuracy that is high for one target and low for two says the model finds
-the first instance and stops, which no split average shows (RUNS.md, "Where the count fails").
+the first instance and stops, which no split average shows.
 And the answer log groups by question sentence: a held-out split of 353 questions holds
 92 sentences, one of them 32 times, so one held-out phrasing learned or not moves the
-target count by 0.03 to 0.04 (RUNS.md, run 28), and the sentences that cost the most
+target count by 0.03 to 0.04, and the sentences that cost the most
 are the place to look first.
 """
 

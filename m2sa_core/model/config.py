@@ -147,7 +147,8 @@ class M2SAConfig:
     # targets' pixels (m2sa_core.model.losses.exclusion_per_mask). 0 (the authors'): no such term.
     exclusion_loss_weight: float = 0.0
     # The share a mask may claim before the term counts it: above a boundary's spill onto a
-    # neighbour, below a mask drawn on another instance (RUNS.md, runs 64 and 65).
+    # neighbour, below a mask drawn on another instance. Without a margin the term pulls
+    # every edge off its neighbours.
     exclusion_margin: float = 0.0
     pixel_mean: list[float] = field(default_factory=lambda: list(SAM_PIXEL_MEAN))
     pixel_std: list[float] = field(default_factory=lambda: list(SAM_PIXEL_STD))

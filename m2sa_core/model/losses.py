@@ -41,9 +41,9 @@ def exclusion_per_mask(logits: torch.Tensor, targets: torch.Tensor,
     same part of another instance (pan_3's bottom on pan_4's) as a few wrong pixels among
     many; this term says outright that two targets of one answer do not share visible
     pixels. A part inside its object loses nothing: the object's other pixels count against
-    the part, the part's never against the object. On the tiny model it did not pay
-    (training/tiny/RUNS.md, runs 64-65): stage 3 already keeps instances apart on the scenes
-    it trains on, and the misses are on unseen ones, so the configs leave it off.
+    the part, the part's never against the object. On the tiny model it did not pay: stage 3
+    already keeps instances apart on the scenes it trains on, and the misses are on unseen
+    ones, so the configs leave it off.
     """
     probs = logits.float().sigmoid().flatten(1)
     own = targets.float().flatten(1)

@@ -136,7 +136,8 @@ def patch_word_accuracy(model: M2SAModel, batch: dict,
     instance accuracy also comes per true instance word (``instance_2``, with
     ``patches_instance_2`` counting its patches): most object patches are first
     instances, so the average hides whether a second mug's patches read "2", which an
-    answer needs before it names the mug_2 (training/tiny/RUNS.md, "Where the count fails").
+    answer needs before it names the mug_2 (answers that fall short of the count name the
+    first instance and stop).
     """
     category, instance = _patch_logits(model, batch)
     device = category.device

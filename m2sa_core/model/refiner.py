@@ -2,8 +2,8 @@
 
 SAM's decoder predicts masks on a grid 4x its image embedding (64x64 for the tiny
 preset's 16x16): at 16-px patches a button or a handle spans a few cells, and the
-grid alone costs a perfect part mask 0.10-0.23 IoU (training/tiny/RUNS.md, "What the
-64x64 mask grid costs part masks"). Finer patches would fix it at 4x the cost of every
+grid alone costs a perfect part mask 0.10-0.23 IoU (ground-truth part masks passed
+through a 64x64 grid and back, as SAM upsamples). Finer patches would fix it at 4x the cost of every
 step. This module keeps SAM's decoder as released and doubles its grid the way RAFT
 upsamples flow: every fine pixel is a convex combination of the 3x3 coarse cells
 around it, with weights predicted from the image at the fine resolution. A fine pixel

@@ -30,7 +30,8 @@ BASE_SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>")
 # or noun share their stem token: "sizzling" -> "sizzl" + "ing" and "sizzle" -> "sizzl" + "e",
 # "chopping" -> "chop" + "ping" and "chop", "seals" -> "seal" + "s". A BPE that learns every
 # training word whole gives "sizzling" one token and spells an unseen "sizzle" in pieces that
-# no training text uses (training/tiny/RUNS.md, run 45). Alternatives are tried leftmost
+# no training text uses: most words of held-out questions that no training text has are other
+# forms of a training word, and the model should meet their stem. Alternatives are tried leftmost
 # first, so a doubled consonant's ending wins over the plain one. A stem keeps at least three
 # letters ("thing", "was" stay whole), and no "-s" is cut after s, i or u ("glass", "this",
 # "thus"); "-e" needs four letters and a consonant before it ("the", "use" stay whole).
