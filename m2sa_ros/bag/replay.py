@@ -29,7 +29,7 @@ class NodeProcess:
 
     def __init__(self, namespace: str, node_args: Sequence[str], log_path: Path) -> None:
         self.namespace = namespace
-        self.command = [sys.executable, "-m", "m2sa_ros.perception_node", "--ros-args",
+        self.command = [sys.executable, "-m", "m2sa_ros.main", "--ros-args",
                         "-r", f"__ns:={namespace}",
                         # A replayed bag must not lose frames: a reliable subscription.
                         "-p", "image_reliability:=reliable",
