@@ -41,12 +41,28 @@ RESERVED_REWRITES = {
 }
 
 
+class SanitizedCommand(str):
+    """A command :func:`sanitize_command` has made safe already, which it passes through as it is.
+
+    A caller that must look at the cleaned text before the model does (the ROS node
+    refuses a command of control characters alone at once) cleans it once, with
+    :func:`sanitized`, and the prompt builder does not clean it a second time.
+    """
+
+
+def sanitized(command: str) -> SanitizedCommand:
+    """``command`` made safe, marked so that sanitising it again is skipped."""
+    return SanitizedCommand(sanitize_command(command))
+
+
 def sanitize_command(command: str) -> str:
     """Make user text safe to embed in the prompt.
 
     Control characters become spaces and reserved markers are rewritten, so a command
     can neither inject [SEG] tokens (extra masks) nor fake a conversation turn.
     """
+    if isinstance(command, SanitizedCommand):
+        return command
     text = "".join(ch if ch.isprintable() or ch in "\n\t" else " " for ch in command)
     for marker, rewrite in RESERVED_REWRITES.items():
         text = re.sub(re.escape(marker), rewrite, text, flags=re.IGNORECASE)

@@ -19,7 +19,7 @@ from typing import Any
 
 from m2sa_ros.centroids import StampedBuffer
 from m2sa_ros.diagnostics import NodeStats
-from m2sa_ros.frames import LatestFrame
+from m2sa_ros.latest_frame import LatestFrame
 from m2sa_ros.tracks import TrackSet
 
 # A relative ROS name of one or more tokens ("head", "arm/wrist"): letters, digits and
@@ -88,6 +88,10 @@ class Camera:
     def topic(self, name: str) -> str:
         """The relative name of one of its topics, services or actions."""
         return f"{self.name}/{name}" if self.name else name
+
+    def image_topic(self, compressed: bool) -> str:
+        """The relative name of the image topic it listens on (``use_compressed``)."""
+        return self.topic("image/compressed" if compressed else "image")
 
     def clear(self) -> None:
         """Forget frames and depth (cleanup): a later configure starts fresh."""

@@ -78,6 +78,47 @@ def status_level(state: str, untrained: bool, queue_depth: int, max_queue: int,
     return OK, "ready"
 
 
+def node_statuses(name: str, cameras: Sequence[Any], worker: Any, *, state: str, configure_error: str,
+                  untrained: bool, model: str, device: str, max_queue: int, stats: NodeStats,
+                  batches: Mapping[int, int], cache: Any) -> list[tuple[str, int, str, dict[str, Any]]]:
+    """The node's (name, level, message, values) statuses: one for a single camera, one per camera with several.
+
+    ``cameras`` have ``name``, ``lane`` and their own ``stats``; ``worker`` (None while
+    inactive) tells each lane's queue depth and whether it is busy; ``stats`` counts all
+    cameras together, which is what the single camera reports; ``max_queue`` is the
+    configured one (0 unconfigured). The model and its batches are shared, so with
+    several cameras the same model and batch figures stand under every camera.
+    """
+    several = len(cameras) > 1
+    statuses = []
+    for camera in cameras:
+        snapshot = camera.stats.snapshot() if several else stats.snapshot()
+        depth = worker.depth_of(camera.lane) if worker else 0
+        level, message = status_level(state, untrained, depth, worker.max_queue if worker else 0, configure_error)
+        values: dict[str, Any] = {
+            "model": model,
+            "device": device,
+            "state": state,
+            "queue_depth": depth,
+            "max_queue": worker.max_queue if worker else max_queue,
+            "busy": bool(worker and worker.busy_with(camera.lane)),
+            "last_latency_ms": snapshot["last_latency_ms"],
+            "mean_latency_ms": snapshot["mean_latency_ms"],
+            "results": snapshot["results"],
+            "errors": snapshot["errors"],
+            "queue_full": snapshot["queue_full"],
+            "last_error": snapshot["last_error"],
+        }
+        if several:
+            values = {"camera": camera.name, **values, "cameras": ", ".join(c.name for c in cameras),
+                      "batched_calls": sum(batches.values()),
+                      "batched_commands": sum(n * k for n, k in batches.items())}
+        if isinstance(cache, dict):
+            values.update({f"cache_{k}": v for k, v in cache.items()})
+        statuses.append((f"{name} ({camera.name})" if several else name, level, message, values))
+    return statuses
+
+
 def build_diagnostics(name: str, hardware_id: str, level: int, message: str,
                       values: Mapping[str, Any], stamp: Any = None):
     """diagnostic_msgs/DiagnosticArray with one status of ``values`` as key/value pairs."""

@@ -1,85 +1,10 @@
-"""Keep-latest camera frame: the image a command refers to.
+"""Deprecated path: this module moved to :mod:`m2sa_ros.latest_frame`; the old name goes in the next release."""
 
-A command means "what the camera sees now", so the node keeps exactly one frame - the
-newest - and never a backlog (a queue of stale frames would make every answer late).
-Conversion happens in the image callback (cheap) so a bad encoding is known at once;
-the slot then holds the error, and the next command is answered with it.
-"""
+import sys
+import warnings
 
-from __future__ import annotations
+from m2sa_ros import latest_frame
 
-import itertools
-import threading
-import time
-from dataclasses import dataclass
-from typing import Any
-
-import numpy as np
-
-
-@dataclass(frozen=True)
-class Frame:
-    """One received image: RGB pixels (or the reason there are none) plus its header."""
-
-    rgb: np.ndarray | None  # uint8 HxWx3; None when conversion failed
-    header: Any  # std_msgs/Header of the source image, copied into results
-    key: str  # cache key for the Segmenter's frame features; unique per received frame
-    stamp_ns: int  # header stamp in nanoseconds (0 when the publisher left it unset)
-    received_at: float  # time.monotonic() at arrival
-    height: int = 0
-    width: int = 0
-    error: str = ""  # conversion error, when rgb is None
-
-    def age_s(self, now_ns: int) -> float:
-        """Seconds since the image's stamp; falls back to arrival time for unset stamps."""
-        if self.stamp_ns > 0:
-            return (now_ns - self.stamp_ns) / 1e9
-        return time.monotonic() - self.received_at
-
-
-class LatestFrame:
-    """A one-slot, thread-safe holder of the newest :class:`Frame`.
-
-    :meth:`wait` lets a command that arrives before the first image wait a little
-    (``wait_for_image``) instead of failing at once at start-up.
-    """
-
-    def __init__(self, key_prefix: str = "camera") -> None:
-        # The prefix keeps cache keys unique when several nodes share one Segmenter.
-        self._key_prefix = key_prefix
-        self._frame: Frame | None = None
-        self._cond = threading.Condition()
-        self._counter = itertools.count(1)
-
-    def put(self, rgb: np.ndarray | None, header: Any, error: str = "",
-            height: int = 0, width: int = 0) -> Frame:
-        stamp_ns = int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
-        n = next(self._counter)
-        if rgb is not None:
-            height, width = rgb.shape[:2]
-        frame = Frame(rgb=rgb, header=header, key=f"{self._key_prefix}:{n}:{stamp_ns}", stamp_ns=stamp_ns,
-                      received_at=time.monotonic(), height=int(height), width=int(width),
-                      error=error)
-        with self._cond:
-            self._frame = frame
-            self._cond.notify_all()
-        return frame
-
-    def get(self) -> Frame | None:
-        with self._cond:
-            return self._frame
-
-    def wait(self, timeout: float, should_stop=lambda: False, poll: float = 0.05) -> Frame | None:
-        """The latest frame, waiting up to ``timeout`` s for the first one (None if none)."""
-        deadline = time.monotonic() + max(0.0, timeout)
-        with self._cond:
-            while self._frame is None and not should_stop():
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    break
-                self._cond.wait(min(poll, remaining))
-            return self._frame
-
-    def clear(self) -> None:
-        with self._cond:
-            self._frame = None
+warnings.warn("m2sa_ros.frames moved to m2sa_ros.latest_frame; import it from there (the old path goes in the next release)",
+              DeprecationWarning, stacklevel=2)
+sys.modules[__name__] = latest_frame

@@ -1,73 +1,10 @@
-"""Give freed heap pages back to the OS between commands.
+"""Deprecated path: this module moved to :mod:`m2sa_ros.memory`; the old name goes in the next release."""
 
-Every command allocates and frees many tensors on the worker thread while the executor
-threads allocate camera frames; glibc keeps freed pages inside its per-thread arenas,
-and over thousands of commands the fragmentation shows as a slow RSS climb although
-nothing leaks (a native-allocation trace of 1,500 soak commands found 3.5 MiB never
-freed, almost all of it bounded caches, while RSS rose by tens of MiB, all in glibc
-arenas). ``malloc_trim(0)`` returns every arena's free pages with madvise; it takes a
-few milliseconds, so the node calls it only when idle and at most once per period.
-"""
+import sys
+import warnings
 
-from __future__ import annotations
+from m2sa_ros import memory
 
-import ctypes
-import ctypes.util
-import threading
-import time
-from typing import Callable
-
-
-def _load_malloc_trim() -> Callable[[int], int] | None:
-    """glibc's malloc_trim, or None on a C library without it (musl, macOS)."""
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return None
-    try:
-        libc = ctypes.CDLL(name)
-        trim = libc.malloc_trim
-    except (OSError, AttributeError):
-        return None
-    trim.argtypes = [ctypes.c_size_t]
-    trim.restype = ctypes.c_int
-    return trim
-
-
-class HeapTrimmer:
-    """Calls ``malloc_trim(0)`` at most once per ``period_s`` (0 = never)."""
-
-    def __init__(self, period_s: float, clock: Callable[[], float] = time.monotonic,
-                 trim: Callable[[int], int] | None = None) -> None:
-        self.period_s = float(period_s)
-        self._clock = clock
-        self._trim = trim if trim is not None else (_load_malloc_trim() if period_s > 0 else None)
-        self._last = clock()
-        self._lock = threading.Lock()
-        self.trims = 0
-
-    @property
-    def available(self) -> bool:
-        return self._trim is not None and self.period_s > 0
-
-    def maybe_trim(self) -> bool:
-        """Trim if the period has passed since the last trim; True when it trimmed."""
-        if not self.available:
-            return False
-        with self._lock:
-            now = self._clock()
-            if now - self._last < self.period_s:
-                return False
-            self._last = now
-            assert self._trim is not None
-            self._trim(0)
-            self.trims += 1
-            return True
-
-
-def trim_heap_now() -> bool:
-    """One ``malloc_trim(0)`` right away (after a model is dropped); False without glibc."""
-    trim = _load_malloc_trim()
-    if trim is None:
-        return False
-    trim(0)
-    return True
+warnings.warn("m2sa_ros.heap moved to m2sa_ros.memory; import it from there (the old path goes in the next release)",
+              DeprecationWarning, stacklevel=2)
+sys.modules[__name__] = memory

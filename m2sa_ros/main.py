@@ -18,7 +18,7 @@ from rclpy.signals import SignalHandlerOptions
 from m2sa_core.cli_errors import cli_entry
 from m2sa_ros.node_params import check_params_files
 from m2sa_ros.perception_node import PerceptionNode
-from m2sa_ros.spinning import spin_through_destroyed_entities
+from m2sa_ros.executor_spin import spin_through_destroyed_entities
 
 # The worker thread runs the model's thousands of small torch operations, and each one
 # lets go of the GIL. With Python's default 5 ms switch interval, each can then wait up to

@@ -4,13 +4,17 @@ A robot engineer starting the node with no arguments should get the project's ow
 trained tiny model (models/m2sa-tiny-synth), found next to the sources in a checkout
 or under share/m2sa_ros/models when installed by colcon. When it is absent (a fresh
 checkout before the model is trained) the node still starts, on the tiny preset with
-random weights, and says loudly that its outputs are untrained.
+random weights, and says loudly that its outputs are untrained. :func:`load_segmenter`
+then loads it with the node's parameters (tests hand the node a fake in its place).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+from m2sa_ros.node_params import NodeParams
 
 SHIPPED_MODEL = "m2sa-tiny-synth"
 FALLBACK_PRESET = "tiny"
@@ -59,3 +63,20 @@ def resolve_model_source(model_path: str, preset: str,
     return ModelSource(FALLBACK_PRESET, is_preset=True,
                        warning=f"shipped model models/{SHIPPED_MODEL} not found; falling back to "
                                f"preset '{FALLBACK_PRESET}' with random weights: outputs are UNTRAINED")
+
+
+def load_segmenter(params: NodeParams, source: ModelSource) -> Any:
+    """The production factory: ``Segmenter.from_pretrained`` with the node's parameters."""
+    from m2sa_core.inference import Segmenter, dtype_from_name
+
+    import torch
+
+    if params.cpu_threads:
+        torch.set_num_threads(params.cpu_threads)  # process-wide: the node is the model's only user
+    dtype = dtype_from_name(params.dtype)
+    return Segmenter.from_pretrained(source.source, device=params.device, dtype=dtype,
+                                     frame_cache_size=params.frame_cache_size,
+                                     max_new_tokens=params.max_new_tokens,
+                                     mask_threshold=params.mask_threshold, amodal=params.amodal,
+                                     duplicate_iou=None if params.duplicate_iou < 0 else params.duplicate_iou,
+                                     quantization=params.quantization)

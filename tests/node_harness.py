@@ -26,7 +26,7 @@ def spinning(context: Any, *nodes: Any, threads: int = 4) -> Iterator[Any]:
     callbacks run; the executor is shut down and its thread joined on the way out."""
     from rclpy.executors import MultiThreadedExecutor
 
-    from m2sa_ros.spinning import spin_through_destroyed_entities
+    from m2sa_ros.executor_spin import spin_through_destroyed_entities
 
     executor = MultiThreadedExecutor(num_threads=threads, context=context)
     for node in nodes:
@@ -61,7 +61,7 @@ class DirectNode:
         assert self.node.trigger_activate() == TransitionCallbackReturn.SUCCESS
         self.results: list[Any] = []
         self._cond = threading.Condition()
-        real_pub = self.node._result_pub
+        real_pub = self.node.camera().result_pub
         self._real_publish = real_pub.publish
 
         def publish(msg: Any) -> None:

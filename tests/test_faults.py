@@ -126,7 +126,7 @@ def automatic_gc_off():
 
 def _idle(node: Any, timeout: float = 10.0) -> None:
     deadline = time.monotonic() + timeout
-    while node._worker is not None and node._worker.busy and time.monotonic() < deadline:
+    while node._pipeline.worker is not None and node._pipeline.worker.busy and time.monotonic() < deadline:
         time.sleep(0.01)
 
 
@@ -246,8 +246,9 @@ def test_cancel_mid_generation_gives_a_cancelled_result_and_the_worker_goes_on(m
         stages: list[str] = []
         req = Request(request_id="goal-1", command="turn on the TV", source="action",
                       received_ns=harness.node.get_clock().now().nanoseconds,
-                      on_feedback=lambda stage, _text: stages.append(stage), on_done=done.append)
-        harness.node._accept(req, stop_when=cancel.is_set)
+                      on_feedback=lambda stage, _text: stages.append(stage), on_done=done.append,
+                      camera=harness.node.camera())
+        harness.node._pipeline.accept(req, stop_when=cancel.is_set)
         assert generating.wait(30)
         cancel.set()
         deadline = time.monotonic() + 30

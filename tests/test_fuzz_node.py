@@ -286,7 +286,7 @@ def dds(module_context, tiny_segmenter):
     from std_msgs.msg import String
 
     from m2sa_ros.msg import SegmentationResult
-    from m2sa_ros.spinning import spin_through_destroyed_entities
+    from m2sa_ros.executor_spin import spin_through_destroyed_entities
 
     # Reliable images: a best-effort sample dropped on a loaded machine would read as a failure.
     harness = DirectNode(module_context, PromptRecorder(tiny_segmenter), namespace="fuzz_dds",
@@ -332,12 +332,12 @@ def test_over_dds_bad_images_and_hostile_commands_leave_the_node_serving(dds, ti
     from m2sa_core.prompt import sanitize_command
 
     harness, pubs, received = dds
-    before = harness.node._latest.get()
+    before = harness.node.camera().latest.get()
     pubs["image"].publish(msg)
     deadline = time.monotonic() + 5  # an image is always kept, as a frame or as its error
-    while harness.node._latest.get() is before and time.monotonic() < deadline:
+    while harness.node.camera().latest.get() is before and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert harness.node._latest.get() is not before, "the image never reached the node"
+    assert harness.node.camera().latest.get() is not before, "the image never reached the node"
     res = _ask_over_dds(harness, pubs, received, text)
     wire_text = text.split("\x00", 1)[0]  # a CDR string ends at its first NUL
     assert res.command == wire_text
@@ -347,7 +347,7 @@ def test_over_dds_bad_images_and_hostile_commands_leave_the_node_serving(dds, ti
         assert_prompt_is_clean(tiny_segmenter, harness.segmenter.prompts[-1])
     pubs["image"].publish(good_image(stamp=3))
     deadline = time.monotonic() + 5
-    while harness.node._latest.get().stamp_ns != 3 * 10**9 and time.monotonic() < deadline:
+    while harness.node.camera().latest.get().stamp_ns != 3 * 10**9 and time.monotonic() < deadline:
         time.sleep(0.01)
     assert _ask_over_dds(harness, pubs, received, "turn on the TV").success
 
@@ -382,7 +382,7 @@ def test_over_dds_a_command_with_invalid_utf8_bytes_is_answered(dds, tiny_segmen
     harness, pubs, received = dds
     pubs["image"].publish(good_image(stamp=4))
     deadline = time.monotonic() + 5
-    while harness.node._latest.get() is None or harness.node._latest.get().stamp_ns != 4 * 10**9:
+    while harness.node.camera().latest.get() is None or harness.node.camera().latest.get().stamp_ns != 4 * 10**9:
         assert time.monotonic() < deadline, "image not received"
         time.sleep(0.01)
     wire = serialize_message(String(data="turn on the TV xxxx")).replace(b"xxxx", b"\xff\xfe\xc3(")

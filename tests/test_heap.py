@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from m2sa_ros.heap import HeapTrimmer
+from m2sa_ros.memory import HeapTrimmer
 
 
 class FakeClock:
@@ -64,6 +64,6 @@ def test_node_trims_when_idle_after_a_command(module_context, period, trimmed):
         harness.node._on_image(good_image())
         time.sleep(0.02)
         assert harness.command("turn on the TV").success
-        assert (harness.node._heap.trims > 0) is trimmed
+        assert (harness.node._pipeline.heap.trims > 0) is trimmed
     finally:
         harness.close()

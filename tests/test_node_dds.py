@@ -142,7 +142,7 @@ class Graph:
         self.executor.add_node(self.client)
         self.nodes: list[Any] = []
         self._lock = threading.Lock()
-        from m2sa_ros.spinning import spin_through_destroyed_entities
+        from m2sa_ros.executor_spin import spin_through_destroyed_entities
 
         self.thread = threading.Thread(target=spin_through_destroyed_entities, args=(self.executor,), daemon=True)
         self.thread.start()
@@ -184,9 +184,9 @@ class Graph:
 
     def publish_frame(self, node, pub, msg) -> None:
         """Publish an image and wait until the node holds it as its latest frame."""
-        before = node._latest.get()
+        before = node.camera().latest.get()
         pub.publish(msg)
-        _wait(lambda: node._latest.get() is not before, 10, "the node to receive the image")
+        _wait(lambda: node.camera().latest.get() is not before, 10, "the node to receive the image")
 
     def close(self) -> None:
         self.executor.shutdown()
@@ -240,7 +240,7 @@ def test_topics_image_and_command_give_one_result_with_masks_overlay_and_diagnos
     results = graph.collect(SegmentationResult, "result")
     overlays = graph.collect(Image, "overlay", 5)
     diagnostics = graph.collect(DiagnosticArray, "/diagnostics", 10)
-    _wait(lambda: node._overlay_pub.get_subscription_count() > 0, 10, "overlay subscription")
+    _wait(lambda: node.camera().overlay_pub.get_subscription_count() > 0, 10, "overlay subscription")
     rgb = _scene()
     stamp = _now_ns(node)
     graph.publish_frame(node, graph.publisher(Image, "image", 1), _image(rgb, stamp))
@@ -553,8 +553,8 @@ def test_centroids_from_depth_with_known_geometry(graph, tiny, capfd):
         info.header.stamp.sec, info.header.stamp.nanosec = divmod(stamp, 10**9)
         info_pub.publish(info)
         depth_pub.publish(_depth_msg(depth, stamp, encoding))
-        _wait(lambda: len(node._depth) and node._depth.nearest(stamp, 0) is not None, 10, "depth")
-        _wait(lambda: node._camera_info.nearest(stamp, 0) is not None, 10, "camera_info")
+        _wait(lambda: len(node.camera().depth) and node.camera().depth.nearest(stamp, 0) is not None, 10, "depth")
+        _wait(lambda: node.camera().camera_info.nearest(stamp, 0) is not None, 10, "camera_info")
         graph.publish_frame(node, images, _image(_scene(*size), stamp))
         n = len(results)
         commands.publish(String(data="turn on the TV"))
@@ -629,7 +629,7 @@ def test_compressed_png_input_is_decoded_exactly(graph, tiny):
     graph.start(node)
     results = graph.collect(SegmentationResult, "result")
     overlays = graph.collect(Image, "overlay", 5)
-    _wait(lambda: node._overlay_pub.get_subscription_count() > 0, 10, "overlay subscription")
+    _wait(lambda: node.camera().overlay_pub.get_subscription_count() > 0, 10, "overlay subscription")
     rgb = _scene(80, 60, seed=5)
     ok, png = cv2.imencode(".png", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
     msg = CompressedImage(format="rgb8; png compressed bgr8", data=png.tobytes())

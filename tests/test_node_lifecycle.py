@@ -32,6 +32,7 @@ NODE_SCRIPT = textwrap.dedent("""
     sys.path.insert(0, {tests!r})
     import m2sa_ros.perception_node as node_module
     from fake_models import BoxSegmenter
+    from m2sa_core.types import Cancelled
     from m2sa_ros.main import main
 
     class Stuck(BoxSegmenter):
@@ -39,7 +40,7 @@ NODE_SCRIPT = textwrap.dedent("""
             print("THINKING", flush=True)
             while not kwargs["should_stop"]():
                 time.sleep(0.01)
-            raise node_module.Cancelled("stopped")
+            raise Cancelled("stopped")
 
     node_module.load_segmenter = lambda params, source: Stuck()
     sys.exit(main(sys.argv))

@@ -198,7 +198,7 @@ def test_two_cameras_each_command_one_result_on_its_own_topic_and_waiting_comman
     assert seg.started.wait(30)  # head-0 holds the model; the rest wait together
     for rid in ("head-1", "wrist-0", "wrist-1"):
         pubs[rid.split("-")[0]].publish(Command(request_id=rid, text=texts[rid]))
-    _wait(lambda: node._worker.depth == 3, 10, "three commands queued")
+    _wait(lambda: node._pipeline.worker.depth == 3, 10, "three commands queued")
     seg.release.set()
     _wait(lambda: len(results["head"]) == 2 and len(results["wrist"]) == 2, 60, "four results")
     time.sleep(0.5)  # a duplicate would arrive now
@@ -298,4 +298,4 @@ def test_single_camera_keeps_its_names(graph, model):  # noqa: F811
     assert [c.name for c in node.cameras] == [""] and node.camera().topic("result") == "result"
     topics = {name for name, _ in node.get_topic_names_and_types()}
     assert {"/result", "/overlay", "/markers"} <= topics and not any(t.startswith("/head") for t in topics)
-    assert node._worker.max_queue == 4 and node.batch_sizes == {}
+    assert node._pipeline.worker.max_queue == 4 and node.batch_sizes == {}

@@ -85,7 +85,7 @@ def test_slow_model_with_30hz_depth_keeps_its_centroid(module_context):
         stream.append(DepthStream(harness.node, stamp_ns, metres=3.0).start())
         res = harness.command("what can I drink from?")
         stream[0].stop()
-        assert stream[0].sent >= 30 and len(harness.node._depth) == 10  # the frame's depth left the buffer
+        assert stream[0].sent >= 30 and len(harness.node.camera().depth) == 10  # the frame's depth left the buffer
         assert res.success and len(res.targets) == 1
         target = res.targets[0]
         assert target.has_centroid
@@ -224,7 +224,7 @@ def test_parameters_have_ranges_and_runtime_ones_apply_at_once(module_context, c
         assert later.successful
         assert "max_queue: load-time parameter(s), take effect at the next configure" in capfd.readouterr().err
         assert "load-time: takes effect at the next configure" in node.describe_parameter("max_queue").description
-        assert node._worker.max_queue == 8
+        assert node._pipeline.worker.max_queue == 8
 
         # Out of range or of the wrong type: refused, and the node's log names the value
         # (rclpy's own type check answers the client first, without the name); read-only refused.

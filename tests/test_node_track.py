@@ -206,7 +206,7 @@ def test_two_tracks_and_a_command_share_the_worker_and_deactivate_ends_both(grap
     graph.publish_frame(node, images, _image(_scene(seed=1), _now_ns(node)))
 
     # Whenever a tracked frame is queued, that track has none waiting already.
-    worker = node._worker
+    worker = node._pipeline.worker
     submit, queued_before = worker.submit, []
 
     def watching_submit(job):

@@ -68,7 +68,7 @@ def test_plain_spin_dies_of_the_race_in_this_rclpy(graph):
 def test_spin_goes_on_after_the_race_and_still_delivers(graph):
     from std_msgs.msg import String
 
-    from m2sa_ros.spinning import spin_through_destroyed_entities
+    from m2sa_ros.executor_spin import spin_through_destroyed_entities
 
     node, executor = graph
     got, pub = _deliveries(node, "alive")
@@ -97,12 +97,12 @@ def test_spin_goes_on_after_the_race_and_still_delivers(graph):
 
 
 def test_the_node_and_the_test_graph_spin_through_the_race():
-    """perception_node's main and the DDS test harness both use the surviving spin."""
+    """The node's main and the DDS test harness both use the surviving spin."""
     import inspect
 
-    from m2sa_ros import perception_node
+    from m2sa_ros import main as process
 
-    source = inspect.getsource(perception_node.main)
+    source = inspect.getsource(process.main)
     assert "spin_through_destroyed_entities" in source and "target=executor.spin" not in source
     from test_node_dds import Graph
 

@@ -1,0 +1,37 @@
+"""Spin an executor through rclpy's destroy-while-waiting race.
+
+The executor builds its wait set in one pass: it marks every entity in use, then adds
+each to the wait set. A subscription or publisher destroyed from another thread in
+between (the node does this at every lifecycle deactivate and cleanup, from whichever
+thread runs the transition) leaves its QoS event handler "destruction requested", and
+adding that handler raises ``InvalidHandle`` out of ``Executor.spin``. The failed pass
+has released everything it entered and the executor builds a fresh wait set on the next
+call, from which the destroyed entity is gone; so spinning again is the whole recovery.
+Left alone, the exception ends the spin thread and the node goes deaf.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from rclpy.exceptions import InvalidHandle
+from rclpy.executors import Executor
+
+
+def spin_through_destroyed_entities(executor: Executor,
+                                    on_race: Callable[[InvalidHandle], None] | None = None) -> int:
+    """``executor.spin()`` that survives entities destroyed while it waits.
+
+    Returns how many times the race was met (for diagnostics and tests). Ends when
+    ``spin()`` does, on the executor's shutdown or its context's (a ``spin()`` entered
+    after either returns at once); any other exception propagates.
+    """
+    races = 0
+    while True:
+        try:
+            executor.spin()
+            return races
+        except InvalidHandle as exc:
+            races += 1
+            if on_race is not None:
+                on_race(exc)

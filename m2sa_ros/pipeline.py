@@ -1,0 +1,408 @@
+"""The command pipeline: from an accepted command to its one SegmentationResult.
+
+Every way a command arrives (topic, service, action, a track's first answer) becomes a
+:class:`Request` and takes the same road, so "exactly one result per command, with the
+command's request id" holds in one place: intake answers at once what needs no model
+(node not active, empty or too long, queue full); the worker thread then binds the
+request's frame and depth (:class:`Prepared`), runs the model, and delivers the result,
+overlay and markers on the request's camera.
+
+The node hands the pipeline what it needs - the segmenter and parameters (again after
+every runtime change), the worker, its logger and counters - and the pipeline never
+reaches back into the node: what it knows of ROS is the camera's publishers and a
+function that resolves a topic name.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+import traceback
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from m2sa_core.prompt import sanitized
+from m2sa_core.types import Cancelled
+from m2sa_core.visualize import overlay_targets
+from m2sa_ros.cameras import Camera
+from m2sa_ros.centroids import bind_centroids
+from m2sa_ros.diagnostics import NodeStats
+from m2sa_ros.image_conversion import rgb_to_msg
+from m2sa_ros.latest_frame import Frame
+from m2sa_ros.markers import centroid_markers
+from m2sa_ros.memory import HeapTrimmer, is_out_of_memory, release_memory
+from m2sa_ros.msg import SegmentationResult
+from m2sa_ros.node_params import NodeParams
+from m2sa_ros.result_conversion import error_result, result_to_msg
+from m2sa_ros.worker import CommandWorker, Job
+
+
+@dataclass
+class Request:
+    """One command and where its single result goes."""
+
+    request_id: str
+    command: str
+    source: str  # "topic", "service" or "action": for log lines
+    received_ns: int  # node clock at arrival: image age is measured against it
+    max_image_age: float = 0.0  # 0 = the node's parameter
+    frame: Frame | None = None  # a request's own image; None = the latest camera frame
+    on_feedback: Callable[[str, str], None] | None = None  # (stage, partial answer; "" = no new text)
+    on_done: Callable[[SegmentationResult], None] | None = None
+    keep_prompts: bool = False  # a track's command: the model returns its [SEG] prompts
+    on_model_result: Callable[[Any, Frame], None] | None = None  # (m2sa_core Result, its frame)
+    camera: Camera | None = None  # whose frame, queue and topics (set by the node)
+    # The command as the prompt will hold it, cleaned once at intake (``accept``).
+    prompt_text: str = field(default="", repr=False)
+    _finished: bool = False
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    @property
+    def finished(self) -> bool:
+        """Answered already (a batch skips such a row's result)."""
+        with self._lock:
+            return self._finished
+
+    def claim_finish(self) -> bool:
+        """True exactly once: the guard behind "one result per command"."""
+        with self._lock:
+            if self._finished:
+                return False
+            self._finished = True
+            return True
+
+
+@dataclass
+class Prepared:
+    """A request ready for the model: its frame chosen, depth bound (see ``CommandPipeline.prepare``)."""
+
+    job: Job
+    req: Request
+    frame: Frame
+    centroid_fn: Callable[[Any], Any] | None
+    depth_state: str
+
+
+class CommandPipeline:
+    """Requests in, one SegmentationResult each out, on the request's camera.
+
+    ``segmenter`` and ``params`` are None while the node is unconfigured, ``worker``
+    while it is inactive; ``active`` is the node's "taking commands". The node sets
+    them at its transitions and at runtime parameter changes.
+    """
+
+    def __init__(self, logger: Any, stats: NodeStats, batch_sizes: Counter[int], *,
+                 topic_name: Callable[[str], str], warn_once: Callable[[str, str], None]) -> None:
+        self.segmenter: Any = None
+        self.params: NodeParams | None = None
+        self.worker: CommandWorker | None = None
+        self.heap = HeapTrimmer(0.0)  # the configured one replaces it
+        self.active = False
+        self.stats = stats  # all cameras; each camera has its own too
+        self._batch_sizes = batch_sizes  # batched model calls by their size (several cameras)
+        self._batch_lock = threading.Lock()  # the worker counts, the diagnostics timer reads
+        self._logger = logger
+        self._topic_name = topic_name
+        self._warn_once = warn_once
+
+    def batch_counts(self) -> dict[int, int]:
+        """A copy of the batch sizes counted so far, safe to read beside the worker."""
+        with self._batch_lock:
+            return dict(self._batch_sizes)
+
+    def image_topic(self, camera: Camera) -> str:
+        """The resolved name of the image topic ``camera`` listens on."""
+        return self._topic_name(camera.image_topic(bool(self.params and self.params.use_compressed)))
+
+    # ------------------------------------------------------------------ intake
+    def accept(self, req: Request, stop_when: Callable[[], bool] | None = None) -> None:
+        """Answer at once (bad command, inactive, queue full) or queue for the worker."""
+        params, worker, camera = self.params, self.worker, req.camera
+        assert camera is not None, "the node sets a request's camera"
+        # The prompt builder's own cleaning, done once here (the model takes the result as
+        # it is): control characters alone count as empty.
+        req.prompt_text = sanitized(req.command)
+        if not self.active or params is None or worker is None:
+            self.finish(req, error_result("node is not active", request_id=req.request_id, command=req.command))
+            return
+        if not req.prompt_text:
+            self.finish(req, self.error(req, "empty command"))
+            return
+        if len(req.command) > params.max_command_length:
+            self.finish(req, self.error(
+                req, f"command too long: {len(req.command)} characters > max_command_length "
+                     f"{params.max_command_length}"))
+            return
+        if not worker.submit(Job(payload=req, stop_when=stop_when, lane=camera.lane)):
+            where = f" for camera {camera.name}" if camera.name else ""
+            self.finish(req, self.error(
+                req, f"queue full: {worker.max_queue} commands already waiting{where} (max_queue)"))
+
+    def error(self, req: Request, error: str, frame: Frame | None = None,
+              inference_ms: float = 0.0) -> SegmentationResult:
+        """The error result of ``req``, with the header and size of the frame it refers to."""
+        frame = frame if frame is not None else (req.frame or req.camera.latest.get())
+        if frame is None:
+            return error_result(error, request_id=req.request_id, command=req.command,
+                                inference_ms=inference_ms)
+        return error_result(error, request_id=req.request_id, command=req.command, header=frame.header,
+                            height=frame.height, width=frame.width, inference_ms=inference_ms)
+
+    def refuse(self, req: Request, error: str) -> SegmentationResult:
+        """Answer ``req`` with ``error`` now, before it reaches the queue; returns that answer."""
+        msg = self.error(req, error)
+        self.finish(req, msg)
+        return msg
+
+    # ------------------------------------------------------------------ the worker's run
+    def resolve_frame(self, req: Request, job: Job) -> tuple[Frame | None, str]:
+        """The frame a request refers to, or the reason it cannot be used."""
+        params = self.params
+        assert params is not None
+        frame = req.frame
+        if frame is None:
+            frame = req.camera.latest.get()
+            if frame is None and params.wait_for_image > 0:
+                if req.on_feedback:
+                    req.on_feedback("waiting_for_image", "")
+                frame = req.camera.latest.wait(params.wait_for_image, should_stop=job.should_stop)
+            if frame is None:
+                return None, (f"no image yet: nothing received on {self.image_topic(req.camera)} "
+                              f"(waited {params.wait_for_image:.1f} s)")
+        if frame.error:
+            return frame, f"bad image: {frame.error}"
+        limit = req.max_image_age if req.max_image_age > 0 else params.max_image_age
+        if limit > 0 and req.frame is None:
+            age = frame.age_s(req.received_ns)
+            if age > limit:
+                return frame, f"image too old: {age:.2f} s > max_image_age {limit:.2f} s"
+        return frame, ""
+
+    def centroids(self, frame: Frame, camera: Camera) -> tuple[Callable[[Any], Any] | None, str]:
+        """``camera``'s depth and intrinsics nearest to ``frame``, bound (see ``bind_centroids``)."""
+        params = self.params
+        assert params is not None
+        return bind_centroids(frame, camera.depth, camera.camera_info, tolerance_s=params.depth_tolerance,
+                              allow_frame_mismatch=params.allow_depth_frame_mismatch,
+                              erosion_px=params.centroid_erosion_px,
+                              depth_topic=self._topic_name(camera.topic("depth")), where=camera.name,
+                              warn_once=self._warn_once)
+
+    def prepare(self, job: Job) -> Prepared | None:
+        """Worker thread: choose the request's frame and bind its depth; None when it was answered here.
+
+        Answered here: node not configured, cancelled, no usable frame.
+        """
+        req: Request = job.payload
+        if self.params is None or self.segmenter is None:
+            self.finish(req, self.error(req, "node is not configured"))
+            return None
+        if job.should_stop():
+            self.finish(req, self.error(req, job.cancel_reason or "cancelled"))
+            return None
+        frame, problem = self.resolve_frame(req, job)
+        if job.should_stop():
+            self.finish(req, self.error(req, job.cancel_reason or "cancelled", frame))
+            return None
+        if problem:
+            self.finish(req, self.error(req, problem, frame))
+            return None
+        assert frame is not None and frame.rgb is not None
+        # Depth and intrinsics are bound now, before the model runs: at 30 Hz the depth
+        # buffer holds a third of a second, and a 7B model takes longer than that.
+        centroid_fn, depth_state = self.centroids(frame, req.camera)
+        return Prepared(job, req, frame, centroid_fn, depth_state)
+
+    def run(self, job: Job) -> None:
+        """Worker thread: one command from frame to published result."""
+        ready = self.prepare(job)
+        if ready is not None:
+            self.run_one(ready)
+
+    def run_one(self, ready: Prepared) -> None:
+        """One command through ``Segmenter.segment``, with stage and partial-answer feedback."""
+        job, req, frame = ready.job, ready.req, ready.frame
+        segmenter = self.segmenter
+        stage = ["encoding"]
+
+        def on_stage(name: str) -> None:
+            stage[0] = name
+            if req.on_feedback:
+                req.on_feedback(name, "")
+
+        def on_text(text: str) -> None:
+            if req.on_feedback:
+                req.on_feedback(stage[0], text)
+
+        started = time.monotonic()
+        try:
+            extra = {"keep_prompts": True} if req.keep_prompts else {}
+            result = segmenter.segment(frame.rgb, req.prompt_text, frame_key=frame.key or None,
+                                       on_stage=on_stage, on_text=on_text, should_stop=job.should_stop, **extra)
+        except Cancelled:
+            elapsed = (time.monotonic() - started) * 1000.0
+            self.finish(req, self.error(req, job.cancel_reason or "cancelled", frame, elapsed))
+            return
+        except Exception as exc:  # noqa: BLE001 - a model failure is an answer, not a crash
+            out_of_memory = self._model_failed([ready], exc, started)
+        else:
+            self._deliver(ready, result, (time.monotonic() - started) * 1000.0)
+            self._after_model()
+            return
+        # Outside the except block: the exception, its traceback and the frames it holds
+        # (activations, KV cache) are unreachable now and can be freed.
+        self._release_after_failure(out_of_memory)
+
+    def run_batch(self, jobs: list[Job]) -> None:
+        """Worker thread: commands of several cameras answered by one batched model call.
+
+        Each request gets its own frame (its camera's), its own result on its camera's
+        topic and exactly one answer. A request cancelled meanwhile is answered at once
+        and its row's result dropped; the call itself stops only when every row is
+        cancelled. A model without ``segment_many`` answers the requests one by one.
+        """
+        ready = [r for r in (self.prepare(job) for job in jobs) if r is not None]
+        segment_many = getattr(self.segmenter, "segment_many", None)
+        if len(ready) <= 1 or segment_many is None:
+            for one in ready:
+                self.run_one(one)
+            return
+
+        def cancelled_rows() -> bool:
+            """Answer newly cancelled rows; True when no row is left to compute."""
+            for one in ready:
+                if one.job.should_stop() and not one.req.finished:
+                    self.finish(one.req, self.error(one.req, one.job.cancel_reason or "cancelled", one.frame))
+            return all(one.req.finished for one in ready)
+
+        def on_stage(name: str) -> None:
+            for one in ready:
+                if one.req.on_feedback and not one.req.finished:
+                    one.req.on_feedback(name, "")
+
+        started = time.monotonic()
+        try:
+            results = segment_many([one.frame.rgb for one in ready], [one.req.prompt_text for one in ready],
+                                   [one.frame.key or None for one in ready], on_stage=on_stage,
+                                   should_stop=cancelled_rows, keep_prompts=[one.req.keep_prompts for one in ready])
+        except Cancelled:
+            cancelled_rows()
+            for one in ready:  # every row was cancelled; this only covers a model raising on its own
+                if not one.req.finished:
+                    self.finish(one.req, self.error(one.req, "cancelled", one.frame))
+            return
+        except Exception as exc:  # noqa: BLE001 - a model failure is an answer, not a crash
+            out_of_memory = self._model_failed(ready, exc, started)
+        else:
+            self._deliver_batch(ready, results, started)
+            return
+        self._release_after_failure(out_of_memory)
+
+    def _deliver_batch(self, ready: list[Prepared], results: list[Any], started: float) -> None:
+        elapsed = (time.monotonic() - started) * 1000.0
+        with self._batch_lock:
+            self._batch_sizes[len(ready)] += 1
+        for one, result in zip(ready, results):
+            if one.job.should_stop() and not one.req.finished:
+                self.finish(one.req, self.error(one.req, one.job.cancel_reason or "cancelled", one.frame, elapsed))
+            if not one.req.finished:
+                self._deliver(one, result, elapsed)
+        del results
+        self._after_model()
+
+    def _model_failed(self, rows: list[Prepared], exc: Exception, started: float) -> bool:
+        """Every request of a failed model call gets ``model failure: ...``; True when out of memory.
+
+        Called inside the caller's ``except`` (for the traceback); the caller gives the
+        memory back after it, when the exception is unreachable.
+        """
+        elapsed = (time.monotonic() - started) * 1000.0
+        names = ", ".join(one.req.request_id for one in rows)
+        self._logger.error(f"model failure on request {names}: {traceback.format_exc()}")
+        for one in rows:
+            if not one.req.finished:
+                self.finish(one.req, self.error(one.req, f"model failure: {type(exc).__name__}: {exc}",
+                                                one.frame, elapsed))
+        return is_out_of_memory(exc)
+
+    def _release_after_failure(self, out_of_memory: bool) -> None:
+        if out_of_memory and self.params is not None:
+            release_memory(self.params.device)
+
+    def _after_model(self) -> None:
+        worker = self.worker
+        if worker is not None and worker.depth == 0:  # idle: trimming delays no one
+            self.heap.maybe_trim()
+
+    def reject(self, job: Job, reason: str) -> None:
+        """A queued command the worker will never run (node deactivating)."""
+        req: Request = job.payload
+        self.finish(req, self.error(req, reason))
+
+    def crashed(self, job: Job, exc: BaseException) -> None:
+        """The worker's handler raised on a command: answer it, unless a batch did already."""
+        req: Request = job.payload
+        if req.finished:  # a batch failed after this request was answered
+            return
+        self._logger.error(f"internal error on request {req.request_id}: "
+                           f"{''.join(traceback.format_exception(exc))}")
+        self.finish(req, self.error(req, f"internal error: {type(exc).__name__}: {exc}"))
+
+    # ------------------------------------------------------------------ delivery
+    def _deliver(self, ready: Prepared, result: Any, elapsed: float) -> None:
+        """A model result -> the request's one SegmentationResult, overlay and markers."""
+        req, frame, centroid_fn = ready.req, ready.frame, ready.centroid_fn
+        camera = req.camera
+        if ready.depth_state == "missing":  # the matching depth frame may have arrived meanwhile
+            centroid_fn, _ = self.centroids(frame, camera)
+        try:
+            msg = result_to_msg(result, request_id=req.request_id, command=req.command,
+                                header=frame.header, image_shape=frame.rgb.shape, inference_ms=elapsed,
+                                centroid_fn=centroid_fn)
+        except Exception as exc:  # noqa: BLE001 - e.g. a model returning wrong-sized masks
+            self._logger.error(f"could not convert the result of {req.request_id}: {traceback.format_exc()}")
+            self.finish(req, self.error(req, f"model failure: {exc}", frame, elapsed))
+            return
+        if req.on_model_result is not None:
+            req.on_model_result(result, frame)
+        self.finish(req, msg)
+        self.publish_views(frame, result, msg, camera)
+
+    def finish(self, req: Request, msg: SegmentationResult) -> None:
+        """Publish the one result of a request on its camera's topic and hand it to its caller."""
+        if not req.claim_finish():
+            self._logger.error(f"request {req.request_id} answered twice; second answer dropped")
+            return
+        camera = req.camera
+        self.stats.record(msg.success, msg.inference_ms, msg.error)
+        camera.stats.record(msg.success, msg.inference_ms, msg.error)
+        if not msg.success:
+            # repr: user text with newlines or escape codes must not forge log lines.
+            where = f"camera {camera.name}: " if camera.name else ""
+            self._logger.warning(f"{where}{req.source} command {req.request_id} "
+                                 f"{req.command[:80]!r}: {msg.error}")
+        pub = camera.result_pub
+        if pub is not None:
+            try:
+                pub.publish(msg)
+            except Exception as exc:  # noqa: BLE001 - e.g. the context went down meanwhile
+                self._logger.error(f"could not publish the result of {req.request_id}: {exc}")
+        if req.on_done is not None:
+            req.on_done(msg)
+
+    def publish_views(self, frame: Frame, result: Any, msg: SegmentationResult, camera: Camera) -> None:
+        """The RViz overlay and centroid markers of one result, each only while someone listens."""
+        params, pub = self.params, camera.overlay_pub
+        if params is not None and pub is not None and params.publish_overlay and pub.get_subscription_count() > 0:
+            try:
+                pub.publish(rgb_to_msg(overlay_targets(frame.rgb, result.targets), frame.header))
+            except Exception as exc:  # noqa: BLE001 - the overlay is a nicety, never fatal
+                self._warn_once(f"overlay:{type(exc).__name__}", f"overlay failed: {exc}")
+        pub = camera.markers_pub
+        if pub is None or pub.get_subscription_count() == 0:
+            return
+        try:
+            pub.publish(centroid_markers(msg))
+        except Exception as exc:  # noqa: BLE001 - markers are a nicety, never fatal
+            self._warn_once(f"markers:{type(exc).__name__}", f"markers failed: {exc}")
