@@ -21,7 +21,7 @@
 # order (default "1_sam 1b_clip 2_language 3_m2sa"; each starts from the one before it;
 # the evaluations wait for stage 3's model, so STAGES=1_sam trains stage 1 alone);
 # IMAGES the training world's size (default 2000: 1,600 training images, the shipped model's;
-# training/tiny/RUNS.md run 27 trains on 8000). Stage 1b reads a larger world of its own,
+# training/tiny/research/RUNS.md run 27 trains on 8000). Stage 1b reads a larger world of its own,
 # CLIP_DATA (default data/synth16k) at CLIP_IMAGES (default 16000) and CLIP_SEED (default 1): on
 # 1,600 scenes alone CLIP learns which mug is the second by heart instead of by rule (RUNS.md,
 # runs 27, 30 and 74); stage 3 draws that world's part and several-instance questions too.

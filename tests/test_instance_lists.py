@@ -1,7 +1,7 @@
 """A data source of the questions that list several instances of one object (``min_instances``).
 
 The tiny model named too few instances ("pan_1 and pan_2" of four pans); a second, filtered
-view of the training file draws such questions more often (training/tiny/RUNS.md, runs 43-44).
+view of the training file draws such questions more often (training/tiny/research/RUNS.md, runs 43-44).
 """
 
 from __future__ import annotations

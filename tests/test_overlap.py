@@ -1,7 +1,7 @@
 """m2sa-overlap on real synthetic worlds: the leak it exists for, and its absence.
 
 Image k of a world is drawn from (seed, k), so a larger world of the same seed trains on a
-smaller one's val and test images (training/tiny/RUNS.md, run 34); a world of another seed
+smaller one's val and test images (training/tiny/research/RUNS.md, run 34); a world of another seed
 shares none. The tool must say so from the image bytes, whatever the files are called.
 """
 

@@ -231,7 +231,7 @@ def test_level_words_train_asks_each_action_for_the_object_then_its_part(world):
             category, part = parts_by_action[action]
             assert not any(f"the {name} " in obj_q or f"the {name}," in obj_q
                            for name in CATEGORIES[category].spoken), obj_q
-            assert " has " not in obj_q, obj_q  # by use, not possession: run 31's cue (training/tiny/RUNS.md)
+            assert " has " not in obj_q, obj_q  # by use, not possession: run 31's cue (training/tiny/research/RUNS.md)
             assert any(f"the {name}" in part_q for name in CATEGORIES[category].spoken), part_q
             for question in (obj_q, part_q):
                 assert question not in held_out and not any(c in question.lower() for c in HELD_OUT_CLAUSES), question
@@ -406,7 +406,7 @@ def test_view_wording_says_hidden_as_often_when_asking_for_the_visible_mask():
 
 
 def test_phrase_exposure_shows_the_twins_balance_a_phrasings_words(world, tmp_path):
-    """scripts/phrase_exposure.py, as run from the repository: over MMR_train alone the
+    """training/tiny/research/phrase_exposure.py, as run from the repository: over MMR_train alone the
     fixed complete phrasing's "hidden parts" comes with complete requests only; adding
     the twins brings it to visible ones as well."""
     import subprocess
@@ -418,7 +418,7 @@ def test_phrase_exposure_shows_the_twins_balance_a_phrasings_words(world, tmp_pa
             f"  - {{kind: synthetic, name: s{i}, path: {world / f}, image_root: {world / 'images'}, rate: 1.0}}\n"
             for i, f in enumerate(files)))
         root = Path(__file__).resolve().parents[1]
-        out = subprocess.run([sys.executable, "scripts/phrase_exposure.py", str(config), "hidden parts"],
+        out = subprocess.run([sys.executable, "training/tiny/research/phrase_exposure.py", str(config), "hidden parts"],
                              cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
         rows = [line.rsplit(maxsplit=3) for line in out[1:]]
         return {phrase: [float(x) for x in counts] for phrase, *counts in rows}
@@ -430,13 +430,14 @@ def test_phrase_exposure_shows_the_twins_balance_a_phrasings_words(world, tmp_pa
 
 
 def test_probe_view_wording_asks_every_variant_about_the_same_objects(world):
-    """scripts/probe_view_wording.py, as run from the repository with the shipped model:
+    """training/tiny/research/probe_view_wording.py, as run from the repository with the shipped model:
     one table row per request, each counted over the same held-out visible requests."""
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "scripts/probe_view_wording.py", "--model", "models/m2sa-tiny-synth",
+    out = subprocess.run([sys.executable, "training/tiny/research/probe_view_wording.py",
+                          "--model", "models/m2sa-tiny-synth",
                           "--heldout", str(world), "--images", "1", "--variant", "Mark the {name} in view."],
                          cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
     rows = [line for line in out[2:] if line.startswith("| ")]
@@ -445,14 +446,15 @@ def test_probe_view_wording_asks_every_variant_about_the_same_objects(world):
 
 
 def test_probe_patch_words_scores_the_training_and_val_images_it_is_asked_for(world):
-    """scripts/probe_patch_words.py, as run from the repository with the shipped model: one
+    """training/tiny/research/probe_patch_words.py, as run from the repository with the shipped model: one
     row per split over the first images asked for, each instance column with its patch count."""
     import re
     import subprocess
     import sys
 
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "scripts/probe_patch_words.py", "--model", "models/m2sa-tiny-synth",
+    out = subprocess.run([sys.executable, "training/tiny/research/probe_patch_words.py",
+                          "--model", "models/m2sa-tiny-synth",
                           "--world", str(world), "--images", "2"],
                          cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
     rows = {line.split("|")[1].strip(): line for line in out[2:]}
@@ -476,7 +478,8 @@ def test_probe_patch_words_also_scores_another_worlds_training_images(world, tmp
     other.mkdir()
     shutil.copy(world / "masks_train.json", other / "masks_train.json")
     (other / "images").symlink_to((world / "images").resolve())
-    out = subprocess.run([sys.executable, "scripts/probe_patch_words.py", "--model", "models/m2sa-tiny-synth",
+    out = subprocess.run([sys.executable, "training/tiny/research/probe_patch_words.py",
+                          "--model", "models/m2sa-tiny-synth",
                           "--world", str(world), "--images", "2", "--also", str(other)],
                          cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
     rows = {line.split("|")[1].strip(): line.split("|", 2)[2] for line in out[2:]}
@@ -492,7 +495,8 @@ def test_probe_patch_words_by_object_accounts_for_every_object_once(world):
     import sys
 
     root = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "scripts/probe_patch_words.py", "--model", "models/m2sa-tiny-synth",
+    out = subprocess.run([sys.executable, "training/tiny/research/probe_patch_words.py",
+                          "--model", "models/m2sa-tiny-synth",
                           "--world", str(world), "--images", "3", "--by-object"],
                          cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
     rows = [[c.strip() for c in line.split("|")[1:-1]] for line in out[2:] if line.startswith("| ")]
@@ -526,7 +530,7 @@ def test_lexicon_cuts_held_out_clauses_and_never_composes_one():
 
 
 def test_probe_instance_misses_lists_each_target_under_the_threshold_with_its_nearest_other(world):
-    """scripts/probe_instance_misses.py, as run from the repository with the shipped model:
+    """training/tiny/research/probe_instance_misses.py, as run from the repository with the shipped model:
     under an IoU of 1.01 every target of the questions asked is listed, once, with the other
     target of its question its mask overlaps most (none for a question of one target)."""
     import subprocess
@@ -538,7 +542,7 @@ def test_probe_instance_misses_lists_each_target_under_the_threshold_with_its_ne
 
     questions = open_source(DataSourceConfig(kind="synthetic", path=str(world / "MMR_test_part_only.json"),
                                              image_root=str(world / "images"))).items[:3]
-    cmd = [sys.executable, "scripts/probe_instance_misses.py", "--model", "models/m2sa-tiny-synth",
+    cmd = [sys.executable, "training/tiny/research/probe_instance_misses.py", "--model", "models/m2sa-tiny-synth",
            "--data", str(world / "MMR_test_part_only.json"), "--image-root", str(world / "images"),
            "--questions", "3", "--below", "1.01"]
     out = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()

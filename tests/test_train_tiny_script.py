@@ -142,7 +142,7 @@ def test_stages_1b_and_3_read_a_larger_world_of_its_own_seed_written_only_when_t
     assert [call[call.index("--out") + 1] for call in reseeded] == [str(tmp_path / "synth16k")]
     assert reseeded[0][reseeded[0].index("--seed") + 1] == "3"
     # Stages that never read it (stage 1, stage 2) do not pay for it; stage 3 draws its part and
-    # several-instance questions, so stage 3 alone writes it (training/tiny/RUNS.md, run 74).
+    # several-instance questions, so stage 3 alone writes it (training/tiny/research/RUNS.md, run 74).
     (tmp_path / "synth16k" / ".complete").unlink()
     assert not [call for call in run(STAGES="1_sam 2_language", RUNS=str(tmp_path / "runs" / "old"))
                 if call[0] == "m2sa-synth"]

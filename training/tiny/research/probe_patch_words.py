@@ -8,7 +8,7 @@ probe scores the same model on the first records of the world's training split a
 val split, with the same candidate words stage 1b trained against; a wide gap between the
 two is memorising, a narrow one at a low figure is a rule not learned.
 
-    .venv/bin/python scripts/probe_patch_words.py --model runs/tiny/1b_clip/final --world data/synth
+    .venv/bin/python training/tiny/research/probe_patch_words.py --model runs/tiny/1b_clip/final --world data/synth
 
 Scores any checkpoint with a CLIP (a stage-1b final, a stage-3 final, the shipped model);
 the world must be the one the candidate words came from (its ``masks_train.json``).

@@ -4,11 +4,11 @@ Asks the scene questions of a world's conversation file (what is in view, how ma
 category, what is far left and far right, what is hidden) on its first images and counts
 exact answers per kind, the counts of two or more apart. A language model that reads
 nothing from its image tokens answers these from its priors alone: "There is 1" for
-every count, the same object for every scene (training/tiny/RUNS.md, run 13). Works on
+every count, the same object for every scene (training/tiny/research/RUNS.md, run 13). Works on
 any stage from stage 2 on, and on the held-out world's conversations, which no stage
 trains on.
 
-    .venv/bin/python scripts/probe_seeing.py --model runs/tiny/2_language/final \
+    .venv/bin/python training/tiny/research/probe_seeing.py --model runs/tiny/2_language/final \
         --conversations data/heldout/conversations_train.json --images 60
 """
 

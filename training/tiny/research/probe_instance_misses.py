@@ -6,9 +6,9 @@ has IoU below ``--below`` with its own ground truth, with the other target of th
 question that the mask overlaps most. A low teacher-forced gIoU can come from two failures.
 Either SAM's masks are poor (the mask sits on the right part but is ragged), or a part's
 [SEG] names another instance's part ("pan_3's bottom" drawn on pan_4's). They call for
-different fixes, and the split's mean cannot tell them apart (training/tiny/RUNS.md, run 63).
+different fixes, and the split's mean cannot tell them apart (training/tiny/research/RUNS.md, run 63).
 
-    .venv/bin/python scripts/probe_instance_misses.py --model models/m2sa-tiny-synth \
+    .venv/bin/python training/tiny/research/probe_instance_misses.py --model models/m2sa-tiny-synth \
         --data data/heldout/MMR_test_part_only.json --image-root data/heldout/images
 """
 

@@ -4,9 +4,9 @@ A logistic probe per layer on the state of the last prompt token (the one that p
 the first answer word): fitted on train-split view questions of the synthetic world,
 scored on the held-out R2SM phrasings. If the probe fails where the model fails, the
 intent is already lost in the representation, and neither the mask-type head nor the
-decoding can recover it (training/tiny/RUNS.md, run 8).
+decoding can recover it (training/tiny/research/RUNS.md, run 8).
 
-    .venv/bin/python scripts/probe_view_intent.py --model models/m2sa-tiny-synth \
+    .venv/bin/python training/tiny/research/probe_view_intent.py --model models/m2sa-tiny-synth \
         --train data/synth --heldout data/heldout
 """
 

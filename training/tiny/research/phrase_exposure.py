@@ -3,12 +3,12 @@
 A tiny language model trained for minutes reads the mask kind off whichever words came
 with it most often; a phrase that comes mostly with one kind decides the kind of every
 request that says it, even when a negation next to it says otherwise ("Outline the mug
-as it appears, without the hidden part." got the complete mask: training/tiny/RUNS.md,
+as it appears, without the hidden part." got the complete mask: training/tiny/research/RUNS.md,
 run 9). This counts, per 1,000 samples drawn the way the trainer draws them (source by
 its rate, then a record uniformly), the questions that contain each phrase, split by the
 record's mask type, so a skew shows before a training run rather than after it.
 
-    .venv/bin/python scripts/phrase_exposure.py training/tiny/3_m2sa.yaml "hidden part" Outline covered
+    .venv/bin/python training/tiny/research/phrase_exposure.py training/tiny/3_m2sa.yaml "hidden part" Outline covered
 """
 
 from __future__ import annotations

@@ -3,9 +3,9 @@
 Asks the model the held-out visible R2SM request and variants of it with one piece
 changed at a time, each about the same object of the same held-out image, and counts
 how many answers come with visible masks. A variant that flips the count names the
-words the model reads the mask kind from (training/tiny/RUNS.md, runs 9 and 10).
+words the model reads the mask kind from (training/tiny/research/RUNS.md, runs 9 and 10).
 
-    .venv/bin/python scripts/probe_view_wording.py --model models/m2sa-tiny-synth \
+    .venv/bin/python training/tiny/research/probe_view_wording.py --model models/m2sa-tiny-synth \
         --heldout data/heldout --images 15
 """
 

@@ -13,7 +13,7 @@ Two cases bound a real model from both sides: ``hard``, a grid cell that is eith
 out (a confident model), and ``soft``, a cell whose logit says how much of it is covered
 (the best a model can do; its edges fall between cells).
 
-    .venv/bin/python scripts/probe_mask_grid.py --data-dir data/heldout --grids 64 128
+    .venv/bin/python training/tiny/research/probe_mask_grid.py --data-dir data/heldout --grids 64 128
 
 A second table gives the same ceilings by target size (COCO's area ranges, as
 ``m2sa-eval`` breaks its scores down), to say how much of small targets' low IoU the grid
