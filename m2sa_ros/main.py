@@ -39,10 +39,11 @@ class ShutdownRequest:
     """SIGINT / SIGTERM -> one orderly shutdown; repeated signals are only counted.
 
     In a terminal, Ctrl-C reaches every process of the foreground group, so the node gets
-    SIGINT at once and ``ros2 launch`` forwards its own a few hundred ms later (then
-    SIGTERM 5 s after that, then SIGKILL). rclpy's own handler would shut the context down
-    on the first one, after which no pending command could be answered. Here the first
-    signal only sets an event; main() then answers pending commands and exits 0.
+    SIGINT at once; ``ros2 launch -n`` forwards its own a few hundred ms later, and launch
+    in either mode sends SIGTERM 5 s after the Ctrl-C, then SIGKILL. rclpy's own handler
+    would shut the context down on the first one, after which no pending command could be
+    answered. Here the first signal only sets an event; main() then answers pending
+    commands and exits 0.
 
     The process must also survive signals that come after main() returns. Interpreter
     finalization puts the default action back for every signal that has a Python handler

@@ -2,10 +2,12 @@
 with the signals a terminal Ctrl-C under ``ros2 launch`` delivers.
 
 In a terminal, Ctrl-C sends SIGINT to the whole foreground process group, so the node
-gets it at once; ``ros2 launch`` (launch's ExecuteProcess) then forwards a SIGINT of its
-own a few hundred ms later, SIGTERM when the process is still running ``sigterm_timeout``
-(5 s) after that, and SIGKILL 5 s later still. :func:`ctrl_c_under_launch` sends that
-sequence, with the second SIGINT's delay as the variable.
+gets it at once. ``ros2 launch`` (launch's ExecuteProcess) forwards a SIGINT of its own
+a few hundred ms later when it runs non-interactive (``-n``, a service manager, a
+``kill -INT`` of launch); in either mode it sends SIGTERM when the process still runs
+``sigterm_timeout`` (5 s) after the Ctrl-C, and SIGKILL 5 s later still.
+:func:`ctrl_c_under_launch` sends that sequence, with the second SIGINT's delay as the
+variable.
 """
 
 from __future__ import annotations
