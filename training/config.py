@@ -26,16 +26,18 @@ class DataSourceConfig:
     name: str = ""  # for logs; defaults to kind
     # >1: keep only the questions whose answer names at least this many instances of one
     # object ("pan_1, pan_2 and pan_3"), to draw lists of instances more often than the
-    # data does (training/tiny/RUNS.md, runs 43-44).
+    # data does: a model that names too few instances stops its lists early, on training
+    # questions as often as on held-out ones.
     min_instances: int = 0
     # >1: keep only the questions whose answer has at least this many targets of any kind
     # ("mug_1, mug_1's body, mug_2 and mug_2's body"), the lists a model cuts short. Drawn
-    # again in the tiny model's stage 3 they taught it to list instances that are not there
-    # (training/tiny/RUNS.md, run 55), so its recipe does not use them.
+    # again in the tiny model's stage 3 they taught it to list instances that are not there,
+    # so its recipe does not use them.
     min_targets: int = 0
     # Non-empty: keep only the questions of these families of the synthetic world ("object",
     # "part", "mixed", "multi", "visible", "amodal": an entry's ``question_families``), e.g. a
-    # list view without the mixed family's object-and-part answers (RUNS.md, run 44).
+    # list view without the mixed family's object-and-part answers: drawn again, those teach
+    # a model to answer part questions with the object and its part.
     families: list[str] = field(default_factory=list)
 
 
@@ -52,7 +54,8 @@ class ModelConfig:
     # first stage reads masks only, but its tokenizer must serve every later stage.
     tokenizer_data: list[DataSourceConfig] = field(default_factory=list)
     # Cut English inflection endings off before BPE, so a word's forms share its stem token
-    # (m2sa_core.model.tokenizer.INFLECTION_PATTERN; training/tiny/RUNS.md, run 46).
+    # (m2sa_core.model.tokenizer.INFLECTION_PATTERN): most words a held-out question has and
+    # no training text does are other forms of a training word ("sizzling" / "sizzle").
     tokenizer_split_inflections: bool = False
     gradient_checkpointing: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)  # preset config fields to change

@@ -2,8 +2,8 @@
 
 Torch's OpenMP threads spin while they wait for each other. Two two-thread trainings on a
 two-core machine do not each run at half speed: they preempt each other's spinning threads
-and both run 15-20 times slower (training/tiny/RUNS.md, run 56: stage 1 fell from 1.8 steps
-a second to 0.1 while a second training ran beside it). One thread each avoids it, and
+and both run 15-20 times slower (the tiny model's stage 1 fell from 1.8 steps a second
+to 0.1 while a second training ran beside it). One thread each avoids it, and
 nothing in a training's own output says why it crawls, so the check runs before the first step.
 """
 

@@ -3,10 +3,9 @@
 A figure measured on images the model trained on says nothing about unseen ones, and the
 leak is easy to miss when stages read different data sets: the synthetic world draws image
 k from (seed, k) alone, so a larger world of the same seed holds a smaller one's val and
-test images in its own training split (training/tiny/RUNS.md, run 34). This reads each
-training config's ``data`` sources and compares their image files, byte for byte (SHA-1),
-with those of the evaluation files named by ``--against`` and of the config's own
-``eval_data``. File names do not count: two worlds both have a ``000042.png``, and only
+test images in its own training split. This reads each training config's ``data``
+sources and compares their image files, byte for byte (SHA-1), with those of the
+evaluation files named by ``--against`` and of the config's own ``eval_data``. File names do not count: two worlds both have a ``000042.png``, and only
 when the bytes agree is it the same image. A re-encoded or resized copy is not caught.
 
     m2sa-overlap --config training/tiny/1b_clip.yaml training/tiny/3_m2sa.yaml \\

@@ -133,8 +133,9 @@ def step_loss(losses: tuple[torch.Tensor, ...], info: DistInfo) -> tuple[torch.T
     gradients), a rank with few masks would weigh each of its masks more than a rank with
     many, and a question with a long list of targets would count for less than it does in
     one process. Each rank's term is therefore weighted by its share of the step's items,
-    so that the ranks together train exactly one process's loss on the whole batch
-    (training/tiny/RUNS.md, run 63). Objectives without terms keep the per-rank mean.
+    so that the ranks together train exactly one process's loss on the whole batch: with
+    per-rank means, two ranks trained the tiny model's part masks worse than one process
+    did. Objectives without terms keep the per-rank mean.
     """
     n = len(LOGGED_PARTS)
     loss, terms, counts = losses[0], losses[n], losses[n + 1]

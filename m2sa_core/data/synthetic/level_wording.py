@@ -3,10 +3,9 @@
 The object and part families ask about different uses in different words ("What can I
 cut the vegetables with?" for the knife, "Which part of the knife is sharp?" for its
 blade), so nothing in training sets the two levels side by side: the same use, once for
-the thing and once for its part. The held-out answers of the shipped models miss the
+the thing and once for its part. The held-out answers of the tiny model missed the
 level more often than anything else (a part for an object question, the object for a
-part question: 74 of 353 held-out questions in training/tiny/RUNS.md, run 30). These
-pairs ask about one part's action twice on the same image: for the thing that has it,
+part question: about one held-out question in five). These pairs ask about one part's action twice on the same image: for the thing that has it,
 without naming the thing ("Which tool here would I cut with?"), and for the part,
 naming the thing ("On the knife, what do I cut with?"), so that what sets the level is
 how the request is put, not which use it names.
@@ -15,11 +14,10 @@ No wording carries a clause of a held-out object, part, multi or mixed phrasing
 (:data:`HELD_OUT_CLAUSES`, checked at composition), so the held-out splits still measure
 whether the model reads the level of a sentence it has never seen.
 
-Run 31 (training/tiny/RUNS.md) put these in stage 3 with the object side worded by
-possession ("Which object has the bit I cut with?", commit 6dc459a): the model learned
-that one cue rather than the level, and answered held-out object requests put as a use
-with a part. The object side is now worded by use, under kinds of thing and "where"
-(held-out object requests begin "Where could I ...", "Which gadget ..."): run 32.
+The object side is worded by use, under kinds of thing and "where" (held-out object
+requests begin "Where could I ...", "Which gadget ..."), not by possession: worded "Which
+object has the bit I cut with?", the pairs taught the model that one cue rather than the
+level, and it answered held-out object requests put as a use with a part.
 """
 
 from __future__ import annotations
@@ -46,8 +44,8 @@ from m2sa_core.data.synthetic.shapes import CATEGORIES
 
 SPOTS = ("bit", "piece", "spot", "side", "area")
 # The object side names the thing by a kind ("device", "tool") or not at all, and asks
-# for it by its use, never by what it has: run 31's forms ("Which object has the bit I
-# cut with?") taught that one cue for the object level, and held-out object requests put
+# for it by its use, never by what it has: forms by possession ("Which object has the bit
+# I cut with?") taught that one cue for the object level, and held-out object requests put
 # as a use ("Which gadget moves the pointer ...?") were answered with the part.
 THINGS = ("thing", "object", "device", "gadget", "tool", "item", "utensil")
 # "{v}" a verb, "{t}" a kind of thing, "{s}" a spot, "{name}" the spoken name, "{action}" the action.

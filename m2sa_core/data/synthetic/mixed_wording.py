@@ -3,9 +3,9 @@
 The mixed family asks for an object together with the part that serves an action. Its
 four train phrasings all say "part" ("Show me the mug and the part I would pour the
 coffee into."); the held-out one does not ("Point out the mug and also where I pour the
-coffee into."). The shipped model answered that phrasing with the objects alone or the
-parts alone for 88 of 99 held-out questions (training/tiny/RUNS.md, run 7): a two-target
-answer hung on that one word. The knowledge questions with masks join an object and a
+coffee into."). Trained on the four alone, the tiny model answered that phrasing with the
+objects alone or the parts alone for nearly all held-out questions: a two-target answer
+hung on that one word. The knowledge questions with masks join an object and a
 part by a keyword ("..., plus the bit of it for cocoa."), never by the action. These
 join the object and the spot of the action in many ways ("plus the spot I pour the
 coffee into", "together with what I cut with"), so that what asks for both is the join.

@@ -2,11 +2,11 @@
 
 The four train phrasings of each view kind (``questions.AMODAL_PHRASINGS`` and
 ``VISIBLE_PHRASINGS``, the held-out fifth left out) are the requests the tiny model
-meets most often, and their words lean one way: over the stage-3 mixture of run 8,
+meets most often, and their words lean one way: over a stage-3 mixture of the tiny model,
 "hidden part" came in complete requests eleven times as often as in visible ones
 ("..., hidden parts included"), and so the held-out "Outline the mug as it appears,
 without the hidden part." got the complete mask, while "Segment the mug, excluding the
-hidden part." got the visible one (training/tiny/RUNS.md, run 9). A twin keeps a fixed
+hidden part." got the visible one. A twin keeps a fixed
 phrasing's words and turns its meaning with a negation ("hidden parts included" ->
 "hidden parts left out"), so the words a phrasing shares with its twin cannot decide the
 kind, only the words that differ can. Twins are asked about the same targets as their
@@ -14,7 +14,7 @@ source and answered with the other kind's masks: minimal pairs on the same image
 
 No twin carries a clause of a held-out phrasing (checked by the test), so the held-out
 R2SM queries still measure generalisation. Not in the shipped stage-3 mixture: with the
-twins (run 10) every one-piece variant of the held-out visible request got visible
+twins every one-piece variant of the held-out visible request got visible
 masks, but the held-out sentence itself still the complete one, and MMR lost ground.
 """
 

@@ -9,8 +9,8 @@ the same requests from ``knowledge.VIEW_WORDS`` and the negations people use ("o
 "without", "excluding", "minus", "not just", "even where it is"), so what decides the
 mask kind is the meaning of the words around the name. Each hidden word meets negations
 (visible) about as often as inclusions (complete), though the held-out clauses take some
-pairings out: with "hidden" said mostly in complete requests, run 6 of
-training/tiny/RUNS.md still read "without the hidden part" as complete.
+pairings out: with "hidden" said mostly in complete requests, a model trained on them
+still read "without the hidden part" as complete.
 
 No composed sentence carries a clause of a held-out phrasing (:data:`HELD_OUT_CLAUSES`,
 checked at composition): the held-out test still measures generalisation.
