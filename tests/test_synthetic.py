@@ -169,7 +169,7 @@ def test_mixed_words_train_asks_for_each_object_and_its_part_without_the_word_pa
     in the question, with that instance's and part's masks; no wording says "part" or
     "where I" or carries a clause of the held-out mixed phrasing, so the held-out test
     still measures generalisation."""
-    from m2sa_core.data.synthetic.mixed_wording import HELD_OUT_CLAUSES
+    from m2sa_core.data.synthetic.wording.mixed import HELD_OUT_CLAUSES
 
     assert HELD_OUT_CLAUSES == ("point out the", "and also where i")
     masks = {e["image_id"]: {a["label"]: a for a in e["annotations"]} for e in load(world, "masks_train.json")["images"]}
@@ -208,7 +208,7 @@ def test_level_words_train_asks_each_action_for_the_object_then_its_part(world):
     side asks by use, never by what the thing has (run 31 learned that one cue); each pair
     differs only in how it is put, and no wording is a held-out sentence or carries a
     clause of one, so the held-out splits still measure reading the level."""
-    from m2sa_core.data.synthetic.level_wording import HELD_OUT_CLAUSES
+    from m2sa_core.data.synthetic.wording.level import HELD_OUT_CLAUSES
 
     assert "which part of the" in HELD_OUT_CLAUSES and "how do i power up the" in HELD_OUT_CLAUSES
     assert "which parts are designed for my hand" in HELD_OUT_CLAUSES  # the multi families' too
@@ -323,7 +323,7 @@ def test_view_words_train_words_each_view_request_afresh_without_held_out_clause
     question, one rewording about all its instances and one per named instance when it
     has several, each with the source's masks and mask type; no wording carries a
     clause of a held-out phrasing, so the held-out test still measures generalisation."""
-    from m2sa_core.data.synthetic.view_wording import HELD_OUT_CLAUSES
+    from m2sa_core.data.synthetic.wording.view import HELD_OUT_CLAUSES
 
     train = {e["image_id"]: e for e in load(world, "MMR_train.json")}
     held_out = _held_out_texts()
@@ -349,8 +349,8 @@ def test_view_twins_ask_each_train_view_request_again_as_the_other_kind(world):
     twin of the other kind: the same targets, the other mask type, answered in the other
     kind's words, once about all instances and once per named instance when it has
     several; no twin carries a clause of a held-out phrasing."""
-    from m2sa_core.data.synthetic.view_twins import TWINS
-    from m2sa_core.data.synthetic.view_wording import HELD_OUT_CLAUSES
+    from m2sa_core.data.synthetic.wording.view_twins import TWINS
+    from m2sa_core.data.synthetic.wording.view import HELD_OUT_CLAUSES
 
     train = {e["image_id"]: e for e in load(world, "MMR_train.json")}
     other = {"amodal": "modal", "modal": "amodal"}
@@ -379,7 +379,7 @@ def test_every_train_view_phrasing_has_twins_of_the_other_kind():
     """A phrasing added to or reworded in questions.py without twins would lean its words
     towards one mask kind again; the twins keep most of their source's words."""
     from m2sa_core.data.synthetic.questions import phrasings_for
-    from m2sa_core.data.synthetic.view_twins import TWINS
+    from m2sa_core.data.synthetic.wording.view_twins import TWINS
 
     train = set(phrasings_for(AMODAL_PHRASINGS, False) + phrasings_for(VISIBLE_PHRASINGS, False))
     assert set(TWINS) == train
@@ -395,7 +395,7 @@ def test_view_wording_says_hidden_as_often_when_asking_for_the_visible_mask():
     "hidden" ("excluding the hidden part") about as often as the complete ones
     ("including the hidden part"), as with the other hidden words."""
     from m2sa_core.data.synthetic.knowledge import VIEW_WORDS
-    from m2sa_core.data.synthetic.view_wording import compose
+    from m2sa_core.data.synthetic.wording.view import compose
 
     rng = np.random.default_rng(0)
     texts = {kind: [compose(rng, kind, "mug") for _ in range(4000)] for kind in ("amodal", "visible")}
@@ -516,7 +516,7 @@ def test_lexicon_cuts_held_out_clauses_and_never_composes_one():
     """Clauses of three words or more, cut at slots and sentence ends, each once; a
     composition that can only produce a forbidden clause fails loudly instead of
     slipping a held-out sentence into training."""
-    from m2sa_core.data.synthetic.lexicon import compose, held_out_clauses
+    from m2sa_core.data.synthetic.wording.lexicon import compose, held_out_clauses
 
     clauses = held_out_clauses(["Point out the {name} and also where I {action}.", "Point out the {name} now."])
     assert clauses == ("point out the", "and also where i")

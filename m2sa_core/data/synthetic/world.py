@@ -26,15 +26,15 @@ Files (all image paths relative to ``DIR/images``):
   instances, asked again for one named instance each, as R2SM asks
   (``questions.named_view_questions``);
 * ``view_words_train.json``: the same visible/complete requests worded afresh from the
-  view lexicon, without any clause of the held-out phrasings (:mod:`view_wording`);
+  view lexicon, without any clause of the held-out phrasings (:mod:`wording.view`);
 * ``mixed_words_train.json``: an object and the spot of one of its part's actions, asked
-  for together without the word "part" (:mod:`mixed_wording`);
+  for together without the word "part" (:mod:`wording.mixed`);
 * ``view_twins_train.json``: each train visible/complete request with its twin of the
   other kind, the same words turned by a negation, about the same targets
-  (:mod:`view_twins`);
+  (:mod:`wording.view_twins`);
 * ``level_words_train.json``: per category in view, one of its part's actions asked for
   the object that has the part and then for the part itself, worded from a lexicon
-  without any clause of the held-out phrasings (:mod:`level_wording`).
+  without any clause of the held-out phrasings (:mod:`wording.level`).
 
 Every annotation also carries ``amodal_segmentation``, the complete mask.
 """
@@ -55,14 +55,14 @@ import numpy as np
 from m2sa_core.labels import category_of, make_label
 from m2sa_core.data.rle import encode_mask
 from m2sa_core.data.synthetic.knowledge import knowledge_entry, knowledge_questions, object_and_part_questions
-from m2sa_core.data.synthetic.level_wording import worded_level_questions
-from m2sa_core.data.synthetic.mixed_wording import worded_mixed_questions
 from m2sa_core.data.synthetic.pretraining import conversation_entry, mask_annotation_entry, text_answer
 from m2sa_core.data.synthetic.questions import Question, name_instance, named_view_questions, sample_questions
-from m2sa_core.data.synthetic.view_twins import twin_view_questions
-from m2sa_core.data.synthetic.view_wording import worded_view_questions
 from m2sa_core.data.synthetic.scene import Scene, render_scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
+from m2sa_core.data.synthetic.wording.level import worded_level_questions
+from m2sa_core.data.synthetic.wording.mixed import worded_mixed_questions
+from m2sa_core.data.synthetic.wording.view import worded_view_questions
+from m2sa_core.data.synthetic.wording.view_twins import twin_view_questions
 from m2sa_core.types import MaskType, mask_bbox
 
 MMR_FILES = ("train", "val", "test_obj_only", "test_part_only", "test_mixed")

@@ -20,9 +20,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from m2sa_core.data.synthetic import lexicon
+from m2sa_core.data.synthetic.wording import lexicon
 from m2sa_core.data.synthetic.knowledge import VIEW_WORDS, _pick
-from m2sa_core.data.synthetic.lexicon import held_out_clauses
+from m2sa_core.data.synthetic.wording.lexicon import held_out_clauses
 from m2sa_core.data.synthetic.questions import (
     AMODAL_PHRASINGS,
     VIEW_ANSWERS,

@@ -1,6 +1,6 @@
 """Training requests composed from a lexicon, kept clear of the held-out phrasings.
 
-The worded families (:mod:`view_wording`, :mod:`mixed_wording`, :mod:`level_wording`)
+The worded families (:mod:`view`, :mod:`mixed`, :mod:`level`)
 say what a family asks in many new ways. The held-out splits must still measure
 generalisation, so no composed sentence may carry a clause of a held-out phrasing: the
 check is made at composition, against the clauses this module cuts from them.

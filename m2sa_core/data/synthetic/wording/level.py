@@ -24,10 +24,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from m2sa_core.data.synthetic import lexicon
+from m2sa_core.data.synthetic.wording import lexicon
 from m2sa_core.data.synthetic.knowledge import _pick
-from m2sa_core.data.synthetic.lexicon import held_out_clauses
-from m2sa_core.data.synthetic.mixed_wording import VERBS
+from m2sa_core.data.synthetic.wording.lexicon import held_out_clauses
+from m2sa_core.data.synthetic.wording.mixed import VERBS
 from m2sa_core.data.synthetic.questions import (
     MAX_TARGETS,
     MIXED_PHRASINGS,
