@@ -123,7 +123,7 @@ class GeometryParams:
     edge_on_deg: float = 75.0
     planarity: float = 2.0
     min_spread_m: float = 0.001
-    max_fit_points: int = 20000  # statistics (medians, percentiles) on at most this many, strided
+    max_fit_points: int = 8000  # the plane fit and its statistics on at most ~this many, strided
 
 
 @dataclass(frozen=True)
@@ -228,6 +228,7 @@ def target_geometry(mask: np.ndarray, depth: RegisteredDepth,
     band = _RobustBand(z[in_core], params.outlier_k, params.outlier_floor_m, params.max_fit_points)
     near = band.holds(z)
     fit = points[in_core & near]
+    fit = fit[:: max(1, len(fit) // params.max_fit_points)]  # a big target: the plane from a strided sample
     if len(fit) < params.min_points:
         return _no_pose(points, f"{len(fit)} points after depth outliers (< {params.min_points})", len(fit))
     # Rule 3: plane by PCA, residual outliers dropped, refitted.
@@ -258,8 +259,11 @@ def target_geometry(mask: np.ndarray, depth: RegisteredDepth,
         normal = -view
     rotation = _box_axes(members - centroid, normal)
     coords = (members - centroid) @ rotation
-    step = max(1, len(coords) // params.max_fit_points)
-    lo, hi = np.percentile(coords[::step], params.extent_percentiles, axis=0)
+    if tuple(params.extent_percentiles) == (0.0, 100.0):
+        lo, hi = coords.min(axis=0), coords.max(axis=0)
+    else:
+        step = max(1, len(coords) // params.max_fit_points)
+        lo, hi = np.percentile(coords[::step], params.extent_percentiles, axis=0)
     centre = centroid + rotation @ ((lo + hi) / 2)
     return TargetGeometry(True, voxel_downsample(members, params.voxel_m), centroid, centre, rotation, hi - lo,
                           edge_on=edge_on, valid_points=len(members), erosion_px=erosion)
