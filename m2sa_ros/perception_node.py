@@ -1,42 +1,32 @@
 """perception_node: camera images + language commands in, labelled masks out.
 
 A thin rclpy lifecycle node over ``m2sa_core.inference.Segmenter`` (docs/ARCHITECTURE.md,
-docs/ROS_INTERFACE.md). What it adds is robotics plumbing only; this module is the
-lifecycle and the wiring, and each concern it wires lives in a module of its own:
+docs/ROS_INTERFACE.md). What it adds is robotics plumbing only. This module is the
+lifecycle and the wiring; each concern it wires is a module of its own:
 
-* lifecycle: configure validates the parameters and loads the model, activate opens
-  the topics / service / actions and starts the worker, deactivate closes the topics
-  and service (the actions stay until cleanup, refusing goals while inactive), cleanup
-  frees the model and the GPU cache; ``autostart`` does configure + activate
-  at start-up. The lifecycle services and /diagnostics have callback groups of their
-  own, so a model that takes minutes to load blocks neither;
-* parameters carry ranges in their descriptors; runtime ones apply at once, load-time
-  ones say they need a reconfigure (node_params.py);
-* keep-latest image (converted once, in its own callback group, never waiting on the
-  model; latest_frame.py); one worker thread with a bounded queue runs commands in
-  order (worker.py);
+* lifecycle: configure validates the parameters (node_params.py, ros_parameters.py) and
+  loads the model (model_source.py), activate opens the topics / service / actions and
+  starts the worker (worker.py), deactivate closes the topics and service (the actions
+  stay until cleanup, refusing goals while inactive), cleanup frees the model and the
+  GPU cache (memory.py); ``autostart`` does configure + activate at start-up. The
+  lifecycle services and /diagnostics have callback groups of their own, so a model
+  that takes minutes to load blocks neither;
+* inputs: the keep-latest image, converted once in its own callback group, never
+  waiting on the model (latest_frame.py); depth and camera_info buffers (centroids.py);
 * every accepted command - topic (plain or with a request id), service or action -
-  yields exactly one SegmentationResult carrying the command's request id, a success
-  or ``success=false`` with a clear ``error``; the result's header is the source
-  image's, so planners sync with depth and tf (pipeline.py); depth and camera_info are
-  bound to a command when its frame is chosen, before the model runs, so a slow model
-  loses no centroid; depth in another frame is refused (centroids.py);
-* the ``track`` action answers a command once with the full model, then re-segments
-  its targets on every new camera frame with SAM alone (track_action.py, tracks.py);
-* service and action callbacks wait for their result, within a cap (blocking_calls.py);
-* an RViz overlay and centroid markers computed only when someone subscribes, and
-  /diagnostics (diagnostics.py);
+  yields exactly one SegmentationResult with the command's request id and the source
+  image's header (pipeline.py); service and action callbacks wait for it, within a cap
+  (blocking_calls.py); the ``track`` action follows a command's targets frame by frame
+  (track_action.py, tracks.py); /diagnostics (diagnostics.py);
 * ``stop()`` / ``close()`` answer every pending command first: the process around the
   node (main.py) calls them on SIGINT or SIGTERM and exits 0;
-* ``cameras: [head, wrist]`` serves several cameras from the one model: each camera's
-  topics, service and actions live under ``<camera>/`` (cameras.py), each has a queue
-  of its own in the worker, served round-robin, and commands of several cameras that
+* ``cameras: [head, wrist]`` serves several cameras from the one model, each under
+  ``<camera>/`` with a queue of its own (cameras.py); commands of several cameras that
   wait together are answered by one batched model call (``Segmenter.segment_many``).
 
 Run it as ``m2sa-perception --ros-args --params-file config/perception.yaml`` or
 ``ros2 launch m2sa_ros perception.launch.py``.
 """
-
 from __future__ import annotations
 
 import dataclasses
@@ -477,24 +467,19 @@ class PerceptionNode(LifecycleNode):
 
     # ------------------------------------------------------------------ inputs
     def _on_image(self, msg: Image, camera: Camera | None = None) -> None:
-        camera = camera or self._cameras[0]
-        topic = self._pipeline.image_topic(camera)
-        try:
-            camera.latest.put(image_to_rgb(msg, what=topic), msg.header)
-        except Exception as exc:  # noqa: BLE001 - an exception out of a callback stops the executor
-            error = _conversion_error(exc, topic)
-            camera.latest.put(None, msg.header, error=error, height=msg.height, width=msg.width)
-            self._warn_once(f"image:{camera.name}:{error}", f"bad image: {error}")
-        self._tracking.schedule(camera)
+        self._take_frame(msg, image_to_rgb, camera or self._cameras[0], height=msg.height, width=msg.width)
 
     def _on_compressed(self, msg: CompressedImage, camera: Camera | None = None) -> None:
-        camera = camera or self._cameras[0]
+        self._take_frame(msg, compressed_to_rgb, camera or self._cameras[0])
+
+    def _take_frame(self, msg: Any, convert: Callable[..., Any], camera: Camera, **size: int) -> None:
+        """Keep the converted image as the camera's latest, or the reason it could not be converted."""
         topic = self._pipeline.image_topic(camera)
         try:
-            camera.latest.put(compressed_to_rgb(msg, what=topic), msg.header)
+            camera.latest.put(convert(msg, what=topic), msg.header)
         except Exception as exc:  # noqa: BLE001 - an exception out of a callback stops the executor
             error = _conversion_error(exc, topic)
-            camera.latest.put(None, msg.header, error=error)
+            camera.latest.put(None, msg.header, error=error, **size)
             self._warn_once(f"image:{camera.name}:{error}", f"bad image: {error}")
         self._tracking.schedule(camera)
 
