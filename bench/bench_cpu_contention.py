@@ -61,7 +61,7 @@ def worker(args: argparse.Namespace) -> None:
     import torch
 
     from m2sa_core.inference import Segmenter
-    from m2sa_core.model.batch import toy_example
+    from tests.toy_batches import toy_example
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -39,7 +39,7 @@ if str(REPO) not in sys.path:
 
 from bench.common import COMMANDS, RESULTS, RESULTS_HEADER, command_line, host_line, publish_report  # noqa: E402
 from m2sa_core.inference import DTYPE_NAMES, DecodedMasks, Segmenter, dtype_from_name  # noqa: E402
-from m2sa_core.model.batch import toy_example  # noqa: E402
+from tests.toy_batches import toy_example  # noqa: E402 - the benchmarks run from the checkout
 
 FILLER = " You can use the mug_1's handle and the cup_2 on the table, or the knife_1's blade next to it."
 

@@ -11,7 +11,6 @@ from safetensors.torch import save_file
 
 from m2sa_core.inference import Segmenter
 from m2sa_core.model import M2SAModel, get_preset
-from m2sa_core.model.batch import toy_example
 from m2sa_core.model.checkpoint import (
     CheckpointError,
     KeyMismatchError,
@@ -23,6 +22,7 @@ from m2sa_core.model.checkpoint import (
 )
 from m2sa_core.model.tokenizer import add_special_tokens, builtin_corpus, train_tokenizer
 from m2sa_core.model.trainable import apply_trainable_policy
+from toy_batches import toy_example
 
 
 @pytest.fixture(scope="module")

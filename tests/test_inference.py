@@ -7,8 +7,9 @@ import pytest
 import torch
 
 from m2sa_core.inference import Cancelled, Segmenter
-from m2sa_core.model.batch import fit_batch, make_batch, toy_example
+from m2sa_core.model.batch import make_batch
 from m2sa_core.types import Granularity, Result
+from toy_batches import fit_batch, toy_example
 
 
 @pytest.fixture(scope="module")

@@ -9,10 +9,11 @@ import pytest
 import torch
 
 from m2sa_core.model import ImageProcessor, M2SAModel, get_preset
-from m2sa_core.model.batch import make_batch, toy_example
+from m2sa_core.model.batch import make_batch
 from m2sa_core.model.losses import measured_iou
 from m2sa_core.model.tokenizer import build_tiny_tokenizer
 from m2sa_core.prompt import SEG_TOKEN
+from toy_batches import toy_example
 
 
 @pytest.fixture(scope="module")

@@ -15,9 +15,10 @@ from m2sa_core.prompt import (
     tokenize_conversation,
 )
 from m2sa_core.model import ImageProcessor, M2SAConfig, M2SAModel, get_preset
-from m2sa_core.model.batch import make_batch, toy_example
+from m2sa_core.model.batch import make_batch
 from m2sa_core.model.sam import encode_with_early_features
 from m2sa_core.model.tokenizer import build_tiny_tokenizer, train_tokenizer
+from toy_batches import toy_example
 
 
 @pytest.fixture(scope="module")

@@ -7,10 +7,11 @@ import torch
 
 from m2sa_core.prompt import SEG_TOKEN
 from m2sa_core.model import ImageProcessor, M2SAModel, get_preset
-from m2sa_core.model.batch import fit_batch, make_batch, toy_example
+from m2sa_core.model.batch import make_batch
 from m2sa_core.model.tokenizer import build_tiny_tokenizer
 from m2sa_core.model.trainable import (apply_trainable_policy, has_lora, merge_lora, split_summary,
                                       trainable_parameter_groups)
+from toy_batches import fit_batch, toy_example
 
 
 @pytest.fixture(scope="module")
