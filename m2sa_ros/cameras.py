@@ -66,6 +66,7 @@ class Camera:
     result_pub: Any = None
     overlay_pub: Any = None
     markers_pub: Any = None
+    points_pub: Any = None  # target_points: the result's target clouds merged, for RViz
     interfaces: list[Any] = field(default_factory=list)  # subscriptions and the service
     action_server: Any = None
     track_server: Any = None

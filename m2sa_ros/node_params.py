@@ -129,7 +129,14 @@ PARAMETERS: tuple[ParamSpec, ...] = (
            "so border pixels do not pull the centroid to the background.", 0, 100, runtime=True),
     ParamSpec("allow_depth_frame_mismatch", False, "Use depth whose frame_id differs from the colour "
               "image's (only when you know it is registered to the colour camera anyway); else such "
-              "depth gives no centroid and one warning.", runtime=True),
+              "depth gives no centroid, pose or points and one warning.", runtime=True),
+    ParamSpec("target_points", True, "Fill each target's `points` (its visible points as a PointCloud2, "
+              "what grasp planners start from); off: the clouds stay empty and the result small, while "
+              "pose, size and has_pose are still set from the depth.", runtime=True),
+    _range("target_points_voxel", 0.005, "Voxel size (metres) the target points are downsampled to: "
+           "the mean point of each occupied cube (0 = every valid pixel's point). 5 mm keeps a button's "
+           "shape and cuts an object's cloud 3x at 640x480, 9x at 1280x720 (bench/RESULTS.md).", 0.0, 0.1,
+           runtime=True),
     _range("diagnostics_period", 1.0, "Seconds between /diagnostics messages.", 0.05, 3600.0, runtime=True),
     _range("heap_trim_period", 5.0, "When idle, hand freed heap pages back to the OS (glibc "
            "malloc_trim) at most this often, in seconds; keeps RSS flat over long runs "
@@ -172,6 +179,8 @@ class NodeParams:
     depth_tolerance: float
     centroid_erosion_px: int
     allow_depth_frame_mismatch: bool
+    target_points: bool
+    target_points_voxel: float
     diagnostics_period: float
     heap_trim_period: float
     cameras: tuple[str, ...]

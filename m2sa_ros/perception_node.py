@@ -12,7 +12,9 @@ lifecycle and the wiring; each concern it wires is a module of its own:
   lifecycle services and /diagnostics have callback groups of their own, so a model
   that takes minutes to load blocks neither;
 * inputs: the keep-latest image, converted once in its own callback group, never
-  waiting on the model (latest_frame.py); depth and camera_info buffers (centroids.py);
+  waiting on the model (latest_frame.py); depth and camera_info buffers (centroids.py),
+  bound to a command's frame and measuring its targets' centroids and 3-D geometry
+  (depth_binding.py, target_geometry.py, geometry_conversion.py);
 * every accepted command - topic (plain or with a request id), service or action -
   yields exactly one SegmentationResult with the command's request id and the source
   image's header (pipeline.py); service and action callbacks wait for it, within a cap
@@ -46,7 +48,7 @@ from rclpy.lifecycle import LifecycleNode, LifecycleNodeMixin, LifecycleState, T
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-from sensor_msgs.msg import CameraInfo, CompressedImage, Image
+from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
 from std_msgs.msg import String
 from visualization_msgs.msg import MarkerArray
 
@@ -216,6 +218,7 @@ class PerceptionNode(LifecycleNode):
                                                                 RESULT_QOS)
             camera.overlay_pub = self.create_lifecycle_publisher(Image, camera.topic("overlay"), 1)
             camera.markers_pub = self.create_lifecycle_publisher(MarkerArray, camera.topic("markers"), RESULT_QOS)
+            camera.points_pub = self.create_lifecycle_publisher(PointCloud2, camera.topic("target_points"), RESULT_QOS)
         self._restart_diagnostics_timer(params.diagnostics_period)
         return super().on_configure(state)
 
@@ -390,10 +393,10 @@ class PerceptionNode(LifecycleNode):
         that saw activations) are collected first so the blocks are really free.
         """
         for camera in self._cameras:
-            for pub in (camera.result_pub, camera.overlay_pub, camera.markers_pub):
+            for pub in (camera.result_pub, camera.overlay_pub, camera.markers_pub, camera.points_pub):
                 if pub is not None:
                     self.destroy_lifecycle_publisher(pub)
-            camera.result_pub = camera.overlay_pub = camera.markers_pub = None
+            camera.result_pub = camera.overlay_pub = camera.markers_pub = camera.points_pub = None
             camera.clear()
         device = self._params.device if self._params is not None else "cpu"
         had_model = self._segmenter is not None

@@ -5,7 +5,9 @@ Every way a command arrives (topic, service, action, a track's first answer) bec
 command's request id" holds in one place: intake answers at once what needs no model
 (node not active, empty or too long, queue full); the worker thread then binds the
 request's frame and depth (:class:`Prepared`), runs the model, and delivers the result,
-overlay and markers on the request's camera.
+overlay, markers and target points on the request's camera. Commands and tracked frames
+(track_action.py) turn a model result into its message through the one :meth:`CommandPipeline.convert`,
+so both carry the same centroids and 3-D geometry.
 
 The node hands the pipeline what it needs - the segmenter and parameters (again after
 every runtime change), the worker, its logger and counters - and the pipeline never
@@ -26,11 +28,12 @@ from m2sa_core.prompt import sanitized
 from m2sa_core.types import Cancelled
 from m2sa_core.visualize import overlay_targets
 from m2sa_ros.cameras import Camera
-from m2sa_ros.centroids import bind_centroids
+from m2sa_ros.depth_binding import TargetMeasure, bind_depth
 from m2sa_ros.diagnostics import NodeStats
 from m2sa_ros.image_conversion import rgb_to_msg
 from m2sa_ros.latest_frame import Frame
-from m2sa_ros.markers import centroid_markers
+from m2sa_ros.geometry_conversion import merged_cloud
+from m2sa_ros.markers import target_markers
 from m2sa_ros.memory import HeapTrimmer, is_out_of_memory, release_memory
 from m2sa_ros.msg import SegmentationResult
 from m2sa_ros.node_params import NodeParams
@@ -80,7 +83,7 @@ class Prepared:
     job: Job
     req: Request
     frame: Frame
-    centroid_fn: Callable[[Any], Any] | None
+    measure: TargetMeasure | None  # None: no usable depth (``depth_state`` says why)
     depth_state: str
 
 
@@ -179,15 +182,30 @@ class CommandPipeline:
                 return frame, f"image too old: {age:.2f} s > max_image_age {limit:.2f} s"
         return frame, ""
 
-    def centroids(self, frame: Frame, camera: Camera) -> tuple[Callable[[Any], Any] | None, str]:
-        """``camera``'s depth and intrinsics nearest to ``frame``, bound (see ``bind_centroids``)."""
+    def bind_depth(self, frame: Frame, camera: Camera) -> tuple[TargetMeasure | None, str]:
+        """``camera``'s depth and intrinsics nearest to ``frame``, bound (see depth_binding.bind_depth)."""
         params = self.params
         assert params is not None
-        return bind_centroids(frame, camera.depth, camera.camera_info, tolerance_s=params.depth_tolerance,
-                              allow_frame_mismatch=params.allow_depth_frame_mismatch,
-                              erosion_px=params.centroid_erosion_px,
-                              depth_topic=self._topic_name(camera.topic("depth")), where=camera.name,
-                              warn_once=self._warn_once)
+        return bind_depth(frame, camera.depth, camera.camera_info, tolerance_s=params.depth_tolerance,
+                          allow_frame_mismatch=params.allow_depth_frame_mismatch,
+                          centroid_erosion_px=params.centroid_erosion_px, target_points=params.target_points,
+                          target_points_voxel=params.target_points_voxel,
+                          depth_topic=self._topic_name(camera.topic("depth")), where=camera.name,
+                          warn_once=self._warn_once)
+
+    @staticmethod
+    def convert(result: Any, *, request_id: str, command: str, frame: Frame, inference_ms: float,
+                measure: TargetMeasure | None) -> SegmentationResult:
+        """A model result on ``frame`` -> its SegmentationResult, measured with the bound depth.
+
+        The one conversion of commands and tracked frames: each target's centroid and
+        geometry come from its visible mask and ``measure`` (None: no depth, no 3-D).
+        """
+        return result_to_msg(result, request_id=request_id, command=command, header=frame.header,
+                             image_shape=frame.rgb.shape, inference_ms=inference_ms,
+                             centroid_fn=measure.centroid if measure is not None else None,
+                             geometry_fn=measure.geometry if measure is not None else None,
+                             with_points=measure.with_points if measure is not None else False)
 
     def prepare(self, job: Job) -> Prepared | None:
         """Worker thread: choose the request's frame and bind its depth; None when it was answered here.
@@ -211,8 +229,8 @@ class CommandPipeline:
         assert frame is not None and frame.rgb is not None
         # Depth and intrinsics are bound now, before the model runs: at 30 Hz the depth
         # buffer holds a third of a second, and a 7B model takes longer than that.
-        centroid_fn, depth_state = self.centroids(frame, req.camera)
-        return Prepared(job, req, frame, centroid_fn, depth_state)
+        measure, depth_state = self.bind_depth(frame, req.camera)
+        return Prepared(job, req, frame, measure, depth_state)
 
     def run(self, job: Job) -> None:
         """Worker thread: one command from frame to published result."""
@@ -352,14 +370,13 @@ class CommandPipeline:
     # ------------------------------------------------------------------ delivery
     def _deliver(self, ready: Prepared, result: Any, elapsed: float) -> None:
         """A model result -> the request's one SegmentationResult, overlay and markers."""
-        req, frame, centroid_fn = ready.req, ready.frame, ready.centroid_fn
+        req, frame, measure = ready.req, ready.frame, ready.measure
         camera = req.camera
         if ready.depth_state == "missing":  # the matching depth frame may have arrived meanwhile
-            centroid_fn, _ = self.centroids(frame, camera)
+            measure, _ = self.bind_depth(frame, camera)
         try:
-            msg = result_to_msg(result, request_id=req.request_id, command=req.command,
-                                header=frame.header, image_shape=frame.rgb.shape, inference_ms=elapsed,
-                                centroid_fn=centroid_fn)
+            msg = self.convert(result, request_id=req.request_id, command=req.command, frame=frame,
+                               inference_ms=elapsed, measure=measure)
         except Exception as exc:  # noqa: BLE001 - e.g. a model returning wrong-sized masks
             self._logger.error(f"could not convert the result of {req.request_id}: {traceback.format_exc()}")
             self.finish(req, self.error(req, f"model failure: {exc}", frame, elapsed))
@@ -392,7 +409,7 @@ class CommandPipeline:
             req.on_done(msg)
 
     def publish_views(self, frame: Frame, result: Any, msg: SegmentationResult, camera: Camera) -> None:
-        """The RViz overlay and centroid markers of one result, each only while someone listens."""
+        """The RViz overlay, markers and merged target points of one result, each only while someone listens."""
         params, pub = self.params, camera.overlay_pub
         if params is not None and pub is not None and params.publish_overlay and pub.get_subscription_count() > 0:
             try:
@@ -400,9 +417,14 @@ class CommandPipeline:
             except Exception as exc:  # noqa: BLE001 - the overlay is a nicety, never fatal
                 self._warn_once(f"overlay:{type(exc).__name__}", f"overlay failed: {exc}")
         pub = camera.markers_pub
-        if pub is None or pub.get_subscription_count() == 0:
-            return
-        try:
-            pub.publish(centroid_markers(msg))
-        except Exception as exc:  # noqa: BLE001 - markers are a nicety, never fatal
-            self._warn_once(f"markers:{type(exc).__name__}", f"markers failed: {exc}")
+        if pub is not None and pub.get_subscription_count() > 0:
+            try:
+                pub.publish(target_markers(msg))
+            except Exception as exc:  # noqa: BLE001 - markers are a nicety, never fatal
+                self._warn_once(f"markers:{type(exc).__name__}", f"markers failed: {exc}")
+        pub = camera.points_pub  # RViz cannot show the clouds nested in the result: merged here
+        if pub is not None and pub.get_subscription_count() > 0:
+            try:
+                pub.publish(merged_cloud(msg))
+            except Exception as exc:  # noqa: BLE001 - a view, never fatal
+                self._warn_once(f"target_points:{type(exc).__name__}", f"target_points failed: {exc}")

@@ -5,7 +5,9 @@ constants, bbox, masks as mono8 0/255, centroid flags, truncation) is in one sma
 that tests read directly. ``Target.mask`` is always the visible mask, so the bbox and
 the 3-D centroid come from pixels of the object itself, never from whatever occludes
 it; the complete shape travels in ``amodal_mask`` with ``mask_type`` saying which of
-the two the command asked for.
+the two the command asked for. The v3 geometry (pose, size, has_pose, points) comes from
+the same visible mask, so an amodal target's box is its visible surface's, never a
+guess at the hidden part; geometry_conversion.py fills those fields.
 """
 
 from __future__ import annotations
@@ -15,10 +17,13 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from m2sa_core.types import Result, Target, mask_bbox
+from m2sa_ros.geometry_conversion import fill_geometry
 from m2sa_ros.image_conversion import mask_to_msg
 
 # (mask) -> (x, y, z) | None; the node binds the depth frame and intrinsics.
 CentroidFn = Callable[[np.ndarray], "tuple[float, float, float] | None"]
+# (visible mask) -> target_geometry.TargetGeometry; bound with the same depth (depth_binding.py).
+GeometryFn = Callable[[np.ndarray], Any]
 
 
 def _base(header: Any, height: int, width: int, request_id: str, command: str):
@@ -48,8 +53,10 @@ def mask_type_constant(mask_type: str) -> int:
     return TargetMsg.MASK_AMODAL if mask_type == "amodal" else TargetMsg.MASK_VISIBLE
 
 
-def target_to_msg(target: Target, header: Any, centroid: "tuple[float, float, float] | None"):
-    """One target; ``centroid`` must come from ``target.mask`` (the visible pixels)."""
+def target_to_msg(target: Target, header: Any, centroid: "tuple[float, float, float] | None",
+                  geometry: Any = None, with_points: bool = True):
+    """One target; ``centroid`` and ``geometry`` (a TargetGeometry or None) must come from
+    ``target.mask`` (the visible pixels); ``with_points`` is the ``target_points`` parameter."""
     from m2sa_ros.msg import Target as TargetMsg
 
     msg = TargetMsg(label=target.label, object_name=target.object_name,
@@ -68,13 +75,18 @@ def target_to_msg(target: Target, header: Any, centroid: "tuple[float, float, fl
     if centroid is not None:
         msg.centroid.x, msg.centroid.y, msg.centroid.z = (float(c) for c in centroid)
         msg.has_centroid = True
+    fill_geometry(msg, geometry, header, with_points)
     return msg
 
 
 def result_to_msg(result: Result, *, request_id: str, command: str, header: Any,
                   image_shape: Sequence[int], inference_ms: float,
-                  centroid_fn: CentroidFn | None = None):
-    """A successful SegmentationResult; masks must have the source image's size."""
+                  centroid_fn: CentroidFn | None = None, geometry_fn: GeometryFn | None = None,
+                  with_points: bool = True):
+    """A successful SegmentationResult; masks must have the source image's size.
+
+    ``centroid_fn`` and ``geometry_fn`` measure a visible mask with the depth bound to
+    the frame (None: no depth, nothing measured, has_centroid / has_pose false)."""
     height, width = int(image_shape[0]), int(image_shape[1])
     msg = _base(header, height, width, request_id, command)
     for i, target in enumerate(result.targets):
@@ -83,7 +95,8 @@ def result_to_msg(result: Result, *, request_id: str, command: str, header: Any,
                 raise ValueError(f"target {i} ('{target.label}') has a {mask.shape[1]}x{mask.shape[0]} "
                                  f"{name} for a {width}x{height} image")
         centroid = centroid_fn(target.mask) if centroid_fn is not None else None
-        msg.targets.append(target_to_msg(target, header, centroid))
+        geometry = geometry_fn(target.mask) if geometry_fn is not None else None
+        msg.targets.append(target_to_msg(target, header, centroid, geometry, with_points))
     msg.answer = result.answer
     msg.truncated = bool(getattr(result, "truncated", False))
     msg.success = True

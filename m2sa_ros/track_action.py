@@ -6,7 +6,9 @@ prompts with SAM alone (``Segmenter.track``), much cheaper than asking again. Th
 frames share the one worker queue with commands, at most one waiting per track, so
 commands still get through. The goal ends once - cancel, timeout, every target lost, a
 failure or the node stopping - with one final result and the reason; the per-track
-decisions (when a frame is due, when a target is lost) live in tracks.py.
+decisions (when a frame is due, when a target is lost) live in tracks.py. A tracked
+frame binds its own depth and goes through the pipeline's one conversion, so its
+targets carry centroids, poses and points like a command's: a track's targets move in 3-D.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from m2sa_ros.cameras import Camera
 from m2sa_ros.memory import is_out_of_memory, release_memory
 from m2sa_ros.msg import SegmentationResult
 from m2sa_ros.pipeline import CommandPipeline, Request
-from m2sa_ros.result_conversion import error_result, result_to_msg
+from m2sa_ros.result_conversion import error_result
 from m2sa_ros.tracks import CANCELLED, ERROR_PREFIX, LOST, TIMEOUT, Track, TrackSettings
 from m2sa_ros.worker import Job
 
@@ -136,15 +138,15 @@ class TrackGoals:
             return
         if not track.take(frame.key, time.monotonic()):
             return
-        centroid_fn, _ = pipeline.centroids(frame, camera)
+        measure, _ = pipeline.bind_depth(frame, camera)
         started = time.monotonic()
         try:
             result, state = segmenter.track(frame.rgb, track.prompts, track.state,
                                             use_previous_mask=track.settings.use_previous_mask,
                                             frame_key=frame.key or None)
             elapsed = (time.monotonic() - started) * 1000.0
-            msg = result_to_msg(result, request_id=track.request_id, command=track.command, header=frame.header,
-                                image_shape=frame.rgb.shape, inference_ms=elapsed, centroid_fn=centroid_fn)
+            msg = pipeline.convert(result, request_id=track.request_id, command=track.command, frame=frame,
+                                   inference_ms=elapsed, measure=measure)
         except Exception as exc:  # noqa: BLE001 - a model failure ends the track, not the node
             self._logger.error(f"model failure on track {track.request_id}: {traceback.format_exc()}")
             error = f"model failure: {type(exc).__name__}: {exc}"
