@@ -7,9 +7,10 @@ through the camera intrinsics K, giving a point in the colour camera's optical f
 where depth jumps to the background - out of the estimate; the median ignores the rest.
 
 Depth and camera_info arrive on their own topics; :class:`StampedBuffer` keeps the last
-few and finds the one nearest to the colour image's stamp, and :func:`bind_centroids`
+few and finds the one nearest to the colour image's stamp; depth_binding.bind_depth
 checks that the pair fits the colour image before a command's masks are measured with
-it. Pure numpy/OpenCV: the messages are read by their fields, rclpy is never imported.
+it (this centroid, and the 3-D box of target_geometry.py). Pure numpy/OpenCV: rclpy is
+never imported.
 """
 
 from __future__ import annotations
@@ -17,12 +18,11 @@ from __future__ import annotations
 import threading
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Callable, Generic, TypeVar
+from typing import Generic, TypeVar
 
 import cv2
 import numpy as np
 
-from m2sa_ros.image_conversion import ImageConversionError, depth_to_metres
 
 T = TypeVar("T")
 
@@ -121,52 +121,3 @@ def mask_centroid(mask: np.ndarray, depth_m: np.ndarray, intrinsics: Intrinsics,
     x = (u - intrinsics.cx) * z / intrinsics.fx
     y = (v - intrinsics.cy) * z / intrinsics.fy
     return (x, y, z)
-
-
-def bind_centroids(frame: Any, depth: StampedBuffer, camera_info: StampedBuffer, *, tolerance_s: float,
-                   allow_frame_mismatch: bool, erosion_px: int, depth_topic: str, where: str,
-                   warn_once: Callable[[str, str], None]) -> tuple[Callable[[Any], Any] | None, str]:
-    """Bind the depth frame and intrinsics nearest to ``frame`` (a latest_frame.Frame).
-
-    Returns (centroid function, "bound") or (None, why): "missing" when no depth /
-    camera_info is within ``tolerance_s`` yet (worth another look later), "refused"
-    when the ones there cannot be used: said once through ``warn_once(key, text)``,
-    keyed by ``where`` (the camera's name) so each camera's problem is said once.
-    """
-    tolerance = int(tolerance_s * 1e9)
-    depth_msg = depth.nearest(frame.stamp_ns, tolerance)
-    info = camera_info.nearest(frame.stamp_ns, tolerance)
-    if depth_msg is None or info is None:
-        return None, "missing"
-    depth_frame, colour_frame = depth_msg.header.frame_id, frame.header.frame_id
-    if depth_frame and colour_frame and depth_frame != colour_frame and not allow_frame_mismatch:
-        warn_once(
-            f"depth-frame:{where}:{depth_frame}:{colour_frame}",
-            f"no centroids: depth on {depth_topic} is in frame '{depth_frame}' but the "
-            f"colour image is in '{colour_frame}'; publish depth registered to the colour camera (e.g. "
-            f"aligned_depth_to_color), or set allow_depth_frame_mismatch:=true if it is registered anyway")
-        return None, "refused"
-    try:
-        depth_m = depth_to_metres(depth_msg, what=depth_topic)
-        intrinsics = Intrinsics.from_k(info.k, info.width or depth_m.shape[1], info.height or depth_m.shape[0])
-    except (ImageConversionError, ValueError) as exc:
-        warn_once(f"depth:{where}:{exc}", f"no centroids: {exc}")
-        return None, "refused"
-    if depth_m.shape != (frame.height, frame.width):
-        warn_once(
-            f"depth-size:{where}:{depth_m.shape}:{frame.height}x{frame.width}",
-            f"no centroids: depth image is {depth_m.shape[1]}x{depth_m.shape[0]} but the colour image is "
-            f"{frame.width}x{frame.height}; publish depth registered to the colour camera "
-            f"(e.g. aligned_depth_to_color)")
-        return None, "refused"
-    if (intrinsics.height, intrinsics.width) != depth_m.shape:
-        warn_once(
-            f"info-size:{where}:{intrinsics.width}x{intrinsics.height}:{depth_m.shape}",
-            f"no centroids: camera_info is {intrinsics.width}x{intrinsics.height} but depth is "
-            f"{depth_m.shape[1]}x{depth_m.shape[0]}")
-        return None, "refused"
-
-    def centroid(mask: Any) -> Any:
-        return mask_centroid(mask, depth_m, intrinsics, erosion_px=erosion_px)
-
-    return centroid, "bound"
