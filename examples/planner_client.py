@@ -8,8 +8,13 @@ What a planner does with the node, in one readable file:
 * follow the feedback (stage and the answer as it is generated) and cancel a goal
   that takes too long;
 * consume the result: per target, the mask the command asked for (``mask_type``: the
-  visible pixels, or the complete shape in ``amodal_mask``), its box, and the 3-D
-  centroid in the colour camera's optical frame when depth is available.
+  visible pixels, or the complete shape in ``amodal_mask``), its box, the 3-D centroid
+  in the colour camera's optical frame when depth is available, and with a pose
+  (``has_pose``) what a press or grasp planner acts on: the press / grasp point (the
+  centre of the target's box face towards the camera), the approach direction (the
+  box's z axis: the visible surface's normal, pointing towards the camera; the tool
+  moves along its reverse), the box's size and the target's points (a PointCloud2 for
+  GPD, Contact-GraspNet or a MoveIt grasp generator).
 
     python3 examples/planner_client.py "I want to turn on the TV" --namespace /front_camera
     python3 examples/planner_client.py "what can I cut bread with?" --cancel-after 0.5
@@ -39,6 +44,11 @@ class GraspTarget:
     bbox: tuple[int, int, int, int]  # x, y, width, height of the visible mask
     centroid: tuple[float, float, float] | None  # metres, optical frame; None without depth
     score: float
+    # With a pose (registered depth and enough valid points), else None / 0:
+    press_point: tuple[float, float, float] | None = None  # metres, optical frame
+    approach: tuple[float, float, float] | None = None  # unit, towards the camera
+    size: tuple[float, float, float] | None = None  # the box's extents along its x, y, z (metres)
+    points: np.ndarray | None = None  # (N, 3) float32, the visible points (empty with target_points off)
 
 
 @dataclass
@@ -54,7 +64,9 @@ class Outcome:
 
 
 def grasp_targets(result: Any) -> list[GraspTarget]:
-    """SegmentationResult -> the planner's targets (requested shape, box, centroid)."""
+    """SegmentationResult -> the planner's targets (requested shape, box, centroid, approach)."""
+    from m2sa_ros.cloud_conversion import cloud_to_points
+    from m2sa_ros.geometry_conversion import approach
     from m2sa_ros.image_conversion import msg_to_mask
     from m2sa_ros.msg import Target
 
@@ -62,12 +74,15 @@ def grasp_targets(result: Any) -> list[GraspTarget]:
     for t in result.targets:
         visible = msg_to_mask(t.mask)
         complete = t.mask_type == Target.MASK_AMODAL and t.amodal_mask.height > 0
+        press = approach(t)  # None without a pose
         targets.append(GraspTarget(
             label=t.label, shape="complete" if complete else "visible",
             mask=msg_to_mask(t.amodal_mask) if complete else visible, visible_pixels=int(visible.sum()),
             bbox=(t.bbox.x_offset, t.bbox.y_offset, t.bbox.width, t.bbox.height),
             centroid=(t.centroid.x, t.centroid.y, t.centroid.z) if t.has_centroid else None,
-            score=float(t.score)))
+            score=float(t.score), press_point=press[0] if press else None, approach=press[1] if press else None,
+            size=(t.size.x, t.size.y, t.size.z) if t.has_pose else None,
+            points=cloud_to_points(t.points) if t.has_pose else None))
     return targets
 
 
@@ -139,6 +154,15 @@ def describe(outcome: Outcome) -> str:
         where = ("no depth" if t.centroid is None else
                  f"centroid ({t.centroid[0]:+.3f}, {t.centroid[1]:+.3f}, {t.centroid[2]:.3f}) m in {outcome.frame_id}")
         lines.append(f"  {t.label}: {t.shape} mask, {int(t.mask.sum())} px, box {t.bbox}, score {t.score:.2f}, {where}")
+        if t.press_point is not None and t.approach is not None and t.size is not None:
+            (px, py, pz), (ax, ay, az) = t.press_point, t.approach
+            points = 0 if t.points is None else len(t.points)
+            ax, ay, az = (round(c, 3) + 0.0 for c in (ax, ay, az))  # no "-0.000"
+            lines.append(f"    press/grasp at ({px:+.3f}, {py:+.3f}, {pz:.3f}) m, approach along "
+                         f"({ax:+.3f}, {ay:+.3f}, {az:+.3f}) (towards the camera), box "
+                         f"{t.size[0] * 100:.1f} x {t.size[1] * 100:.1f} x {t.size[2] * 100:.1f} cm, {points} points")
+        elif t.centroid is not None:
+            lines.append("    no pose: too few valid depth points under the visible mask")
     stages = [stage for stage, _ in outcome.feedback]
     if stages:
         lines.append("  feedback: " + " -> ".join(dict.fromkeys(stages)))

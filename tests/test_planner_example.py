@@ -1,5 +1,5 @@
-"""examples/planner_client.py against a live node: request ids, feedback, masks and
-centroids in one round trip, and cancel."""
+"""examples/planner_client.py against a live node: request ids, feedback, masks,
+centroids and the press point and approach direction in one round trip, and cancel."""
 
 from __future__ import annotations
 
@@ -96,6 +96,16 @@ def test_round_trip_with_request_id_feedback_masks_and_centroids(live_node):
     assert target.bbox == (8, 6, 10, 8)
     assert target.centroid is not None and target.centroid[2] == pytest.approx(2.0)
     assert "mug_1: complete mask, 100 px" in example.describe(outcome)
+    # A press planner's inputs: the visible 10x8 box's face at 2 m (fx = fy = 40), met head-on.
+    from test_node_robot import CX, CY, FX, FY
+
+    u, v = 8 + 4.5, 6 + 3.5
+    assert target.press_point == pytest.approx(((u - CX) * 2.0 / FX, (v - CY) * 2.0 / FY, 2.0), abs=1e-6)
+    assert target.approach == pytest.approx((0.0, 0.0, -1.0), abs=1e-6)
+    assert target.size == pytest.approx((9 * 2.0 / FX, 7 * 2.0 / FY, 0.0), abs=1e-6)
+    assert target.points.shape == (80, 3)  # the visible pixels only, 5 cm apart: one point per 5 mm voxel
+    assert ("press/grasp at (-0.150, -0.100, 2.000) m, approach along (+0.000, +0.000, -1.000) (towards the "
+            "camera), box 45.0 x 35.0 x 0.0 cm, 80 points") in example.describe(outcome)
 
 
 def test_cancel_returns_a_cancelled_outcome(live_node):
