@@ -138,3 +138,55 @@ def test_diagnostic_array():
     status = array.status[0]
     assert status.level == bytes([WARN]) and status.hardware_id == "cpu"
     assert {kv.key: kv.value for kv in status.values} == {"queue_depth": "2", "mean_latency_ms": "12.3"}
+
+
+def test_geometry_fields_from_the_bound_depth_and_their_markers():
+    """pose = box centre and axes (z the normal towards the camera), size, has_pose and points;
+    without geometry an empty, well-formed cloud; the markers add a box and an arrow."""
+    from std_msgs.msg import Header
+    from visualization_msgs.msg import Marker
+
+    from m2sa_ros.centroids import Intrinsics
+    from m2sa_ros.cloud_conversion import cloud_to_points
+    from m2sa_ros.depth_binding import TargetMeasure
+    from m2sa_ros.geometry_conversion import approach
+    from m2sa_ros.markers import BOX_NS, CENTROID_NS, LABEL_NS, MIN_BOX_M, NORMAL_NS, target_markers
+    from m2sa_ros.result_conversion import result_to_msg
+    from m2sa_ros.target_geometry import register_depth
+
+    k = Intrinsics(fx=10.0, fy=10.0, cx=3.5, cy=2.5, width=8, height=6)
+    measure = TargetMeasure(register_depth(np.full((6, 8), 1.5, np.float32), k, (6, 8)), centroid_erosion_px=0)
+    header = Header(frame_id="camera_color_optical_frame")
+    result = _result()
+    msg = result_to_msg(result, request_id="r", command="c", header=header, image_shape=(6, 8), inference_ms=1.0,
+                        centroid_fn=measure.centroid, geometry_fn=measure.geometry, with_points=True)
+    button, mug = msg.targets
+    assert not button.has_pose and button.points.width == 0  # 6 visible pixels < 10: no pose, no cloud
+    assert [f.name for f in button.points.fields] == ["x", "y", "z"] and button.points.header.frame_id == header.frame_id
+    assert mug.has_pose and mug.has_centroid
+    g = measure.geometry(result.targets[1].mask)
+    p, o = mug.pose.position, mug.pose.orientation
+    np.testing.assert_allclose([p.x, p.y, p.z], g.centre)
+    np.testing.assert_allclose([o.x, o.y, o.z, o.w], g.quaternion)
+    np.testing.assert_allclose([mug.size.x, mug.size.y, mug.size.z], g.extents)
+    np.testing.assert_allclose(cloud_to_points(mug.points), g.points)
+    point, z = approach(mug)
+    np.testing.assert_allclose(z, g.normal, atol=1e-9)  # the quaternion's z axis is the normal
+    np.testing.assert_allclose(point, g.centre + g.extents[2] / 2 * g.normal)
+    assert approach(button) is None
+
+    off = result_to_msg(result, request_id="r", command="c", header=header, image_shape=(6, 8), inference_ms=1.0,
+                        centroid_fn=measure.centroid, geometry_fn=measure.geometry, with_points=False)
+    assert off.targets[1].has_pose and off.targets[1].points.width == 0 and off.targets[1].pose == mug.pose
+
+    shown = target_markers(msg).markers[1:]
+    assert [(m.ns, m.id, m.type) for m in shown] == [
+        (CENTROID_NS, 0, Marker.SPHERE), (LABEL_NS, 0, Marker.TEXT_VIEW_FACING),  # the button: a centroid only
+        (CENTROID_NS, 1, Marker.SPHERE), (LABEL_NS, 1, Marker.TEXT_VIEW_FACING),
+        (BOX_NS, 1, Marker.CUBE), (NORMAL_NS, 1, Marker.ARROW)]
+    box, arrow = shown[4:]
+    assert box.pose == mug.pose and box.scale.z == MIN_BOX_M  # a flat face: drawn, not 0 thick
+    assert (box.scale.x, box.scale.y) == (pytest.approx(mug.size.x), pytest.approx(mug.size.y))
+    assert arrow.points[0] == mug.pose.position and arrow.points[1].z < arrow.points[0].z  # towards the camera
+    assert {(m.color.r, m.color.g, m.color.b) for m in shown[2:]} == {(box.color.r, box.color.g, box.color.b)}
+    assert box.color.a < arrow.color.a  # one colour per target; the box translucent
