@@ -101,7 +101,7 @@ def _patch_logits(model: M2SAModel, batch: dict) -> tuple[torch.Tensor, torch.Te
 def instance_guesses(model: M2SAModel, batch: dict) -> torch.Tensor:
     """Index [B, N] into ``batch["instance_words"]`` of each patch token's nearest instance
     word: what a patch says its object's number is, read object by object by
-    ``scripts/probe_patch_words.py --by-object``."""
+    ``training/tiny/research/probe_patch_words.py --by-object``."""
     return _patch_logits(model, batch)[1].argmax(-1)
 
 
