@@ -17,6 +17,7 @@ import pytest
 
 from m2sa_core.data.synthetic.depth import render_depth, to_16uc1
 from m2sa_core.data.synthetic.depth_noise import add_holes, add_noise, bleed_edges
+from m2sa_core.evaluation.geometry_errors import geometry_errors
 from m2sa_core.data.synthetic.scene import render_layout
 from m2sa_ros.centroids import Intrinsics
 from m2sa_ros.image_conversion import depth_to_metres
@@ -60,10 +61,8 @@ def measure(condition: str, size: int = 256, seeds=SEEDS) -> dict[str, np.ndarra
                 if not g.has_pose:
                     rows[level].append((np.nan, np.nan, np.nan, 0.0))
                     continue
-                on_axes = truth.points @ g.rotation
-                size_err = np.abs(g.extents[:2] - (on_axes.max(0) - on_axes.min(0))[:2]).max()
-                angle = np.degrees(np.arccos(np.clip(g.normal @ truth.normal, -1, 1)))
-                rows[level].append((np.linalg.norm(g.centroid - truth.centroid) * 1e3, angle, size_err * 1e3, 1.0))
+                e = geometry_errors(g.centroid, g.rotation, g.extents, truth.centroid, truth.normal, truth.points)
+                rows[level].append((e.centroid_mm, e.normal_deg, e.size_mm, 1.0))
     return {level: np.array(r) for level, r in rows.items()}
 
 
