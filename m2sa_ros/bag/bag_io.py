@@ -8,8 +8,11 @@ library, readable by ``ros2 bag info/play`` on a real install):
   equal to its bag time;
 * ``/m2sa/command`` (std_msgs/String): the questions about that frame, each after it
   and before the next frame;
+* with depth (synthetic data, ``m2sa_ros.bag.depth_recording``): a registered depth
+  image on ``/camera/depth_registered/image_raw`` and a camera_info on
+  ``/camera/camera_info`` per frame, with the frame's stamp and frame_id;
 * the ground truth as sidecar JSON files inside the bag directory
-  (``m2sa_ros.bag.ground_truth``).
+  (``m2sa_ros.bag.ground_truth``; the 3-D truth in ``m2sa_ros.bag.geometry_truth``).
 
 The messages are (de)serialised with the typestore of the ROS 2 distribution that plays
 the bag, plus the project's own messages (``message_typestore``).
@@ -22,7 +25,7 @@ import os
 import re
 import sys
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -144,6 +147,10 @@ class BagPlan:
     frames: list[PlannedFrame]
     commands: list[PlannedCommand]
     ground_truth: GroundTruth
+    # With depth (m2sa_ros.bag.depth_recording.plan_depth): per frame its depth and
+    # camera_info, and the 3-D ground truth; empty / None for a bag without depth.
+    depth: list[Any] = field(default_factory=list)  # depth_recording.PlannedDepth
+    geometry: Any = None  # geometry_truth.GeometryGroundTruth
 
 
 def _target_entry(target: Any) -> GroundTruthTarget:
@@ -237,6 +244,7 @@ def write_bag(plan: BagPlan, out: str | Path, storage: str = "mcap", progress: b
     truth = plan.ground_truth
     events: list[tuple[int, int, Any]] = [(f.stamp_ns, 0, f) for f in plan.frames]
     events += [(c.time_ns, 1, c) for c in plan.commands]
+    events += [(d.stamp_ns, -1, d) for d in plan.depth]  # before its colour image at the same time
     events.sort(key=lambda e: (e[0], e[1]))
     iterator: Any = events
     if progress:
@@ -247,20 +255,47 @@ def write_bag(plan: BagPlan, out: str | Path, storage: str = "mcap", progress: b
     with Writer(out, version=9, storage_plugin=_storage_plugin(storage)) as writer:
         images = writer.add_connection(truth.image_topic, IMAGE_TYPE, typestore=store)
         commands = writer.add_connection(truth.command_topic, COMMAND_TYPE, typestore=store)
+        if plan.depth:
+            from m2sa_ros.bag.depth_recording import CAMERA_INFO_TYPE, DEPTH_TYPE
+
+            depths = writer.add_connection(plan.geometry.depth_topic, DEPTH_TYPE, typestore=store)
+            infos = writer.add_connection(plan.geometry.camera_info_topic, CAMERA_INFO_TYPE, typestore=store)
         for time_ns, kind, item in iterator:
-            if kind == 0:
+            if kind == -1:
+                _write_depth(writer, store, depths, infos, item, plan.geometry.encoding)
+            elif kind == 0:
                 msg = image_message(store, item.load(), item.stamp_ns, item.frame_id)
                 writer.write(images, time_ns, store.serialize_cdr(msg, IMAGE_TYPE))
             else:
                 writer.write(commands, time_ns, store.serialize_cdr(String(data=item.text), COMMAND_TYPE))
     truth.save(ground_truth_path(out))
+    if plan.depth:
+        from m2sa_ros.bag.geometry_truth import geometry_ground_truth_path
+
+        plan.geometry.save(geometry_ground_truth_path(out))
     return out
+
+
+def _write_depth(writer: Any, store: Any, depths: Any, infos: Any, item: Any, encoding: str) -> None:
+    """A frame's camera_info and depth image, with its colour image's stamp and frame_id."""
+    from m2sa_ros.bag.depth_recording import CAMERA_INFO_TYPE, DEPTH_TYPE, camera_info_message, depth_message
+
+    header = _header(store, item.stamp_ns, item.frame_id)
+    writer.write(infos, item.stamp_ns, store.serialize_cdr(camera_info_message(store, header, item.camera),
+                                                           CAMERA_INFO_TYPE))
+    writer.write(depths, item.stamp_ns, store.serialize_cdr(depth_message(store, header, item.load(), encoding),
+                                                            DEPTH_TYPE))
 
 
 def make_bag(data: Sequence[str | Path], out: str | Path, image_root: str | Path | None = None,
              storage: str = "mcap", rate_hz: float = 1.0, limit: int | None = None,
-             frame_id: str = DEFAULT_FRAME_ID, progress: bool = False) -> Path:
-    """Read dataset files (MMR / R2SM / AmodalReasonSeg, any the project reads) into a bag."""
+             frame_id: str = DEFAULT_FRAME_ID, progress: bool = False, depth: Any = None) -> Path:
+    """Read dataset files (MMR / R2SM / AmodalReasonSeg, any the project reads) into a bag.
+
+    ``depth``: a ``depth_recording.DepthOptions`` to record registered depth, camera_info
+    and the 3-D ground truth beside the images (synthetic data only: other data gets a
+    one-line note and no depth); None for a bag of images and commands only.
+    """
     from m2sa_core.data.readers import read_dataset
 
     records: list[Any] = []
@@ -273,6 +308,10 @@ def make_bag(data: Sequence[str | Path], out: str | Path, image_root: str | Path
         records = records[:limit]
     plan = plan_from_records(records, rate_hz=rate_hz, frame_id=frame_id)
     plan.ground_truth.sources = [str(p) for p in data]
+    if depth is not None:
+        from m2sa_ros.bag.depth_recording import plan_depth, print_notes
+
+        print_notes(plan_depth(plan, records, depth, data_dirs=[Path(p).parent for p in data]))
     return write_bag(plan, out, storage, progress=progress)
 
 
@@ -345,6 +384,15 @@ def bag_info(bag: str | Path) -> dict[str, Any]:
         for command in truth.commands:
             splits[command.split] = splits.get(command.split, 0) + 1
         info["ground_truth"] = {"frames": len(truth.frames), "commands": len(truth.commands), "splits": splits}
+    from m2sa_ros.bag.geometry_truth import load_geometry_ground_truth
+
+    geometry = load_geometry_ground_truth(bag)
+    if geometry is not None:
+        info["geometry_ground_truth"] = {
+            "frames": len(geometry.frames), "commands": len(geometry.commands),
+            "targets": sum(1 for ts in geometry.commands.values() for t in ts if t is not None),
+            "encoding": geometry.encoding, "artefacts": geometry.artefacts.get("level", "none"),
+            "problems": geometry.problems}
     tracking = load_tracking_ground_truth(bag)
     if tracking is not None:
         info["tracking_ground_truth"] = {

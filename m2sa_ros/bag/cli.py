@@ -3,6 +3,7 @@
 Usage::
 
     m2sa-bag make --data MMR_test_mixed.json --image-root images --out demo_bag --storage mcap
+    m2sa-bag make --data MMR_test_mixed.json --out demo_bag --depth-encoding 16UC1 --depth-artefacts strong
     m2sa-bag make --sequences 10 --frames 6 --motion mixed --seed 4242 --out track_bag   # docs/TRACKING.md
     m2sa-bag info demo_bag
 
@@ -19,6 +20,7 @@ from pathlib import Path
 
 from m2sa_core.cli_errors import cli_entry
 from m2sa_ros.bag.bag_io import DEFAULT_FRAME_ID, STORAGES, bag_info, make_bag
+from m2sa_ros.bag.depth_recording import ARTEFACT_LEVELS, DEFAULT_ARTEFACTS, DEPTH_ENCODINGS, DepthOptions
 from m2sa_ros.bag.ground_truth import BagError, ground_truth_path
 from m2sa_ros.bag.sequences import make_sequence_bag
 
@@ -44,6 +46,14 @@ def _parser() -> argparse.ArgumentParser:
                       help="frames per second of the recording (default 1; 5 for --sequences)")
     make.add_argument("--limit", type=int, default=None, help="keep only the first N commands")
     make.add_argument("--frame-id", default=DEFAULT_FRAME_ID, help="header frame_id of the images")
+    depth = make.add_argument_group("depth (synthetic data; docs/BAG_REPLAY.md)")
+    depth.add_argument("--no-depth", action="store_true",
+                       help="images and commands only: no registered depth, camera_info or 3-D ground truth")
+    depth.add_argument("--depth-encoding", choices=DEPTH_ENCODINGS, default="32FC1",
+                       help="32FC1 metres (default) or 16UC1 millimetres")
+    depth.add_argument("--depth-artefacts", choices=tuple(ARTEFACT_LEVELS), default=DEFAULT_ARTEFACTS,
+                       help=f"sensor artefacts on the recorded depth (default {DEFAULT_ARTEFACTS}: 2%% holes, "
+                       "1 mm + 0.1%% of range noise, 1-px mixed edges; the ground truth stays clean)")
     make.add_argument("--quiet", action="store_true", help="no progress bar")
     info = sub.add_parser("info", help="summarise a bag (topics, counts, ground truth)")
     info.add_argument("bag")
@@ -84,14 +94,19 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"{', '.join(sequence_only)} only apply with --sequences")
             if args.limit is not None and args.limit < 1:
                 parser.error(f"--limit must be >= 1, got {args.limit}")
+            depth = None if args.no_depth else DepthOptions(args.depth_encoding, args.depth_artefacts)
             out = make_bag(args.data, args.out, args.image_root, args.storage,
                            1.0 if args.rate is None else args.rate, args.limit, args.frame_id,
-                           progress=not args.quiet)
+                           progress=not args.quiet, depth=depth)
             summary = bag_info(out)
             gt = summary["ground_truth"]
+            geometry = summary.get("geometry_ground_truth")
+            with_depth = (f"; depth ({geometry['encoding']}, artefacts {geometry['artefacts']}) on "
+                          f"{geometry['frames']} frames, 3-D truth in {out / 'geometry_ground_truth.json'}"
+                          if geometry else "; no depth")
             print(f"{out}: {summary['storage']}, {gt['frames']} frames, {gt['commands']} commands "
                   f"({', '.join(f'{k} {v}' for k, v in sorted(gt['splits'].items()))}), "
-                  f"{summary['duration_s']:.1f} s; ground truth in {ground_truth_path(out)}")
+                  f"{summary['duration_s']:.1f} s; ground truth in {ground_truth_path(out)}{with_depth}")
         else:
             print(json.dumps(bag_info(args.bag), indent=2))
     except (BagError, DataError, ValueError) as exc:

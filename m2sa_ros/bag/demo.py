@@ -5,10 +5,12 @@ What a newcomer runs first. It exercises the whole product the way a robot uses 
 1. ``m2sa-synth`` renders a small set of *held-out* household scenes (a seed the
    shipped model was not trained on) with functional, multi-target, part-level
    questions;
-2. ``m2sa-bag make`` records them as a rosbag2 (camera images + commands + ground truth);
+2. ``m2sa-bag make`` records them as a rosbag2 (camera images, registered depth and
+   camera_info + commands + ground truth, the targets' 3-D truth too);
 3. ``m2sa-bag-eval`` starts the perception node on ``models/m2sa-tiny-synth`` (the
    shipped checkpoint; the untrained ``tiny`` preset with a loud warning when it is
-   missing), replays the bag over DDS and scores the node's answers;
+   missing), replays the bag over DDS and scores the node's answers (masks, and the
+   targets' boxes and normals against the 3-D truth);
 4. a table command -> answer -> targets (IoU) and the summary metrics are printed, and
    runs/demo/report.md, report.json and overlays/ stay for a closer look.
 
@@ -78,6 +80,7 @@ def run_demo(out: Path = DEFAULT_OUT, model_path: Path | None = None, images: in
     from m2sa_ros.bag.evaluate import evaluate_bag, summary_text
     from m2sa_core.data.readers import read_dataset
     from m2sa_ros.bag.bag_io import plan_from_records, write_bag
+    from m2sa_ros.bag.depth_recording import DepthOptions, plan_depth, print_notes
 
     started = time.monotonic()
     model = model_path if model_path is not None else DEFAULT_MODEL
@@ -113,7 +116,11 @@ def run_demo(out: Path = DEFAULT_OUT, model_path: Path | None = None, images: in
     amodal = [r for r in read_dataset(out / "data" / R2SM_FILE).records if r.mask_type == "amodal"]
     n_amodal = min(AMODAL_COMMANDS, len(amodal), max(commands // 6, 0))
     selected = records[: commands - n_amodal] + amodal[:n_amodal]
-    bag = write_bag(plan_from_records(selected, rate_hz=1.0), out / "bag", storage=storage)
+    plan = plan_from_records(selected, rate_hz=1.0)
+    # Registered depth and camera_info beside every frame (mild sensor artefacts), and the
+    # 3-D ground truth the targets' boxes and normals are scored against.
+    print_notes(plan_depth(plan, selected, DepthOptions(), data_dirs=[out / "data"]), prog="demo")
+    bag = write_bag(plan, out / "bag", storage=storage)
 
     _step(f"3/3 m2sa-bag-eval: perception node on {model_note}, replay at {rate_factor}x")
     evaluation = evaluate_bag(bag, out, node_args=node_args, rate_factor=rate_factor, progress=True,

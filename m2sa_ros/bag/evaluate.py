@@ -10,7 +10,10 @@ What a robotics team runs on its own recordings (docs/BAG_REPLAY.md):
    recording every SegmentationResult into an output bag stamped in bag time;
 3. score the results against the bag's ground truth with the generative protocol
    (Hungarian matching, gIoU, cIoU, target-count accuracy, per split), with latency
-   percentiles and the number of commands that got no result (must be 0);
+   percentiles and the number of commands that got no result (must be 0); with depth
+   in the bag, the depth and camera_info are replayed too and the matched targets' 3-D
+   errors (centroid, box centre, normal, size, share with a pose) are scored per split
+   against ``geometry_ground_truth.json`` (``m2sa_ros.bag.geometry_scoring``);
 4. write DIR/report.md, DIR/report.json and DIR/overlays/ (one PNG per command and a
    contact sheet).
 
@@ -57,6 +60,11 @@ from m2sa_core.cli_errors import cli_entry
 from m2sa_ros.bag.scoring import Prediction, prediction_from_msg, score_predictions, Scores
 from m2sa_ros.bag.replay import bag_start_ns, check_bag, NodeProcess, Outcome, Replayer, ReplayOptions
 from m2sa_ros.bag.report import json_default, build_report, render_markdown, summary_text, write_overlays
+from m2sa_ros.bag.bag_io import bag_info
+from m2sa_ros.bag.geometry_report import geometry_report
+from m2sa_ros.bag.geometry_scoring import GeometryScores, score_geometry
+from m2sa_ros.bag.geometry_truth import (CAMERA_INFO_TOPIC, DEPTH_TOPIC, GeometryGroundTruth,
+                                         load_geometry_ground_truth)
 from m2sa_ros.bag.ground_truth import (COMMAND_TOPIC, IMAGE_TOPIC, BagError, load_ground_truth,
                                        load_tracking_ground_truth, tracking_ground_truth_path)
 
@@ -111,12 +119,18 @@ class Evaluation:
     outcomes: list[Outcome]
     predictions: dict[int, Prediction | None]
     scores: Scores | None
+    geometry: GeometryScores | None = None  # the 3-D errors, when the bag has depth ground truth
 
 def evaluate_bag(bag: str | Path, out_dir: str | Path, *, node_args: Sequence[str] = (), start_node: bool = True,
                  namespace: str | None = None, rate_factor: float = 1.0, settle_s: float = 0.1,
                  max_in_flight: int = 4, result_timeout_s: float = 300.0, startup_timeout_s: float = 300.0,
-                 ground_truth: str | Path | None = None, progress: bool = True, overlays: bool = True) -> Evaluation:
-    """Replay ``bag`` through a perception node, record, score and write the reports into ``out_dir``."""
+                 ground_truth: str | Path | None = None, progress: bool = True, overlays: bool = True,
+                 geometry_ground_truth: str | Path | None = None) -> Evaluation:
+    """Replay ``bag`` through a perception node, record, score and write the reports into ``out_dir``.
+
+    With depth in the bag, its depth and camera_info go to the node too, and with a
+    geometry sidecar (``geometry_ground_truth``, default BAG/geometry_ground_truth.json)
+    the targets' 3-D errors are scored (``m2sa_ros.bag.geometry_scoring``)."""
     bag, out_dir = Path(bag), Path(out_dir)
     if not (bag / "metadata.yaml").is_file():
         raise BagError(f"{bag} is not a rosbag2 directory (no metadata.yaml)")
@@ -128,13 +142,22 @@ def evaluate_bag(bag: str | Path, out_dir: str | Path, *, node_args: Sequence[st
     image_topic = truth.image_topic if truth else IMAGE_TOPIC
     command_topic = truth.command_topic if truth else COMMAND_TOPIC
     check_bag(bag, truth, image_topic, command_topic)  # before paying for a node start-up
+    geometry, geometry_note = _geometry_truth(bag, geometry_ground_truth)
+    depth_topics = _depth_topics(bag, geometry)
     results_bag = _results_bag(out_dir)
     namespace = _namespace(namespace)
     options = ReplayOptions(namespace, rate_factor, settle_s, max_in_flight, result_timeout_s, startup_timeout_s)
     node = NodeProcess(namespace, list(node_args), out_dir / "node.log") if start_node else None
-    with _live_node(bag, node, lambda context: Replayer(options, context, results_bag)) as replayer:
-        outcomes = replayer.replay(bag, truth, image_topic, command_topic, node, progress)
+
+    def make_replayer(context: Any) -> Replayer:
+        replayer = Replayer(options, context, results_bag)
+        replayer.expect_depth = depth_topics is not None
+        return replayer
+
+    with _live_node(bag, node, make_replayer) as replayer:
+        outcomes = replayer.replay(bag, truth, image_topic, command_topic, node, progress, depth_topics)
         foreign = replayer.foreign_results
+        bad_depth = dict(replayer.bad_depth)
     predictions: dict[int, Prediction | None] = {}
     for o in outcomes:
         predictions[o.index] = None
@@ -150,11 +173,37 @@ def evaluate_bag(bag: str | Path, out_dir: str | Path, *, node_args: Sequence[st
                 "node_command": node.command if node is not None else None, "settle_s": settle_s,
                 "max_in_flight": max_in_flight, "result_timeout_s": result_timeout_s,
                 "results_bag": str(results_bag)}
+    geometry_scores = None
+    if truth is not None and scores is not None and geometry is not None:
+        left_out = [o.index for o in outcomes if not o.image_in_bag or o.expected_stamp_ns in bad_depth]
+        geometry_scores = score_geometry(geometry, truth, predictions, scores, exclude=left_out)
+    elif geometry_note is None:
+        geometry_note = ("no 3-D ground truth (the bag has no geometry_ground_truth.json: recorded without "
+                         "depth, or not from synthetic data)")
     report = build_report(bag, truth, outcomes, scores, settings, foreign)
+    report["geometry"] = geometry_report(geometry, geometry_scores, geometry_note, bad_depth)
     written = write_overlays(out_dir, bag, truth, outcomes, predictions, scores, image_topic) if overlays else []
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, default=json_default), encoding="utf-8")
     (out_dir / "report.md").write_text(render_markdown(report, written), encoding="utf-8")
-    return Evaluation(report, outcomes, predictions, scores)
+    return Evaluation(report, outcomes, predictions, scores, geometry_scores)
+
+
+def _geometry_truth(bag: Path, override: str | Path | None) -> tuple[GeometryGroundTruth | None, str | None]:
+    """The bag's 3-D ground truth, or (None, why) when it has none or it cannot be read: a
+    broken geometry sidecar costs the 3-D scores (said in one line), never the masks'."""
+    try:
+        return load_geometry_ground_truth(bag, override), None
+    except BagError as exc:
+        print(f"m2sa-bag-eval: warning: {exc}; the 3-D errors are not scored", file=sys.stderr)
+        return None, f"3-D errors not scored: {exc}"
+
+
+def _depth_topics(bag: Path, geometry: GeometryGroundTruth | None) -> tuple[str, str] | None:
+    """(depth, camera_info) topics to replay when the bag has both, else None."""
+    topics = bag_info(bag)["topics"]
+    depth = geometry.depth_topic if geometry else DEPTH_TOPIC
+    info = geometry.camera_info_topic if geometry else CAMERA_INFO_TOPIC
+    return (depth, info) if depth in topics and info in topics else None
 
 @dataclass
 class TrackingEvaluation:
@@ -240,6 +289,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--result-timeout", type=float, default=300.0, help="seconds a command waits for its result")
     parser.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for an active node")
     parser.add_argument("--ground-truth", default=None, help="ground-truth JSON (default: BAG/ground_truth.json)")
+    parser.add_argument("--geometry-ground-truth", default=None,
+                        help="3-D ground-truth JSON (default: BAG/geometry_ground_truth.json when the bag has depth)")
     parser.add_argument("--protocol", choices=PROTOCOLS, default="auto",
                         help="commands: each command answered once; tracking: each command a track goal followed "
                         "over its sequence (docs/TRACKING.md); auto (default): tracking when the bag has "
@@ -280,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
                                   namespace=args.namespace, rate_factor=args.rate_factor, settle_s=args.settle,
                                   max_in_flight=args.max_in_flight, result_timeout_s=args.result_timeout,
                                   startup_timeout_s=args.startup_timeout, ground_truth=args.ground_truth,
-                                  progress=not args.quiet, overlays=not args.no_overlays)
+                                  progress=not args.quiet, overlays=not args.no_overlays,
+                                  geometry_ground_truth=args.geometry_ground_truth)
     except (BagError, ValueError) as exc:
         print(f"m2sa-bag-eval: error: {exc}", file=sys.stderr)
         return 2

@@ -208,6 +208,15 @@ class Replayer:
         self.image_pub = self.node.create_publisher(Image, f"{ns}/image", reliable)
         self.command_pub = self.node.create_publisher(
             Command, f"{ns}/command_stamped", QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
+        # The node's depth and camera_info (relative names under its namespace, as image);
+        # matched before the replay only when the bag has depth (``expect_depth``).
+        from sensor_msgs.msg import CameraInfo
+
+        sensor = QoSProfile(depth=5, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)
+        self.depth_pub = self.node.create_publisher(Image, f"{ns}/depth", sensor)
+        self.camera_info_pub = self.node.create_publisher(CameraInfo, f"{ns}/camera_info", sensor)
+        self.expect_depth = False
+        self.bad_depth: dict[int, str] = {}  # frame stamp -> why its depth was not sent (one line)
         self.clock = BagClock(options.rate_factor)
         self._last_clock = -1
         self._clock_type = Clock
@@ -293,8 +302,10 @@ class Replayer:
         """Until the node's image/command subscriptions and result publisher are matched."""
         deadline = time.monotonic() + self.options.startup_timeout_s
         while time.monotonic() < deadline:
+            depth_ready = not self.expect_depth or (self.depth_pub.get_subscription_count() > 0
+                                                    and self.camera_info_pub.get_subscription_count() > 0)
             if (self.image_pub.get_subscription_count() > 0 and self.command_pub.get_subscription_count() > 0
-                    and self.result_sub.get_publisher_count() > 0):
+                    and self.result_sub.get_publisher_count() > 0 and depth_ready):
                 time.sleep(0.2)  # let the reliable endpoints finish matching both ways
                 return
             if node is not None and not node.alive():
@@ -344,7 +355,11 @@ class Replayer:
 
     # -- the replay -------------------------------------------------------------------
     def replay(self, bag: Path, truth: GroundTruth | None, image_topic: str, command_topic: str,
-               node: NodeProcess | None = None, progress: bool = True) -> list[Outcome]:
+               node: NodeProcess | None = None, progress: bool = True,
+               depth_topics: tuple[str, str] | None = None) -> list[Outcome]:
+        """Publish the bag and collect the results; ``depth_topics`` (depth, camera_info in
+        the bag) are published too, on the node's ``depth`` and ``camera_info``, a depth
+        message that cannot be read being left out with one line in ``bad_depth``."""
         from rclpy.serialization import deserialize_message, serialize_message
         from std_msgs.msg import String
 
@@ -360,7 +375,12 @@ class Replayer:
         frames_sent: set[int] = set()
         last_stamp: int | None = None
         pacer = self.pacer()
-        for message in iter_messages(bag, [image_topic, command_topic]):  # streamed: bags can be large
+        topics = [image_topic, command_topic, *(depth_topics or ())]
+        for message in iter_messages(bag, topics):  # streamed: bags can be large
+            if depth_topics is not None and message.topic in depth_topics:
+                pacer.wait_for(message.time_ns)
+                self._publish_depth(message, message.topic == depth_topics[0])
+                continue
             if message.topic == image_topic:
                 self._wait_pending(0, node)
             else:
@@ -385,6 +405,8 @@ class Replayer:
                 expected = gt.image_stamp_ns
             outcome = Outcome(index, text, message.time_ns, expected, expected is not None and expected in frames_sent,
                               request_id=f"bag-{index}")
+            if expected is not None and expected in self.bad_depth:
+                outcome.problems.append(self.bad_depth[expected] + "; not scored in 3-D")
             if not outcome.image_in_bag:
                 outcome.problems.append("no image in the bag for this command" if expected is None else
                                         f"its image (stamp {expected} ns) is not in the bag on {image_topic} "
@@ -410,6 +432,25 @@ class Replayer:
                     outcome.problems.append(f"answered on the frame stamped {got} ns, not on its own "
                                             f"({outcome.expected_stamp_ns} ns)")
         return outcomes
+
+    def _publish_depth(self, message: Any, is_depth: bool) -> None:
+        """Send a depth or camera_info message as recorded; a depth image that cannot be
+        read (bad encoding, data shorter than its size) is not sent and is said once."""
+        if is_depth:
+            from m2sa_ros.image_conversion import depth_to_metres
+
+            msg = None
+            try:
+                msg = decode(message)
+                depth_to_metres(msg, what=f"depth at {message.time_ns} ns")
+            except Exception as exc:  # noqa: BLE001 - any undecodable entry: one line, and go on
+                stamp = stamp_ns(msg.header) if msg is not None else message.time_ns
+                self.bad_depth[stamp] = f"depth at {message.time_ns} ns not replayed: {str(exc).splitlines()[0]}"
+                return
+            self.depth_pub.publish(message.raw)
+        else:
+            self.camera_info_pub.publish(message.raw)
+
 
 def bag_start_ns(bag: Path) -> int:
     """Bag time of the first message (where /clock starts)."""

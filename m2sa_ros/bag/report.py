@@ -12,6 +12,7 @@ from m2sa_ros.bag.scoring import percentiles, Prediction, Scores
 from m2sa_ros.bag.replay import Outcome
 from m2sa_ros.bag.bag_io import read_frames
 from m2sa_ros.bag.ground_truth import GroundTruth, GroundTruthCommand
+from m2sa_ros.bag.geometry_report import geometry_markdown, geometry_summary_line
 
 
 MIN_PANEL_HEIGHT = 384  # overlay panels of smaller frames are enlarged to at least this
@@ -95,6 +96,7 @@ def render_markdown(report: dict[str, Any], overlays: list[str]) -> str:
         lines.append("")
     else:
         lines += ["No ground truth: answers and latency only.", ""]
+    lines += geometry_markdown(report.get("geometry"))
     lines += ["## Latency (ms)", "", "| | " + " | ".join(report["latency_ms"]) + " |",
               "|---|" + "---|" * len(report["latency_ms"])]
     for name, key in (("command -> result", "latency_ms"), ("node inference", "inference_ms")):
@@ -233,6 +235,9 @@ def summary_text(report: dict[str, Any]) -> str:
              f"answered on another frame {c['answered_on_another_frame']}"]
     if report["metrics"]:
         lines.append(format_report({k: SplitReport(**v) for k, v in report["metrics"].items()}))
+    geometry = geometry_summary_line(report.get("geometry"))
+    if geometry:
+        lines.append(geometry)
     lat = report["latency_ms"]
     lines.append("latency ms: " + ", ".join(f"{k} {_fmt(v, 1)}" for k, v in lat.items()))
     return "\n".join(lines)

@@ -34,6 +34,9 @@ class Prediction:
     # the command asked for ("modal" / "amodal", from Target.mask_type).
     amodal_masks: list[np.ndarray | None] | None = None
     mask_types: list[str] | None = None
+    # Per target, its 3-D geometry when the result carried one (m2sa_ros/Target v3:
+    # centroid, pose, size), else None; None for a Segmenter run (no depth).
+    poses: list["PredictedPose"] | None = None
 
     def requested_masks(self) -> np.ndarray:
         """Per target, the shape its command asked for: the complete one for "amodal"
@@ -44,6 +47,41 @@ class Prediction:
         amodal = self.amodal_masks or [None] * len(self.masks)
         return np.stack([a if t == "amodal" and a is not None else m
                          for m, a, t in zip(self.masks, amodal, types)])
+
+@dataclass(frozen=True)
+class PredictedPose:
+    """What a Target message says of its 3-D geometry (optical frame, metres)."""
+
+    has_centroid: bool
+    centroid: np.ndarray  # (3,); meaningful when has_centroid
+    has_pose: bool
+    centre: np.ndarray  # (3,) the box centre (pose.position)
+    rotation: np.ndarray  # (3, 3) the box axes as columns (pose.orientation); z = the surface normal
+    extents: np.ndarray  # (3,) size
+    problem: str = ""  # has_pose with an orientation that is no rotation: counted as without a pose
+
+    @classmethod
+    def from_target(cls, target: Any) -> "PredictedPose":
+        """From an m2sa_ros/Target (v3 fields; a v2 message without them has neither)."""
+        from scipy.spatial.transform import Rotation
+
+        c = target.centroid
+        has_pose = bool(getattr(target, "has_pose", False))
+        rotation = np.eye(3)
+        centre = extents = np.full(3, np.nan)
+        if has_pose:
+            p, o, size = target.pose.position, target.pose.orientation, target.size
+            centre = np.array([p.x, p.y, p.z], np.float64)
+            quaternion = np.array([o.x, o.y, o.z, o.w], np.float64)
+            extents = np.array([size.x, size.y, size.z], np.float64)
+            if not np.isfinite(quaternion).all() or np.linalg.norm(quaternion) < 1e-6:
+                # The masks are still scored: only this target's 3-D figures are lost, and said.
+                return cls(bool(target.has_centroid), np.array([c.x, c.y, c.z], np.float64), False, centre,
+                           rotation, extents, f"has_pose but the orientation {quaternion.tolist()} is no rotation")
+            rotation = Rotation.from_quat(quaternion).as_matrix()
+        return cls(bool(target.has_centroid), np.array([c.x, c.y, c.z], np.float64), has_pose, centre, rotation,
+                   extents)
+
 
 def prediction_from_msg(msg: Any) -> Prediction:
     """A SegmentationResult message (rclpy) -> Prediction; a failed result has no masks."""
@@ -56,9 +94,10 @@ def prediction_from_msg(msg: Any) -> Prediction:
     amodal = [msg_to_mask(t.amodal_mask, what=f"result {msg.request_id}: target {i} amodal_mask")
               if t.amodal_mask.height > 0 else None for i, t in enumerate(msg.targets)]
     types = ["amodal" if t.mask_type == TargetMsg.MASK_AMODAL else "modal" for t in msg.targets]
+    poses = [PredictedPose.from_target(t) for t in msg.targets]
     return Prediction(answer=msg.answer, masks=stack, labels=[t.label for t in msg.targets],
                       scores=[float(t.score) for t in msg.targets], success=bool(msg.success), error=msg.error,
-                      amodal_masks=amodal, mask_types=types)
+                      amodal_masks=amodal, mask_types=types, poses=poses)
 
 def prediction_from_result(result: Any, height: int, width: int) -> Prediction:
     """An ``m2sa_core.types.Result`` -> Prediction (the direct, ROS-free path)."""
