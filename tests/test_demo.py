@@ -63,6 +63,16 @@ def test_demo_end_to_end_small(tmp_path, capsys):
         assert f"#{cmd['index']}" in printed and cmd["command"][:30] in printed
     assert "gIoU" in printed and "latency ms" in printed
     assert (out / "report.md").is_file() and (out / "overlays" / "contact_sheet.png").is_file()
+    # The bag carries registered depth: the node fills every matched target's pose, and the
+    # report gives the 3-D errors against the synthetic world's ground truth.
+    geometry = report["geometry"]
+    assert geometry["scored"] and geometry["problems"] == [] and geometry["artefacts"]["level"] == "mild"
+    overall = geometry["splits"].get("all") or next(iter(geometry["splits"].values()))
+    assert overall["pairs"] >= 1 and overall["pose_share"] == 1.0
+    assert 0 <= overall["median_normal_deg"] < 20 and 0 <= overall["median_centroid_mm"] < 50
+    assert "3-D (" in printed and "mm" in printed.split("3-D (")[1].splitlines()[0]
+    md = (out / "report.md").read_text()
+    assert "## 3-D geometry" in md and "| split | pairs | with pose | centroid (mm) |" in md
     assert len(list((out / "overlays").glob("cmd_*.png"))) == 3
     # A second run starts clean instead of failing on the previous outputs.
     assert main(["--out", str(out), "--images", "20", "--commands", "1", "--rate-factor", "10"]) == 0
