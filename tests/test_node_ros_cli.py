@@ -73,7 +73,7 @@ def served(ros_context):
             yield node, client, params, seg
     finally:
         client.destroy_node()
-        node.destroy_node()
+        node.close()  # its action servers too: a later test's /track must not find them
 
 
 def _node_lines(err: str, node: Any) -> list[str]:
