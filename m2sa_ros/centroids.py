@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import threading
 from collections import deque
-from dataclasses import dataclass
 from typing import Generic, TypeVar
 
 import cv2
 import numpy as np
+
+from m2sa_core.camera import Intrinsics  # noqa: F401 - the node's name for it (CameraInfo intrinsics)
 
 
 T = TypeVar("T")
@@ -59,30 +60,6 @@ class StampedBuffer(Generic[T]):
     def __len__(self) -> int:
         with self._lock:
             return len(self._items)
-
-
-@dataclass(frozen=True)
-class Intrinsics:
-    """Pinhole intrinsics of the (colour) camera, from sensor_msgs/CameraInfo.k."""
-
-    fx: float
-    fy: float
-    cx: float
-    cy: float
-    width: int
-    height: int
-
-    @classmethod
-    def from_k(cls, k: "list[float] | np.ndarray", width: int, height: int) -> "Intrinsics":
-        """Read the row-major 3x3 K of a CameraInfo; a K with zero focal length is an error."""
-        k = np.asarray(k, dtype=np.float64).reshape(-1)
-        if k.size != 9:
-            raise ValueError(f"camera_info K must have 9 elements, got {k.size}")
-        if k[0] <= 0 or k[4] <= 0:
-            raise ValueError(f"camera_info K has a non-positive focal length (fx={k[0]}, fy={k[4]}): "
-                             "the camera is not calibrated")
-        return cls(fx=float(k[0]), fy=float(k[4]), cx=float(k[2]), cy=float(k[5]),
-                   width=int(width), height=int(height))
 
 
 def erode_mask(mask: np.ndarray, erosion_px: int) -> np.ndarray:

@@ -10,7 +10,8 @@ import hashlib
 import numpy as np
 import pytest
 
-from m2sa_core.data.synthetic.depth import RELIEF_MM, Camera, render_depth, to_16uc1
+from m2sa_core.camera import Intrinsics
+from m2sa_core.data.synthetic.depth import RELIEF_MM, render_depth, to_16uc1
 from m2sa_core.data.synthetic.depth_noise import add_holes, add_noise, bleed_edges
 from m2sa_core.data.synthetic.scene import render_layout
 
@@ -102,7 +103,7 @@ def test_camera_and_table_are_plausible_for_a_tabletop():
     depths = [sd.truth(i).centroid[2] for i in range(len(scene.objects))]
     assert all(0.2 < z < 2.5 for z in depths)
     with pytest.raises(ValueError, match="camera is 10x10"):
-        render_depth(scene, np.random.default_rng(0), camera=Camera(10, 10, 5, 5, 10, 10))
+        render_depth(scene, np.random.default_rng(0), camera=Intrinsics(10, 10, 5, 5, 10, 10))
 
 
 def test_any_resolution_and_sequence_frames():

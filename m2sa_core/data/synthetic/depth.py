@@ -44,6 +44,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from m2sa_core.camera import Intrinsics
 from m2sa_core.data.synthetic.scene import Scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
 
@@ -63,39 +64,13 @@ MAX_YAW_DEG = 30.0
 LEAN_SHARE = (0.4, 1.1)  # of the lean that would face the camera squarely
 
 
-@dataclass(frozen=True)
-class Camera:
-    """Pinhole intrinsics of an image of ``width`` x ``height`` pixels."""
-
-    fx: float
-    fy: float
-    cx: float
-    cy: float
-    width: int
-    height: int
-
-    @property
-    def k(self) -> list[float]:
-        """Row-major 3x3 K, as sensor_msgs/CameraInfo.k holds it."""
-        return [self.fx, 0.0, self.cx, 0.0, self.fy, self.cy, 0.0, 0.0, 1.0]
-
-    def rays(self) -> np.ndarray:
-        """(H, W, 3) float64 rays with z = 1 through every pixel centre: P = z * ray."""
-        u = (np.arange(self.width, dtype=np.float64) - self.cx) / self.fx
-        v = (np.arange(self.height, dtype=np.float64) - self.cy) / self.fy
-        rays = np.empty((self.height, self.width, 3))
-        rays[..., 0] = u[None, :]
-        rays[..., 1] = v[:, None]
-        rays[..., 2] = 1.0
-        return rays
-
-    @classmethod
-    def sample(cls, rng: np.random.Generator, width: int, height: int) -> "Camera":
-        hfov = np.deg2rad(rng.uniform(55.0, 65.0))
-        f = (width / 2.0) / np.tan(hfov / 2.0)
-        cx = (width - 1) / 2.0 + rng.uniform(-0.01, 0.01) * width
-        cy = (height - 1) / 2.0 + rng.uniform(-0.01, 0.01) * height
-        return cls(float(f), float(f), float(cx), float(cy), int(width), int(height))
+def sample_camera(rng: np.random.Generator, width: int, height: int) -> Intrinsics:
+    """A camera as the module docstring describes it (field of view, principal point)."""
+    hfov = np.deg2rad(rng.uniform(55.0, 65.0))
+    f = (width / 2.0) / np.tan(hfov / 2.0)
+    cx = (width - 1) / 2.0 + rng.uniform(-0.01, 0.01) * width
+    cy = (height - 1) / 2.0 + rng.uniform(-0.01, 0.01) * height
+    return Intrinsics(float(f), float(f), float(cx), float(cy), int(width), int(height))
 
 
 @dataclass(frozen=True)
@@ -156,7 +131,7 @@ class SceneDepth:
     """
 
     depth: np.ndarray
-    camera: Camera
+    camera: Intrinsics
     table: Table
     objects: list[ObjectTruth]
     occlusion_conflicts: int = 0  # pixels where a face is not in front of what it hides (_settle_faces)
@@ -173,7 +148,7 @@ def _rotation_about(axis: np.ndarray, angle: float) -> np.ndarray:
     return np.eye(3) + np.sin(angle) * k + (1 - np.cos(angle)) * (k @ k)
 
 
-def _sample_table(rng: np.random.Generator, camera: Camera, horizon: int) -> Table:
+def _sample_table(rng: np.random.Generator, camera: Intrinsics, horizon: int) -> Table:
     pitch, roll = rng.uniform(30.0, 42.0), rng.uniform(-3.0, 3.0)
     height = float(rng.uniform(0.45, 0.65))
     p, r = np.deg2rad(pitch), np.deg2rad(roll)
@@ -232,7 +207,7 @@ class _Face:
         return normal, d, self.edge_rays[j] * (d / float(self.edge_rays[j] @ normal))
 
 
-def _face(obj, camera: Camera, table: Table, yaw_deg: float, lean_share: float,
+def _face(obj, camera: Intrinsics, table: Table, yaw_deg: float, lean_share: float,
           reliefs: dict[str, float]) -> _Face | None:
     """The face of ``obj`` standing on its mask's bottom edge; its lean is ``lean_share``
     of the angle at which it would face the camera squarely (the view ray's depression)."""
@@ -331,7 +306,7 @@ def _settle_faces(scene: Scene, faces: list[_Face | None], table: Table, rays: n
 
 
 def render_depth(scene: Scene, rng: np.random.Generator, horizon: int | None = None,
-                 camera: Camera | None = None) -> SceneDepth:
+                 camera: Intrinsics | None = None) -> SceneDepth:
     """Registered depth, intrinsics and 3-D ground truth for ``scene`` (see the module doc).
 
     ``horizon``: the wall/table boundary row (``Layout.horizon``); None puts the table's
@@ -341,7 +316,7 @@ def render_depth(scene: Scene, rng: np.random.Generator, horizon: int | None = N
     parts' reliefs in the category's part order - so one seed gives one geometry.
     """
     height, width = scene.image.shape[:2]
-    camera = camera or Camera.sample(rng, width, height)
+    camera = camera or sample_camera(rng, width, height)
     if (camera.height, camera.width) != (height, width):
         raise ValueError(f"camera is {camera.width}x{camera.height} but the scene is {width}x{height}")
     table = _sample_table(rng, camera, int(round(0.3 * height)) if horizon is None else int(horizon))
