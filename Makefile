@@ -53,7 +53,8 @@ test: setup
 
 # The ROS-facing tests: every test marked `ros` (the node, DDS, bag replay, colcon, the
 # demo), then the rest of the files that read ROS files or wheels without a node.
-ROS_FACING_FILES := tests/test_bag_tools.py tests/test_launch_files.py tests/test_distributions.py tests/test_package.py
+ROS_FACING_FILES := tests/ros/bag/test_bag_tools.py tests/ros/test_launch_files.py tests/tools/test_distributions.py \
+  tests/tools/test_package.py
 # Both runs report even when the first fails; the target fails if either did.
 test-ros: setup
 	status=0; $(PY) -m pytest -m ros $(PYTEST_ARGS) || status=$$?; \

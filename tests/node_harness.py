@@ -3,14 +3,15 @@
 Shared by the fuzzing, fault-injection and heap tests. No executor spins: the test is
 the executor; the worker thread is real, so results arrive asynchronously and are
 captured at the node's result publisher. For tests that need the node served as a
-launched process serves it (lifecycle transitions, action clients), :func:`spinning`.
+launched process serves it (lifecycle transitions, action clients), :func:`spinning`;
+for waiting on what such a node does, :func:`wait_until`.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -18,6 +19,18 @@ import numpy as np
 
 W, H = 32, 24
 
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
+    """``predicate()``'s first true value, polled every 20 ms; an AssertionError naming
+    ``what`` when none comes within ``timeout`` seconds."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.02)
+    raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 @contextmanager
 def spinning(context: Any, *nodes: Any, threads: int = 4) -> Iterator[Any]:

@@ -1,0 +1,94 @@
+"""The parameters file and the launch file, as far as they can be checked without a ROS
+installation (launch / launch_ros are not on PyPI)."""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+from pathlib import Path
+
+import pytest
+import yaml
+
+from m2sa_ros.node_params import PARAMETERS, validate
+
+ROOT = Path(__file__).resolve().parents[2]
+PARAMS_FILE = ROOT / "config" / "perception.yaml"
+LAUNCH_FILE = ROOT / "launch" / "perception.launch.py"
+REQUIRED_ARGUMENTS = {"model_path", "preset", "device", "image_topic", "command_topic", "namespace",
+                      "params_file", "use_sim_time", "command_stamped_topic"}
+
+
+def _node_parameters() -> dict:
+    data = yaml.safe_load(PARAMS_FILE.read_text())
+    assert list(data) == ["/**"], "parameters must apply to the node under any namespace"
+    return data["/**"]["ros__parameters"]
+
+
+def test_params_file_keys_are_exactly_the_declared_parameters():
+    values = _node_parameters()
+    declared = {spec.name for spec in PARAMETERS}
+    assert set(values) - declared == set(), "undeclared parameters in config/perception.yaml"
+    assert declared - set(values) == set(), "declared parameters missing from config/perception.yaml"
+
+
+def test_params_file_values_pass_validation_and_match_the_defaults():
+    values = _node_parameters()
+    validate(values)
+    for spec in PARAMETERS:
+        assert values[spec.name] == spec.default, spec.name
+
+
+@pytest.mark.ros
+def test_params_file_is_read_by_the_ros_parameter_parser(ros_context):
+    """rcl's own YAML parser, the one behind --params-file (which launch passes the file
+    to), gives the node under a namespace exactly the declared parameters: "/**" matches
+    it. (rclpy's Python parameter_dict_from_yaml_file is not that parser, and resolves
+    "/**" for a named node only from rclpy 9, Kilted, on.)"""
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+
+    node = Node("perception_node", namespace="robot1", context=ros_context,
+                cli_args=["--ros-args", "--params-file", str(PARAMS_FILE)])
+    try:
+        overrides = dict(node._parameter_overrides)  # what rcl parsed for this node, before any declare
+    finally:
+        node.destroy_node()
+    assert set(overrides) == {spec.name for spec in PARAMETERS}
+    for spec in PARAMETERS:
+        if spec.default == []:  # YAML's [] has no element type, so rcl leaves it untyped
+            assert overrides[spec.name].type_ == Parameter.Type.NOT_SET, spec.name
+        else:
+            assert overrides[spec.name].value == spec.default, spec.name
+
+
+def _launch_arguments() -> set[str]:
+    tree = ast.parse(LAUNCH_FILE.read_text())
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assign) and any(getattr(t, "id", "") == "ARGUMENTS" for t in node.targets):
+            return {elt.elts[0].value for elt in node.value.elts}
+    raise AssertionError("ARGUMENTS table not found in the launch file")
+
+
+def test_launch_file_declares_the_documented_arguments():
+    assert REQUIRED_ARGUMENTS <= _launch_arguments()
+
+
+def test_launch_file_imports_and_describes_the_node_when_launch_is_installed():
+    pytest.importorskip("launch")
+    pytest.importorskip("launch_ros")
+    spec = importlib.util.spec_from_file_location("perception_launch", LAUNCH_FILE)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    description = module.generate_launch_description()
+    names = {entity.name for entity in description.entities if hasattr(entity, "default_value")}
+    assert REQUIRED_ARGUMENTS <= names
+
+
+def test_interface_doc_lists_every_parameter_and_launch_argument():
+    text = (ROOT / "docs" / "ROS_INTERFACE.md").read_text()
+    rows = {line.split("|")[1].strip().strip("`") for line in text.splitlines() if line.startswith("| `")}
+    assert {spec.name for spec in PARAMETERS} <= rows
+    for argument in REQUIRED_ARGUMENTS:
+        assert f"`{argument}`" in text, argument
+    assert "m2sa-perception --ros-args --params-file config/perception.yaml" in text

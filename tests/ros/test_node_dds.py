@@ -1,0 +1,654 @@
+"""perception_node over real Fast DDS on loopback, with the real tiny M2SA model.
+
+The model is the `tiny` preset with random weights, loaded once for the module. Random
+weights rarely say "[SEG]", so a forward hook on its lm_head steers greedy decoding to
+a scripted answer; everything after the logits (the [SEG] hidden states, the mask
+decoder, upsampling, answer parsing) is the real model. Other test doubles wrap the
+Segmenter to inject a failure, slow it down (to cancel mid-generation) or replace
+the masks with a known box (centroid geometry).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+
+from node_harness import wait_until
+
+pytestmark = pytest.mark.ros
+
+SCRIPT = "Press the television_set_1's button [SEG] or the remote_control_1's button [SEG]."
+W, H = 64, 48
+
+
+# ----------------------------------------------------------------------------- model doubles
+class Steering:
+    """lm_head hook state: which token ids the next greedy steps must pick."""
+
+    def __init__(self) -> None:
+        self.ids: list[int] | None = None
+        self.step = 0
+        self.delay = 0.0
+
+    def hook(self, _module, _inputs, output):
+        if self.ids is None:
+            return output
+        token = self.ids[min(self.step, len(self.ids) - 1)]
+        self.step += 1
+        if self.delay:
+            time.sleep(self.delay)
+        output = output.clone()
+        output[..., token] = output.max() + 10.0
+        return output
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """The real tiny Segmenter (random weights) and its steering hook, built once."""
+    from m2sa_core.inference import Segmenter
+
+    segmenter = Segmenter.from_pretrained("tiny", device="cpu", frame_cache_size=4, max_new_tokens=48)
+    steering = Steering()
+    handle = segmenter.model.llm.lm_head.register_forward_hook(steering.hook)
+    yield segmenter, steering
+    handle.remove()
+
+
+class ScriptedSegmenter:
+    """Wraps the shared real Segmenter for one test: scripted answer plus fault knobs."""
+
+    _lock = threading.Lock()  # one shared model, possibly two nodes: one call at a time
+
+    def __init__(self, tiny, answer: str = SCRIPT, amodal: bool = False) -> None:
+        self.real, self.steering = tiny
+        self.amodal = amodal  # as Segmenter.from_pretrained(..., amodal=...) from the node's parameter
+        tok = self.real.tokenizer
+        self.answer_ids = tok(" " + answer, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        self.fail_next = 0
+        self.delay_per_token = 0.0
+        self.box: tuple[int, int, int, int] | None = None  # x, y, w, h replacing every mask
+        self.calls = 0
+        self.generating = threading.Event()
+
+    @property
+    def cache_stats(self) -> dict[str, int]:
+        return self.real.cache_stats
+
+    def segment(self, image, command, **kwargs):
+        with self._lock:
+            self.calls += 1
+            if self.fail_next:
+                self.fail_next -= 1
+                raise RuntimeError("injected model failure")
+            on_stage = kwargs.get("on_stage")
+
+            def stage(name: str) -> None:
+                if name == "generating":
+                    self.generating.set()
+                if on_stage:
+                    on_stage(name)
+
+            kwargs["on_stage"] = stage
+            if self.amodal:
+                kwargs.setdefault("amodal", True)
+            self.steering.ids, self.steering.step, self.steering.delay = self.answer_ids, 0, self.delay_per_token
+            try:
+                result = self.real.segment(image, command, **kwargs)
+            finally:
+                self.steering.ids, self.steering.delay = None, 0.0
+        if self.box is not None:
+            x, y, w, h = self.box
+            for target in result.targets:
+                target.mask = np.zeros(image.shape[:2], bool)
+                target.mask[y:y + h, x:x + w] = True
+                target.bbox = (x, y, w, h)
+        return result
+
+
+# ----------------------------------------------------------------------------- ROS harness
+def _image(rgb: np.ndarray, stamp_ns: int, frame_id: str = "camera_optical", encoding: str = "rgb8"):
+    from sensor_msgs.msg import Image
+
+    msg = Image(height=rgb.shape[0], width=rgb.shape[1], encoding=encoding, step=rgb.shape[1] * rgb.shape[2]
+                if rgb.ndim == 3 else rgb.shape[1] * rgb.itemsize)
+    msg.header.frame_id = frame_id
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
+    msg.data = np.ascontiguousarray(rgb).tobytes()
+    return msg
+
+
+class Graph:
+    """Perception node(s) + a client node on one multi-threaded executor, spinning in a thread."""
+
+    def __init__(self, context) -> None:
+        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.node import Node
+
+        self.context = context
+        self.client = Node("test_client", context=context)
+        self.executor = MultiThreadedExecutor(num_threads=6, context=context)
+        self.executor.add_node(self.client)
+        self.nodes: list[Any] = []
+        self._lock = threading.Lock()
+        from m2sa_ros.executor_spin import spin_through_destroyed_entities
+
+        self.thread = threading.Thread(target=spin_through_destroyed_entities, args=(self.executor,), daemon=True)
+        self.thread.start()
+
+    def add_node(self, segmenter: ScriptedSegmenter, namespace: str = "", **params: Any):
+        from rclpy.parameter import Parameter
+
+        from m2sa_ros.perception_node import PerceptionNode
+
+        params = {"autostart": False, "wait_for_image": 0.2, "max_queue": 4, **params}
+        node = PerceptionNode(context=self.context, namespace=namespace,
+                              segmenter_factory=lambda _params, _source: segmenter,
+                              parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+        self.nodes.append(node)
+        self.executor.add_node(node)
+        return node
+
+    def start(self, node) -> None:
+        from rclpy.lifecycle import TransitionCallbackReturn
+
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+
+    def collect(self, msg_type, topic: str, qos: Any = 100) -> list:
+        received: list = []
+        self.client.create_subscription(msg_type, topic, lambda m: self._append(received, m), qos)
+        return received
+
+    def _append(self, target: list, msg: Any) -> None:
+        with self._lock:
+            target.append(msg)
+
+    def publisher(self, msg_type, topic: str, depth: int = 100):
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+        pub = self.client.create_publisher(msg_type, topic, QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE))
+        wait_until(lambda: pub.get_subscription_count() > 0, 10, f"a subscriber on {topic}")
+        return pub
+
+    def publish_frame(self, node, pub, msg) -> None:
+        """Publish an image and wait until the node holds it as its latest frame."""
+        before = node.camera().latest.get()
+        pub.publish(msg)
+        wait_until(lambda: node.camera().latest.get() is not before, 10, "the node to receive the image")
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        for node in self.nodes:
+            node.close()
+        self.client.destroy_node()
+
+
+@pytest.fixture
+def graph(ros_context):
+    g = Graph(ros_context)
+    try:
+        yield g
+    finally:
+        g.close()
+
+
+def _scene(w: int = W, h: int = H, seed: int = 1) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
+
+
+def _now_ns(node) -> int:
+    return node.get_clock().now().nanoseconds
+
+
+def _core_target(msg) -> Any:
+    from m2sa_core.types import Granularity, Target
+
+    return Target(label=msg.label, object_name=msg.object_name, instance=msg.instance, part_name=msg.part_name,
+                  granularity=Granularity(msg.granularity), mask=_mask(msg) > 0, score=msg.score)
+
+
+def _mask(target_msg) -> np.ndarray:
+    m = target_msg.mask
+    assert m.encoding == "mono8" and m.step == m.width
+    return np.frombuffer(bytes(m.data), np.uint8).reshape(m.height, m.width)
+
+
+# ----------------------------------------------------------------------------- tests
+def test_topics_image_and_command_give_one_result_with_masks_overlay_and_diagnostics(graph, tiny):
+    from diagnostic_msgs.msg import DiagnosticArray
+    from sensor_msgs.msg import Image
+    from std_msgs.msg import String
+
+    from m2sa_core.visualize import overlay_targets
+    from m2sa_ros.msg import SegmentationResult, Target
+
+    seg = ScriptedSegmenter(tiny)
+    node = graph.add_node(seg, diagnostics_period=0.2)
+    graph.start(node)
+    results = graph.collect(SegmentationResult, "result")
+    overlays = graph.collect(Image, "overlay", 5)
+    diagnostics = graph.collect(DiagnosticArray, "/diagnostics", 10)
+    wait_until(lambda: node.camera().overlay_pub.get_subscription_count() > 0, 10, "overlay subscription")
+    rgb = _scene()
+    stamp = _now_ns(node)
+    graph.publish_frame(node, graph.publisher(Image, "image", 1), _image(rgb, stamp))
+    graph.publisher(String, "command").publish(String(data="I want to turn on the TV"))
+    wait_until(lambda: results, what="a result")
+    time.sleep(0.5)
+    assert len(results) == 1, "exactly one result per command"
+    res = results[0]
+    assert res.success, res.error
+    assert res.error == "" and res.request_id and res.command == "I want to turn on the TV"
+    assert (res.height, res.width) == (H, W)
+    assert res.header.frame_id == "camera_optical"
+    assert res.header.stamp.sec * 10**9 + res.header.stamp.nanosec == stamp
+    assert res.answer == "Press the television_set_1's button or the remote_control_1's button."
+    assert [(t.label, t.object_name, t.instance, t.part_name, t.granularity) for t in res.targets] == [
+        ("television_set_1's button", "television_set", 1, "button", Target.GRANULARITY_PART),
+        ("remote_control_1's button", "remote_control", 1, "button", Target.GRANULARITY_PART)]
+    for target in res.targets:
+        mask = _mask(target)
+        assert mask.shape == (H, W) and set(np.unique(mask)) <= {0, 255}
+        assert 0.0 <= target.score <= 1.0 and not target.has_centroid  # no depth published
+        assert target.amodal_mask.height == 0
+        if mask.any():
+            ys, xs = np.nonzero(mask)
+            assert (target.bbox.x_offset, target.bbox.y_offset) == (xs.min(), ys.min())
+            assert (target.bbox.width, target.bbox.height) == (xs.max() - xs.min() + 1, ys.max() - ys.min() + 1)
+    assert res.inference_ms > 0
+    overlay = wait_until(lambda: overlays, 10, "an overlay")[0]
+    assert (overlay.encoding, overlay.height, overlay.width) == ("rgb8", H, W)
+    pixels = np.frombuffer(bytes(overlay.data), np.uint8).reshape(H, W, 3)
+    # The overlay is m2sa_core.visualize's drawing of exactly these targets on exactly this image.
+    expected = overlay_targets(rgb, [_core_target(t) for t in res.targets])
+    np.testing.assert_array_equal(pixels, expected)
+    status = wait_until(lambda: [d for d in diagnostics if dict((kv.key, kv.value) for kv in d.status[0].values)
+                            .get("results") == "1"], 10, "diagnostics after the result")[0].status[0]
+    values = {kv.key: kv.value for kv in status.values}
+    assert values["device"] == "cpu" and values["state"] == "active" and values["queue_depth"] == "0"
+    assert float(values["last_latency_ms"]) > 0 and "cache_misses" in values
+    assert "perception_node" in status.name
+
+
+def test_service_uses_the_latest_frame_or_the_request_image(graph, tiny):
+    from sensor_msgs.msg import Image
+
+    from m2sa_ros.srv import Segment
+
+    node = graph.add_node(ScriptedSegmenter(tiny))
+    graph.start(node)
+    images = graph.publisher(Image, "image", 1)
+    graph.publish_frame(node, images, _image(_scene(seed=8), _now_ns(node) - 10**9, frame_id="older"))
+    newest = _now_ns(node)
+    graph.publish_frame(node, images, _image(_scene(), newest))  # keep-latest: this one is used
+    client = graph.client.create_client(Segment, "segment")
+    wait_until(client.service_is_ready, 10, "the segment service")
+
+    latest = client.call(Segment.Request(command="turn on the TV"), timeout_sec=60)
+    assert latest.result.success, latest.result.error
+    stamp = latest.result.header.stamp
+    assert (stamp.sec * 10**9 + stamp.nanosec, latest.result.header.frame_id) == (newest, "camera_optical")
+
+    time.sleep(0.1)  # the request's own max_image_age overrides the node's (0 = any)
+    stale = client.call(Segment.Request(command="turn on the TV", max_image_age=0.05), timeout_sec=60).result
+    assert not stale.success and stale.error.startswith("image too old:") and "max_image_age 0.05 s" in stale.error
+    assert (latest.result.height, latest.result.width) == (H, W) and len(latest.result.targets) == 2
+
+    own = Segment.Request(command="what can I press?")
+    bgr = _scene(80, 60, seed=3)[:, :, ::-1]
+    own.image = _image(bgr, 123, frame_id="wrist_camera", encoding="bgr8")
+    response = client.call(own, timeout_sec=60)
+    res = response.result
+    assert res.success, res.error
+    assert (res.height, res.width, res.header.frame_id) == (60, 80, "wrist_camera")
+    assert all((t.mask.height, t.mask.width) == (60, 80) for t in res.targets)
+    assert res.request_id and res.request_id != latest.result.request_id
+
+    bad = Segment.Request(command="what can I press?")
+    bad.image = _image(_scene(8, 6)[:, :, :2].copy(), 5, encoding="16UC1")
+    res = client.call(bad, timeout_sec=60).result
+    assert not res.success and res.error.startswith("bad image:") and "encoding '16UC1' has no colour" in res.error
+
+    # Blocking calls beyond the executor's spare threads are refused, not left hanging.
+    node.blocking_call_limit = 0
+    res = client.call(Segment.Request(command="turn on the TV"), timeout_sec=30).result
+    assert not res.success and res.error.startswith("queue full: 0 service/action calls")
+    node.blocking_call_limit = None
+    assert client.call(Segment.Request(command="turn on the TV"), timeout_sec=60).result.success
+
+
+def test_action_streams_feedback_and_honours_cancel(graph, tiny):
+    from action_msgs.msg import GoalStatus
+    from rclpy.action import ActionClient
+    from sensor_msgs.msg import Image
+
+    from m2sa_ros.action import Segment
+
+    seg = ScriptedSegmenter(tiny)
+    node = graph.add_node(seg)
+    graph.start(node)
+    graph.publish_frame(node, graph.publisher(Image, "image", 1), _image(_scene(), _now_ns(node)))
+    client = ActionClient(graph.client, Segment, "segment")
+    wait_until(client.server_is_ready, 10, "the segment action")
+    # Feedback is a topic and the result a service: DDS does not order one against the
+    # other, and rclpy's action client drops a goal's feedback once its result is in, so
+    # a planner's callback may miss the last stage. What the node publishes is read
+    # from the feedback topic itself, which keeps every message in order.
+    published: list = []
+    topic = graph.client.create_subscription(Segment.Impl.FeedbackMessage, "segment/_action/feedback",
+                                             lambda m: graph._append(published, m), 100)
+    wait_until(lambda: topic.get_publisher_count() > 0, 10, "the feedback topic")
+
+    feedback: list = []
+    future = client.send_goal_async(Segment.Goal(command="turn on the TV"),
+                                    feedback_callback=lambda fb: feedback.append(fb.feedback))
+    handle = wait_until(lambda: future.done() and future.result(), 30, "goal acceptance")
+    result = wait_until(lambda: handle.get_result_async(), 5)
+    done = wait_until(lambda: result.done() and result.result(), 60, "the result")
+    assert done.status == GoalStatus.STATUS_SUCCEEDED and done.result.result.success
+    wait_until(lambda: any(m.feedback.stage == "decoding" for m in published), 10, "the decoding feedback")
+    goal_id = bytes(handle.goal_id.uuid)
+    mine = [m.feedback for m in published if bytes(m.goal_id.uuid) == goal_id]
+    seen = iter(mine)  # the callback's feedback is the published feedback, in order, perhaps cut short
+    assert all(any(f == p for p in seen) for f in feedback), "action feedback out of order"
+    stages = [f.stage for f in mine]
+    assert stages.index("encoding") < stages.index("generating") < stages.index("decoding")
+    partials = [f.partial_answer for f in mine if f.stage == "generating" and f.partial_answer]
+    assert partials and done.result.result.answer.startswith(partials[0].rstrip("."))
+    assert partials[-1] == done.result.result.answer
+    # Once per change, the answer so far never shorter than before, the last stage with
+    # the whole answer: the script's [SEG] tokens change nothing the answer text shows.
+    sent = [(f.stage, f.partial_answer) for f in mine]
+    assert all(a != b for a, b in zip(sent, sent[1:])), sent
+    assert all(len(a[1]) <= len(b[1]) for a, b in zip(sent, sent[1:])), sent
+    assert sent[-1] == ("decoding", done.result.result.answer)
+
+    # Cancel while generating: the model is slowed to 0.1 s per token.
+    seg.delay_per_token = 0.1
+    seg.generating.clear()
+    future = client.send_goal_async(Segment.Goal(command="turn on the TV"))
+    handle = wait_until(lambda: future.done() and future.result(), 30, "goal acceptance")
+    assert seg.generating.wait(30)
+    cancel = handle.cancel_goal_async()
+    wait_until(cancel.done, 10, "the cancel response")
+    result = handle.get_result_async()
+    done = wait_until(lambda: result.done() and result.result(), 30, "the cancelled result")
+    assert done.status == GoalStatus.STATUS_CANCELED
+    assert done.result.result.error.startswith("cancelled") and not done.result.result.success
+
+    seg.delay_per_token = 0.0  # the node still answers the next goal
+    future = client.send_goal_async(Segment.Goal(command="turn on the TV"))
+    handle = wait_until(lambda: future.done() and future.result(), 30, "goal acceptance")
+    result = handle.get_result_async()
+    assert wait_until(lambda: result.done() and result.result(), 60).status == GoalStatus.STATUS_SUCCEEDED
+    client.destroy()
+
+
+def test_lifecycle_transitions_over_the_lifecycle_services(graph, tiny):
+    from lifecycle_msgs.msg import State, Transition
+    from lifecycle_msgs.srv import ChangeState, GetState
+    from rclpy.parameter import Parameter
+    from sensor_msgs.msg import Image
+
+    from m2sa_ros.srv import Segment
+
+    seg = ScriptedSegmenter(tiny)
+    node = graph.add_node(seg, namespace="lc", max_queue=0)  # invalid: configure must fail
+    change = graph.client.create_client(ChangeState, "/lc/perception_node/change_state")
+    get = graph.client.create_client(GetState, "/lc/perception_node/get_state")
+    wait_until(lambda: change.service_is_ready() and get.service_is_ready(), 10, "lifecycle services")
+
+    def transition(tid: int) -> bool:
+        return change.call(ChangeState.Request(transition=Transition(id=tid)), timeout_sec=60).success
+
+    def state() -> int:
+        return get.call(GetState.Request(), timeout_sec=10).current_state.id
+
+    service = graph.client.create_client(Segment, "/lc/segment")
+    assert state() == State.PRIMARY_STATE_UNCONFIGURED
+    assert not transition(Transition.TRANSITION_CONFIGURE), "max_queue=0 must fail configure"
+    assert state() == State.PRIMARY_STATE_UNCONFIGURED and node._segmenter is None
+    node.set_parameters([Parameter("max_queue", value=2)])
+    assert transition(Transition.TRANSITION_CONFIGURE)
+    assert state() == State.PRIMARY_STATE_INACTIVE and node._segmenter is seg
+    assert not service.wait_for_service(0.5), "inactive node must not offer the service"
+
+    for _ in range(2):  # activate / deactivate twice: interfaces come and go cleanly
+        assert transition(Transition.TRANSITION_ACTIVATE)
+        assert state() == State.PRIMARY_STATE_ACTIVE
+        graph.publish_frame(node, graph.publisher(Image, "/lc/image", 1), _image(_scene(), _now_ns(node)))
+        assert service.wait_for_service(10)
+        assert service.call(Segment.Request(command="turn on the TV"), timeout_sec=60).result.success
+        assert transition(Transition.TRANSITION_DEACTIVATE)
+        assert state() == State.PRIMARY_STATE_INACTIVE
+        wait_until(lambda: not service.service_is_ready(), 10, "the service to go away")
+
+    assert transition(Transition.TRANSITION_CLEANUP)
+    assert state() == State.PRIMARY_STATE_UNCONFIGURED and node._segmenter is None
+    assert transition(Transition.TRANSITION_CONFIGURE) and transition(Transition.TRANSITION_ACTIVATE)
+    graph.publish_frame(node, graph.publisher(Image, "/lc/image", 1), _image(_scene(), _now_ns(node)))
+    assert service.wait_for_service(10)
+    assert service.call(Segment.Request(command="turn on the TV"), timeout_sec=60).result.success
+
+
+def test_each_error_yields_its_result_and_the_next_command_succeeds(graph, tiny):
+    from sensor_msgs.msg import Image
+    from std_msgs.msg import String
+
+    from m2sa_ros.msg import SegmentationResult
+
+    seg = ScriptedSegmenter(tiny)
+    node = graph.add_node(seg, max_image_age=5.0, max_command_length=50)
+    graph.start(node)
+    results = graph.collect(SegmentationResult, "result")
+    commands = graph.publisher(String, "command")
+    images = graph.publisher(Image, "image", 1)
+
+    def ask(text: str) -> Any:
+        n = len(results)
+        commands.publish(String(data=text))
+        wait_until(lambda: len(results) > n, 60, f"the result of {text!r}")
+        return results[n]
+
+    def good_frame() -> None:
+        graph.publish_frame(node, images, _image(_scene(), _now_ns(node)))
+
+    res = ask("turn on the TV")  # before any image: waits wait_for_image (0.2 s), then fails
+    assert not res.success and res.error.startswith("no image yet") and "/image" in res.error
+    good_frame()
+    assert ask("turn on the TV").success
+
+    cases = [
+        ("bad encoding", lambda: graph.publish_frame(node, images, _image(_scene()[:, :, :2].copy(), _now_ns(node),
+                                                                          encoding="8UC2")),
+         "turn on the TV", "bad image:"),
+        ("image too old", lambda: graph.publish_frame(node, images, _image(_scene(), _now_ns(node) - 60 * 10**9)),
+         "turn on the TV", "image too old:"),
+        ("empty command", None, "   ", "empty command"),
+        ("control characters only", None, "\x07 \x1b\x08", "empty command"),
+        ("command too long", None, "x" * 51, "command too long: 51 characters > max_command_length 50"),
+        ("model failure", lambda: (good_frame(), setattr(seg, "fail_next", 1)), "turn on the TV",
+         "model failure: RuntimeError: injected model failure"),
+    ]
+    for name, setup, text, error in cases:
+        (setup or good_frame)()
+        res = ask(text)
+        assert not res.success and res.error.startswith(error), (name, res.error)
+        assert res.targets == [] and res.command == text
+        good_frame()
+        res = ask("turn on the TV")
+        assert res.success, f"after {name}: {res.error}"
+    time.sleep(0.3)
+    assert len(results) == 2 + 2 * len(cases), "one result per command, no extra"
+    assert len({r.request_id for r in results}) == len(results)
+
+
+def test_burst_of_50_commands_gets_50_results_none_lost_none_duplicated(graph, tiny):
+    from sensor_msgs.msg import Image
+    from std_msgs.msg import String
+
+    from m2sa_ros.msg import SegmentationResult
+
+    node = graph.add_node(ScriptedSegmenter(tiny), max_queue=2)
+    graph.start(node)
+    results = graph.collect(SegmentationResult, "result")
+    graph.publish_frame(node, graph.publisher(Image, "image", 1), _image(_scene(), _now_ns(node)))
+    commands = graph.publisher(String, "command")
+    for i in range(50):
+        commands.publish(String(data=f"command {i}"))
+    wait_until(lambda: len(results) >= 50, 120, "50 results")
+    time.sleep(0.5)
+    assert len(results) == 50
+    assert len({r.request_id for r in results}) == 50, "duplicated results"
+    assert sorted(r.command for r in results) == sorted(f"command {i}" for i in range(50))
+    ok = [r for r in results if r.success]
+    full = [r for r in results if not r.success]
+    assert ok and full, "with max_queue=2 a burst must both run and overflow"
+    assert all(r.error.startswith("queue full") for r in full)
+    assert all(len(r.targets) == 2 for r in ok)
+
+
+def _depth_msg(depth: np.ndarray, stamp_ns: int, encoding: str):
+    from sensor_msgs.msg import Image
+
+    msg = Image(height=depth.shape[0], width=depth.shape[1], encoding=encoding, step=depth.shape[1] * depth.itemsize)
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 10**9)
+    msg.header.frame_id = "camera_optical"
+    msg.data = depth.tobytes()
+    return msg
+
+
+def test_centroids_from_depth_with_known_geometry(graph, tiny, capfd):
+    from sensor_msgs.msg import CameraInfo, Image
+    from std_msgs.msg import String
+
+    from m2sa_ros.msg import SegmentationResult
+
+    seg = ScriptedSegmenter(tiny)
+    seg.box = (40, 10, 16, 20)  # every target's mask: columns 40..55, rows 10..29
+    node = graph.add_node(seg, centroid_erosion_px=2, depth_tolerance=0.01)
+    graph.start(node)
+    results = graph.collect(SegmentationResult, "result")
+    images = graph.publisher(Image, "image", 1)
+    depth_pub = graph.publisher(Image, "depth", 5)
+    info_pub = graph.publisher(CameraInfo, "camera_info", 5)
+    commands = graph.publisher(String, "command")
+    fx, fy, cx, cy = 80.0, 90.0, 31.5, 23.5
+
+    def frame(depth: np.ndarray, encoding: str, size=(W, H)) -> Any:
+        stamp = _now_ns(node)
+        info = CameraInfo(width=size[0], height=size[1], k=[fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0])
+        info.header.stamp.sec, info.header.stamp.nanosec = divmod(stamp, 10**9)
+        info_pub.publish(info)
+        depth_pub.publish(_depth_msg(depth, stamp, encoding))
+        wait_until(lambda: len(node.camera().depth) and node.camera().depth.nearest(stamp, 0) is not None, 10, "depth")
+        wait_until(lambda: node.camera().camera_info.nearest(stamp, 0) is not None, 10, "camera_info")
+        graph.publish_frame(node, images, _image(_scene(*size), stamp))
+        n = len(results)
+        commands.publish(String(data="turn on the TV"))
+        wait_until(lambda: len(results) > n, 60, "a result")
+        return results[n]
+
+    # A wall at 2 m with a box face at 1.25 m exactly behind the mask (16UC1 millimetres).
+    mm = np.full((H, W), 2000, np.uint16)
+    mm[10:30, 40:56] = 1250
+    mm[15, 45] = 0  # a hole: invalid, ignored
+    res = frame(mm, "16UC1")
+    assert res.success and res.targets
+    u, v = 47.5, 19.5  # centre of the box (erosion is symmetric)
+    for target in res.targets:
+        assert target.has_centroid
+        assert target.centroid.z == pytest.approx(1.25, abs=1e-6)
+        assert target.centroid.x == pytest.approx((u - cx) * 1.25 / fx, abs=2e-3)
+        assert target.centroid.y == pytest.approx((v - cy) * 1.25 / fy, abs=2e-3)
+
+    metres = np.full((H, W), np.nan, np.float32)  # 32FC1 metres, NaN outside the box
+    metres[10:30, 40:56] = 0.8
+    res = frame(metres, "32FC1")
+    assert all(t.has_centroid and t.centroid.z == pytest.approx(0.8) for t in res.targets)
+
+    capfd.readouterr()
+    small = np.full((H // 2, W // 2), 1000, np.uint16)
+    for _ in range(2):  # a depth image of another size: no centroid, reported once
+        res = frame(small, "16UC1", size=(W, H))
+        assert res.success and res.targets and not any(t.has_centroid for t in res.targets)
+    err = capfd.readouterr().err
+    assert err.count("depth image is 32x24 but the colour image is 64x48") == 1, err
+
+
+def test_two_nodes_in_two_namespaces_side_by_side(graph, tiny):
+    from sensor_msgs.msg import Image
+    from std_msgs.msg import String
+
+    from m2sa_ros.msg import SegmentationResult
+
+    seg = ScriptedSegmenter(tiny)
+    sizes = {"robot1": (64, 48), "robot2": (80, 60)}
+    nodes, results = {}, {}
+    for ns, (w, h) in sizes.items():
+        nodes[ns] = graph.add_node(seg, namespace=ns)
+        graph.start(nodes[ns])
+        results[ns] = graph.collect(SegmentationResult, f"/{ns}/result")
+        graph.publish_frame(nodes[ns], graph.publisher(Image, f"/{ns}/image", 1),
+                            _image(_scene(w, h), _now_ns(nodes[ns]), frame_id=f"{ns}_camera"))
+    pubs = {ns: graph.publisher(String, f"/{ns}/command") for ns in sizes}
+    for i in range(2):
+        for ns in sizes:
+            pubs[ns].publish(String(data=f"{ns} command {i}"))
+    wait_until(lambda: all(len(r) >= 2 for r in results.values()), 60, "results in both namespaces")
+    time.sleep(0.3)
+    for ns, (w, h) in sizes.items():
+        assert len(results[ns]) == 2
+        for res in results[ns]:
+            assert res.success and res.command.startswith(ns)
+            assert (res.width, res.height, res.header.frame_id) == (w, h, f"{ns}_camera")
+
+
+def test_compressed_png_input_is_decoded_exactly(graph, tiny):
+    import cv2
+    from sensor_msgs.msg import CompressedImage, Image
+    from std_msgs.msg import String
+
+    from m2sa_ros.msg import SegmentationResult
+
+    seg = ScriptedSegmenter(tiny)
+    seg.box = (0, 0, 1, 1)  # tiny masks so the overlay shows the decoded image almost everywhere
+    node = graph.add_node(seg, use_compressed=True)
+    graph.start(node)
+    results = graph.collect(SegmentationResult, "result")
+    overlays = graph.collect(Image, "overlay", 5)
+    wait_until(lambda: node.camera().overlay_pub.get_subscription_count() > 0, 10, "overlay subscription")
+    rgb = _scene(80, 60, seed=5)
+    ok, png = cv2.imencode(".png", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
+    msg = CompressedImage(format="rgb8; png compressed bgr8", data=png.tobytes())
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(_now_ns(node), 10**9)
+    graph.publish_frame(node, graph.publisher(CompressedImage, "image/compressed", 1), msg)
+    graph.publisher(String, "command").publish(String(data="turn on the TV"))
+    res = wait_until(lambda: results, 60, "a result")[0]
+    assert res.success and (res.width, res.height) == (80, 60)
+    overlay = wait_until(lambda: overlays, 10, "an overlay")[0]
+    pixels = np.frombuffer(bytes(overlay.data), np.uint8).reshape(60, 80, 3)
+    np.testing.assert_array_equal(pixels[20:, 20:], rgb[20:, 20:])  # away from mask and label
+
+
+def test_amodal_parameter_fills_every_targets_amodal_mask(graph, tiny):
+    from m2sa_ros.srv import Segment
+
+    node = graph.add_node(ScriptedSegmenter(tiny, amodal=True), amodal=True)
+    graph.start(node)
+    client = graph.client.create_client(Segment, "segment")
+    wait_until(client.service_is_ready, 10, "the segment service")
+    request = Segment.Request(command="turn on the TV")
+    request.image = _image(_scene(), 7)
+    res = client.call(request, timeout_sec=60).result
+    assert res.success, res.error
+    assert len(res.targets) == 2
+    for target in res.targets:
+        m = target.amodal_mask
+        assert m.encoding == "mono8" and (m.height, m.width, m.step) == (H, W, W)
+        assert set(np.unique(np.frombuffer(bytes(m.data), np.uint8))) <= {0, 255}
+        assert target.amodal_mask.header.frame_id == "camera_optical"

@@ -1,0 +1,293 @@
+"""The ``track`` action over real DDS: the answer, then tracked frames without the
+language model, and every way a track ends (cancel, timeout, lost, bad goal, the node
+deactivating) with exactly one final result; two tracks and an ordinary command share
+the worker without starving it."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+from fake_models import BoxSegmenter
+from node_harness import wait_until
+from test_node_dds import Graph, ScriptedSegmenter, _image, _now_ns, _scene, graph, tiny  # noqa: F401
+
+pytestmark = pytest.mark.ros
+
+
+class TrackingBoxes(BoxSegmenter):
+    """BoxSegmenter that can track: prompts kept on request, tracked frames scored ``track_score``."""
+
+    def __init__(self, track_score: float = 0.8, track_sleep_s: float = 0.0) -> None:
+        super().__init__()
+        self.track_score = track_score
+        self.track_sleep_s = track_sleep_s
+        self.track_calls = 0
+
+    def segment(self, image, command, keep_prompts: bool = False, **kwargs):
+        from m2sa_core.inference.tracking import TrackPrompts
+
+        result = super().segment(image, command, **kwargs)
+        if keep_prompts:
+            result.prompts = TrackPrompts.from_result(result, np.zeros((len(result.targets), 4)), command)
+        return result
+
+    def track(self, image, prompts, previous=None, *, use_previous_mask=False, frame_key=None):
+        from m2sa_core.inference.tracking import TrackState
+        from m2sa_core.types import Result, Target
+
+        self.track_calls += 1
+        time.sleep(self.track_sleep_s)
+        x, y, w, h = self.box
+        mask = np.zeros(image.shape[:2], dtype=bool)
+        mask[y:y + h, x:x + w] = True
+        targets = [Target(t.label, t.object_name, t.instance, t.part_name, t.granularity, mask.copy(),
+                          score=self.track_score, mask_type=t.mask_type) for t in prompts.targets]
+        index = 0 if previous is None else previous.frame_index + 1
+        return Result(answer=prompts.answer, targets=targets), TrackState(torch.zeros((len(targets), 1, 1, 1)), index)
+
+
+class TrackingScripted(ScriptedSegmenter):
+    """The real tiny Segmenter's ``track`` behind the shared lock, counted."""
+
+    def __init__(self, tiny) -> None:  # noqa: F811 - the fixture's value
+        super().__init__(tiny)
+        self.track_calls = 0
+
+    def track(self, image, prompts, previous=None, **kwargs):
+        with self._lock:
+            self.track_calls += 1
+            return self.real.track(image, prompts, previous, **kwargs)
+
+
+class Goal:
+    """One Track goal from the test client: its feedback as it comes, and its one result."""
+
+    def __init__(self, graph: Graph, client: Any, **fields: Any) -> None:
+        from m2sa_ros.action import Track
+
+        self.feedback: list = []
+        self._lock = threading.Lock()
+        future = client.send_goal_async(Track.Goal(**fields), feedback_callback=self._on_feedback)
+        self.handle = wait_until(lambda: future.done() and future.result(), 30, "goal acceptance")
+        assert self.handle.accepted
+        self._result = self.handle.get_result_async()
+
+    def _on_feedback(self, msg: Any) -> None:
+        with self._lock:
+            self.feedback.append(msg.feedback)
+
+    def seqs(self) -> list[int]:
+        with self._lock:
+            return [f.frame_seq for f in self.feedback]
+
+    def wait_frames(self, n: int, timeout: float = 60.0) -> None:
+        wait_until(lambda: len(self.seqs()) >= n, timeout, f"{n} feedback messages")
+
+    def result(self, timeout: float = 60.0) -> Any:
+        return wait_until(lambda: self._result.done() and self._result.result(), timeout, "the track's result")
+
+
+def _client(graph: Graph):
+    from rclpy.action import ActionClient
+
+    from m2sa_ros.action import Track
+
+    client = ActionClient(graph.client, Track, "track")
+    wait_until(client.server_is_ready, 10, "the track action")
+    return client
+
+
+def test_answer_then_tracked_frames_without_the_language_model_then_cancel(graph, tiny):  # noqa: F811
+    from action_msgs.msg import GoalStatus
+    from sensor_msgs.msg import Image
+
+    from m2sa_ros.msg import SegmentationResult
+
+    seg = TrackingScripted(tiny)
+    lm_calls = [0]
+    hook = seg.real.model.llm.lm_head.register_forward_hook(lambda *_: lm_calls.__setitem__(0, lm_calls[0] + 1))
+    try:
+        node = graph.add_node(seg)
+        graph.start(node)
+        results = graph.collect(SegmentationResult, "result")
+        images = graph.publisher(Image, "image", 1)
+        graph.publish_frame(node, images, _image(_scene(seed=1), _now_ns(node)))
+        goal = Goal(graph, _client(graph), command="turn on the TV", request_id="follow-1")
+        goal.wait_frames(1)
+        answer = goal.feedback[0].result
+        assert goal.seqs() == [0] and answer.success and answer.request_id == "follow-1"
+        labels = [t.label for t in answer.targets]
+        assert labels == ["television_set_1's button", "remote_control_1's button"]
+        calls_after_answer, segment_calls = lm_calls[0], seg.calls
+        assert calls_after_answer > 0  # the hook sees the language model when it runs
+
+        for i in range(3):  # each new frame gives one tracked result
+            graph.publish_frame(node, images, _image(_scene(seed=2 + i), _now_ns(node)))
+            goal.wait_frames(2 + i)
+        assert goal.seqs() == [0, 1, 2, 3] and seg.track_calls == 3
+        assert lm_calls[0] == calls_after_answer and seg.calls == segment_calls  # no language model
+        for fb in goal.feedback[1:]:
+            assert fb.result.success and fb.result.request_id == "follow-1" and fb.result.command == "turn on the TV"
+            assert [t.label for t in fb.result.targets] == labels
+            assert fb.result.height == 48 and fb.result.targets[0].mask.height == 48
+        wait_until(lambda: len(results) >= 4, 10, "the results on the topic")
+
+        cancel = goal.handle.cancel_goal_async()
+        wait_until(cancel.done, 10, "the cancel response")
+        done = goal.result()
+        assert done.status == GoalStatus.STATUS_CANCELED
+        assert (done.result.reason, done.result.frames) == ("cancelled", 3)
+        assert done.result.result.request_id == "follow-1" and done.result.result.success
+
+        # Ended means ended: a new frame brings no more tracked results, and an ordinary
+        # command queued behind it is answered.
+        graph.publish_frame(node, images, _image(_scene(seed=9), _now_ns(node)))
+        from m2sa_ros.msg import Command
+
+        graph.publisher(Command, "command_stamped").publish(Command(request_id="after", text="turn on the TV"))
+        wait_until(lambda: any(r.request_id == "after" for r in results), 60, "the ordinary command's result")
+        assert [r.request_id for r in results].count("follow-1") == 4 and seg.track_calls == 3
+    finally:
+        hook.remove()
+
+
+def test_timeout_lost_and_a_bad_goal_each_end_with_their_reason(graph):
+    from action_msgs.msg import GoalStatus
+    from sensor_msgs.msg import Image
+
+    seg = TrackingBoxes(track_score=0.1)
+    node = graph.add_node(seg)
+    graph.start(node)
+    images = graph.publisher(Image, "image", 1)
+    graph.publish_frame(node, images, _image(_scene(seed=1), _now_ns(node)))
+    client = _client(graph)
+
+    timed = Goal(graph, client, command="the mug", timeout=0.3)
+    done = timed.result()
+    assert done.status == GoalStatus.STATUS_SUCCEEDED and done.result.reason == "timeout"
+    assert done.result.frames == 0 and done.result.result.success and timed.seqs() == [0]
+
+    lost = Goal(graph, client, command="the mug", min_score=0.5, lost_frames=2)
+    lost.wait_frames(1)
+    seed = 10
+    while not (lost._result.done() and lost._result.result()):  # new frames until the track gives up
+        graph.publish_frame(node, images, _image(_scene(seed=seed), _now_ns(node)))
+        seed += 1
+        assert seed < 40, "the track was never lost"
+    done = lost.result()
+    assert done.status == GoalStatus.STATUS_SUCCEEDED and done.result.reason == "lost"
+    assert done.result.frames == 2 and lost.seqs() == [0, 1, 2]
+    assert done.result.result.targets[0].score == pytest.approx(0.1)
+
+    bad = Goal(graph, client, command="the mug", min_score=2.0)
+    done = bad.result()
+    assert done.status == GoalStatus.STATUS_ABORTED and not done.result.result.success
+    assert done.result.reason.startswith("error: bad track goal: min_score must be within [0, 1]")
+    assert bad.seqs() == [] and seg.calls == 2  # the bad goal never reached the model
+
+
+def test_two_tracks_and_a_command_share_the_worker_and_deactivate_ends_both(graph):
+    from action_msgs.msg import GoalStatus
+    from sensor_msgs.msg import Image
+
+    from m2sa_ros.msg import Command, SegmentationResult
+    from m2sa_ros.perception_node import TrackFrame
+
+    seg = TrackingBoxes(track_sleep_s=0.02)
+    node = graph.add_node(seg)
+    graph.start(node)
+    results = graph.collect(SegmentationResult, "result")
+    images = graph.publisher(Image, "image", 1)
+    graph.publish_frame(node, images, _image(_scene(seed=1), _now_ns(node)))
+
+    # Whenever a tracked frame is queued, that track has none waiting already.
+    worker = node._pipeline.worker
+    submit, queued_before = worker.submit, []
+
+    def watching_submit(job):
+        if isinstance(job.payload, TrackFrame):
+            queued_before.append(sum(1 for j in worker.queued()
+                                     if isinstance(getattr(j, "payload", None), TrackFrame)
+                                     and j.payload.track is job.payload.track))
+        return submit(job)
+
+    worker.submit = watching_submit
+    client = _client(graph)
+    goals = [Goal(graph, client, command="the mug", request_id=f"track-{i}") for i in range(2)]
+    stop = threading.Event()
+
+    def camera() -> None:  # a camera faster than the tracks: frames always waiting
+        seed = 100
+        while not stop.is_set():
+            node._on_image(_image(_scene(seed=seed), _now_ns(node)))
+            seed += 1
+            time.sleep(0.005)
+
+    streamer = threading.Thread(target=camera, daemon=True)
+    streamer.start()
+    try:
+        for goal in goals:
+            goal.wait_frames(3)
+        graph.publisher(Command, "command_stamped").publish(Command(request_id="plain-1", text="the cup"))
+        wait_until(lambda: any(r.request_id == "plain-1" for r in results), 60, "the ordinary command's result")
+        plain = next(r for r in results if r.request_id == "plain-1")
+        assert plain.success and plain.targets[0].label == "mug_1"
+        counts = [len(goal.seqs()) for goal in goals]
+        for goal, count in zip(goals, counts):  # both tracks go on after the command
+            goal.wait_frames(count + 2)
+            assert goal.seqs() == list(range(len(goal.seqs())))
+        assert queued_before and max(queued_before) == 0
+
+        from rclpy.lifecycle import TransitionCallbackReturn
+
+        assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+    finally:
+        stop.set()
+        streamer.join(10)
+    for goal in goals:
+        done = goal.result()
+        assert done.status == GoalStatus.STATUS_ABORTED and done.result.reason == "node deactivated"
+        assert done.result.frames == len(goal.seqs()) - 1
+        assert done.result.result.request_id == goal.feedback[0].result.request_id
+    assert seg.calls == 3  # two answers and the ordinary command: tracked frames never call segment
+
+
+def test_a_track_ended_by_deactivate_gets_its_result_even_when_the_send_is_late(graph, monkeypatch):
+    """rclpy sends a goal's result from an executor task after the goal ends; a busy
+    executor runs that task late. Deactivate must not destroy the action server under
+    it: the goal's one result still arrives, new goals are refused while inactive, and
+    cleanup removes the action."""
+    from action_msgs.msg import GoalStatus
+    from rclpy.action.server import ActionServer
+    from rclpy.lifecycle import TransitionCallbackReturn
+    from sensor_msgs.msg import Image
+
+    from m2sa_ros.action import Track
+
+    send = ActionServer._send_result_response
+
+    def late_send(self, request_header, future):
+        time.sleep(0.5)  # the executor was busy elsewhere
+        return send(self, request_header, future)
+
+    node = graph.add_node(TrackingBoxes())
+    graph.start(node)
+    graph.publish_frame(node, graph.publisher(Image, "image", 1), _image(_scene(seed=1), _now_ns(node)))
+    client = _client(graph)
+    goal = Goal(graph, client, command="the mug", request_id="late")
+    goal.wait_frames(1)
+    monkeypatch.setattr(ActionServer, "_send_result_response", late_send)
+    assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+    done = goal.result()
+    assert done.status == GoalStatus.STATUS_ABORTED and done.result.reason == "node deactivated"
+
+    refused = client.send_goal_async(Track.Goal(command="the mug"))
+    assert not wait_until(lambda: refused.done() and refused.result(), 30, "the refusal").accepted
+    assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
+    wait_until(lambda: not client.server_is_ready(), 10, "the track action to go away")

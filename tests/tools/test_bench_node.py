@@ -1,0 +1,105 @@
+"""bench/bench_node.py and bench/soak_node.py run (quick mode) and count correctly.
+
+No timed assertions: the figures belong in bench/RESULTS.md. What is checked is what a
+reader of those figures relies on: every command sent is counted, its single result is
+matched to it, and a lost or duplicated result would be reported as such.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import types
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from bench import node_load  # noqa: E402
+
+
+def _fake_robot(outcomes: dict, images: int = 10, unknown: int = 0):
+    return types.SimpleNamespace(lock=threading.Condition(), outcomes=outcomes, unknown_results=unknown,
+                                 images_published=images)
+
+
+def test_summary_reports_lost_duplicated_and_keep_latest_drops():
+    O = node_load.Outcome
+    outcomes = {
+        "a": O(sent_at=1.0, results=[(1.5, True, "", 100, 2)]),
+        "b": O(sent_at=2.0, results=[(2.1, False, "queue full: 4 commands already waiting", 100, 0)]),
+        "c": O(sent_at=3.0, results=[(3.2, True, "", 200, 1), (3.3, True, "", 200, 1)]),
+        "d": O(sent_at=4.0),
+    }
+    s = node_load.summarise(_fake_robot(outcomes, images=10, unknown=1))
+    assert (s["commands"], s["results"], s["lost"], s["duplicated"]) == (4, 4, 1, 1)
+    assert s["lost_examples"] == ["d"] and s["duplicated_examples"] == ["c"]
+    assert s["succeeded"] == 2 and s["errors"] == {"queue full": 1} and s["unknown_results"] == 1
+    assert s["latency_ms"]["p50"] == pytest.approx(350.0)  # 500 ms and 200 ms (first result of c)
+    assert s["frames_used"] == 2 and s["images_dropped_keep_latest"] == 8
+    assert s["targets_total"] == 3
+
+
+def test_soak_stability_uses_post_warmup_medians():
+    from bench import soak_node
+
+    S = node_load.Sample
+    samples = [S(t, 100.0, 30, 18, r) for t, r in enumerate(range(0, 5))]  # warm-up: ignored
+    samples += [S(10 + t, 200.0 + t * 0.1, 31, 19, 10 + t) for t in range(40)]
+    st = soak_node.stability(samples, warm_results=10)
+    assert st["samples_after_warmup"] == 40
+    assert st["rss_after_warmup_mib"] == pytest.approx(200.15)
+    assert st["rss_end_mib"] == pytest.approx(203.75)
+    assert st["rss_growth_pct"] == pytest.approx((203.75 - 200.15) / 200.15 * 100)
+    assert (st["threads_after_warmup"], st["threads_end"], st["fds_range"]) == (31, 31, (19, 19))
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_bench_node_quick_runs_and_every_command_has_one_result(tmp_path):
+    from bench import bench_node
+
+    results = tmp_path / "RESULTS.md"
+    report = bench_node.main(["--quick", "--results", str(results), "--log-dir", str(tmp_path)])
+    assert report["commands"] == 6 and report["results"] == 6
+    assert report["lost"] == 0 and report["duplicated"] == 0 and report["unknown_results"] == 0
+    assert report["succeeded"] + sum(report["errors"].values()) == 6
+    assert report["node_alive_at_end"] and report["node_exit_code"] == 0
+    assert report["images_published"] > 0 and report["frames_used"] >= 1
+    assert report["rss_mib"]["max"] > 0 and report["threads"]["first"] > 0
+    text = results.read_text()
+    assert "bench_node: perception node on loopback DDS, 160x120" in text
+    assert "--quick" in text and "without a result 0" in text and report["model"] in text
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_bench_node_on_simulated_time_answers_every_command(tmp_path):
+    """--clock-hz: the robot publishes /clock and the node runs on it, as under a simulator
+    (where a 5 ms GIL switch interval once stalled every command for seconds)."""
+    from bench import bench_node
+
+    report = bench_node.main(["--quick", "--clock-hz", "100", "--no-write", "--log-dir", str(tmp_path)])
+    assert report["params"]["use_sim_time"] is True and "/clock at 100 Hz" in report["stream"]
+    assert report["results"] == 6 and report["lost"] == 0 and report["duplicated"] == 0
+    assert report["succeeded"] == 6, report["errors"]  # frames stamped on the simulated clock pass the age check
+    assert report["node_alive_at_end"] and report["node_exit_code"] == 0
+
+
+@pytest.mark.ros
+@pytest.mark.slow
+def test_soak_quick_counts_lost_duplicated_and_expected_errors(tmp_path):
+    from bench import soak_node
+
+    results = tmp_path / "RESULTS.md"
+    report = soak_node.main(["--quick", "--results", str(results), "--log-dir", str(tmp_path)])
+    assert report["complete"] and report["sent"] == 30 == report["commands"] == report["results"]
+    assert report["lost"] == 0 and report["duplicated"] == 0
+    assert report["expected_error_results"] == 6
+    assert report["errors"].get("command too long") == 6, report["errors"]
+    assert report["succeeded"] == 24
+    assert report["threads_end"] > 0 and report["fds_end"] > 0
+    assert "soak_node: 30 commands" in results.read_text()

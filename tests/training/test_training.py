@@ -1,0 +1,257 @@
+"""Training runs that users rely on: resume after kill -9, DDP equivalence, sharded eval.
+
+All on the tiny preset and a small synthetic world, on CPU. The runs are real
+subprocesses of the real entry points (``python -m training.train``, ``torchrun``).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from training.checkpoints import latest_intact_checkpoint, list_checkpoints
+
+ROOT = Path(__file__).resolve().parents[2]
+TORCHRUN = Path(sys.executable).with_name("torchrun")
+
+
+@pytest.fixture(scope="module")
+def synth(tmp_path_factory) -> Path:
+    from m2sa_core.data.synthetic import main as synth_main
+
+    out = tmp_path_factory.mktemp("synth")
+    assert synth_main(["--out", str(out), "--images", "16", "--seed", "3", "--size", "128"]) == 0
+    return out
+
+
+def _config(tmp: Path, synth: Path, name: str, **optim) -> tuple[Path, list[str]]:
+    steps = optim.pop("max_steps", 6)
+    overrides = [
+        f"out_dir={tmp / name}",
+        f"data=[{{kind: synthetic, path: {synth / 'MMR_train.json'}, image_root: {synth / 'images'}}}]",
+        "eval_data=[]", f"optim.max_steps={steps}", "optim.warmup_steps=2", "log_every=1",
+        "checkpoint_every=2", "keep_checkpoints=5", "model.tokenizer_vocab_size=300",
+    ] + [f"optim.{k}={v}" for k, v in optim.items()]
+    return ROOT / "training" / "tiny_synth.yaml", overrides
+
+
+def _env() -> dict[str, str]:
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
+    env.pop("WORLD_SIZE", None)
+    return env
+
+
+def _train(config: Path, overrides: list[str], *extra: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    cmd = [sys.executable, "-m", "training.train", "--config", str(config), *extra, *overrides]
+    return subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=timeout)
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    return load_file(str(run / "final" / "model.safetensors"))
+
+
+def _losses(run: Path) -> list[float]:
+    with (run / "train_log.csv").open() as f:
+        return [float(row["loss"]) for row in csv.DictReader(f)]
+
+
+def test_killed_run_resumes_to_the_same_parameters(tmp_path, synth):
+    config, straight = _config(tmp_path, synth, "straight")
+    done = _train(config, straight)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    config, interrupted = _config(tmp_path, synth, "interrupted")
+    cmd = [sys.executable, "-m", "training.train", "--config", str(config), *interrupted]
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    ckpt_root = tmp_path / "interrupted" / "checkpoints"
+    deadline = time.monotonic() + 240
+    while not list_checkpoints(ckpt_root) and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
+    assert not (tmp_path / "interrupted" / "final").exists()
+    killed_at = latest_intact_checkpoint(ckpt_root)
+    assert killed_at is not None and killed_at.name < "step_00000006"
+
+    resumed = _train(config, interrupted, "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed from" in resumed.stdout
+    a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "interrupted")
+    assert a.keys() == b.keys()
+    for key in a:
+        assert torch.equal(a[key], b[key]), f"{key} differs after resume"
+
+
+def test_truncated_checkpoint_is_detected_and_the_previous_one_used(tmp_path, synth):
+    config, overrides = _config(tmp_path, synth, "trunc", max_steps=4)
+    assert _train(config, overrides).returncode == 0
+    root = tmp_path / "trunc" / "checkpoints"
+    newest = list_checkpoints(root)[-1]
+    weights = newest / "trainables.safetensors"
+    weights.write_bytes(weights.read_bytes()[: weights.stat().st_size // 2])
+    assert latest_intact_checkpoint(root) == list_checkpoints(root)[-2]
+
+
+def _single_and_two_ranks(tmp_path: Path, synth: Path, name: str, port_base: int, *extra: str) -> None:
+    """One process with a batch of 2, then 2 torchrun ranks with 1 sample each (the same samples).
+
+    The samples' answers differ in length, so the ranks match only if each rank's loss
+    terms count by its share of the step's answer tokens and masks (training.train.step_loss)."""
+    config, single = _config(tmp_path, synth, "single", max_steps=3, batch_size=2, grad_accum=1)
+    run = _train(config, single)
+    assert run.returncode == 0, run.stderr[-3000:]
+
+    config, ranks = _config(tmp_path, synth, name, max_steps=3, batch_size=1, grad_accum=1)
+    cmd = [str(TORCHRUN), "--nproc-per-node", "2", "--master-port", str(port_base + os.getpid() % 1000),
+           "-m", "training.train", "--config", str(config), *ranks, *extra]
+    run = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=400)
+    assert run.returncode == 0, run.stderr[-3000:]
+
+
+def test_two_process_ddp_matches_single_process_on_the_same_global_batch(tmp_path, synth):
+    _single_and_two_ranks(tmp_path, synth, "ddp", 29500)
+
+    fingerprints = json.loads((tmp_path / "ddp" / "final" / "rank_fingerprints.json").read_text())
+    assert len(fingerprints) == 2 and fingerprints[0] == fingerprints[1], "ranks diverged"
+    assert _losses(tmp_path / "single") == pytest.approx(_losses(tmp_path / "ddp"), rel=1e-4, abs=1e-5)
+    a, b = _weights(tmp_path / "single"), _weights(tmp_path / "ddp")
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-5, msg=f"{key} differs")
+
+
+def test_two_ranks_stopped_and_resumed_reach_the_weights_of_an_uninterrupted_two_rank_run(tmp_path, synth):
+    """scripts/train_tiny.sh with RANKS=2 relies on it: run again, a stage goes on from rank 0's checkpoint."""
+    port = 32500 + os.getpid() % 1000  # apart from the FSDP test's 31500 base
+
+    def ranks(name: str, *extra: str) -> subprocess.CompletedProcess:
+        config, overrides = _config(tmp_path, synth, name, max_steps=4, batch_size=1)
+        cmd = [str(TORCHRUN), "--nproc-per-node", "2", "--master-port", str(port), "-m", "training.train",
+               "--config", str(config), *extra, *overrides]
+        return subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=400)
+
+    assert (done := ranks("straight")).returncode == 0, done.stderr[-3000:]
+    assert (stopped := ranks("resumed", "--stop-after", "2")).returncode == 0, stopped.stderr[-3000:]
+    assert not (tmp_path / "resumed" / "final").exists()
+    resumed = ranks("resumed", "--resume")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resumed from" in resumed.stdout
+    fingerprints = json.loads((tmp_path / "resumed" / "final" / "rank_fingerprints.json").read_text())
+    assert len(fingerprints) == 2 and fingerprints[0] == fingerprints[1], "ranks diverged after resume"
+    a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "resumed")
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-7, msg=f"{key} differs after resume")
+
+
+def test_two_process_fsdp_matches_single_process_and_saves_full_weights(tmp_path, synth):
+    """FSDP2 (sharded parameters and optimizer state) trains what one process trains."""
+    _single_and_two_ranks(tmp_path, synth, "fsdp", 31500, "strategy=fsdp")
+
+    # The checkpoint at step 2 holds full, unsharded tensors gathered from both ranks.
+    saved = load_file(str(list_checkpoints(tmp_path / "fsdp" / "checkpoints")[0] / "trainables.safetensors"))
+    single_model = _weights(tmp_path / "single")
+    assert saved and all(saved[k].shape == single_model[k].shape for k in saved)
+    assert _losses(tmp_path / "single") == pytest.approx(_losses(tmp_path / "fsdp"), rel=1e-4, abs=1e-5)
+    a, b = single_model, _weights(tmp_path / "fsdp")
+    assert a.keys() == b.keys()
+    for key in a:
+        torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-5, msg=f"{key} differs")
+
+
+def test_sharded_evaluation_gives_the_single_process_numbers(tmp_path, synth):
+    from m2sa_core.inference import Segmenter
+    from m2sa_core.model.checkpoint import save_pretrained
+
+    seg = Segmenter.from_pretrained("tiny", max_new_tokens=6)
+    model_dir = save_pretrained(seg.model, seg.tokenizer, tmp_path / "model")
+    data = [str(synth / "MMR_val.json"), str(synth / "MMR_test_mixed.json")]
+    base = ["-m", "training.evaluate", "--model", str(model_dir), "--data", *data, "--image-root",
+            str(synth / "images"), "--kind", "synthetic", "--max-items", "3", "--max-new-tokens", "6"]
+    for protocol in ("teacher-forced", "generative"):
+        one = subprocess.run([sys.executable, *base, "--protocol", protocol, "--out", str(tmp_path / f"one-{protocol}.json")],
+                             cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+        assert one.returncode == 0, one.stderr[-3000:]
+        two = subprocess.run([str(TORCHRUN), "--nproc-per-node", "2", "--master-port", str(30500 + os.getpid() % 1000),
+                              *base, "--protocol", protocol, "--out", str(tmp_path / f"two-{protocol}.json")],
+                             cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
+        assert two.returncode == 0, two.stderr[-3000:]
+        a = json.loads((tmp_path / f"one-{protocol}.json").read_text())["splits"]
+        b = json.loads((tmp_path / f"two-{protocol}.json").read_text())["splits"]
+        assert a == b
+        assert a["all"]["samples"] >= 3, "too few questions were evaluated for the comparison to mean much"
+        # every ground-truth target's IoU, gathered from the ranks, and its summary
+        targets = [(tmp_path / f"{n}-{protocol}.targets.jsonl").read_text().splitlines() for n in ("one", "two")]
+        assert targets[0] == targets[1]
+        entries = [json.loads(line) for line in targets[0]]
+        summary = json.loads((tmp_path / f"one-{protocol}.json").read_text())["targets"]
+        assert entries and sum(v["targets"] for v in summary["by_size"].values()) == len(entries)
+        assert len(entries) <= a["all"]["masks"]  # the split also counts extra predictions
+        if protocol == "teacher-forced":  # one mask per target, so the targets' mean is the split gIoU
+            assert len(entries) == a["all"]["masks"]
+            assert np.mean([e["iou"] for e in entries]) == pytest.approx(a["all"]["giou"])
+        if protocol == "generative":  # each answer's kind of mistake, summed over the ranks too
+            errors = json.loads((tmp_path / "one-generative.json").read_text())["answer_errors"]
+            assert errors == json.loads((tmp_path / "two-generative.json").read_text())["answer_errors"]
+            assert {s: sum(kinds.values()) for s, kinds in errors.items()} == {s: r["samples"] for s, r in a.items()}
+            by_number = json.loads((tmp_path / "one-generative.json").read_text())["answers_by_number"]
+            assert by_number == json.loads((tmp_path / "two-generative.json").read_text())["answers_by_number"]
+            assert sum(row["answers"] for row in by_number.values()) == a["all"]["samples"]
+            by_question = json.loads((tmp_path / "one-generative.json").read_text())["answers_by_question"]
+            assert by_question == json.loads((tmp_path / "two-generative.json").read_text())["answers_by_question"]
+            assert sum(row["answers"] for row in by_question) == a["all"]["samples"]
+            # and each answer itself, gathered from the ranks into question order
+            logged = [(tmp_path / f"{n}-generative.answers.jsonl").read_text().splitlines() for n in ("one", "two")]
+            assert logged[0] == logged[1]
+            entries = [json.loads(line) for line in logged[0]]
+            assert [e["index"] for e in entries] == list(range(a["all"]["samples"]))
+            kinds = {s: sum(1 for e in entries if e["split"] == s) for s in errors if s != "all"}
+            assert kinds == {s: sum(k.values()) for s, k in errors.items() if s != "all"}
+            assert all(e["kind"] in errors["all"] and e["truth"] and e["question"] for e in entries)
+
+
+def test_questions_per_image_trains_on_groups_of_one_image(tmp_path, synth):
+    """The authors' sampling (several questions of one drawn image per slot) runs end to end."""
+    from training.config import load_config
+    from training.train import MicroBatches, setup
+
+    config, overrides = _config(tmp_path, synth, "grouped", max_steps=2, batch_size=1, grad_accum=1)
+    run = _train(config, [*overrides, "questions_per_image=3"])
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert len(_losses(tmp_path / "grouped")) == 2
+    cfg = load_config(config, [*overrides, "questions_per_image=3", f"out_dir={tmp_path / 'probe'}"])
+    state = setup(cfg)
+    batches = MicroBatches(state.mixture, state.builder, state.processor, state.tokenizer.pad_token_id, state.info,
+                           batch_size=1, accum=1, questions_per_image=3)
+    sizes = [batches[i]["sam_images"].shape[0] for i in range(4)]
+    assert max(sizes) > 1 and all(1 <= n <= 3 for n in sizes), sizes  # each synthetic image has several questions
+
+
+def test_a_resumed_log_keeps_its_columns_when_a_newer_version_logs_more(tmp_path):
+    """A run started before a loss part existed is resumed by the newer version: its rows
+    must stay under their own header rather than shift by a column."""
+    from training.train import CsvLog
+
+    path = tmp_path / "train_log.csv"
+    path.write_text("step,loss,iou\n10,1.0,0.5\n")
+    log = CsvLog(path, ["step", "loss", "iou", "exclusion"])
+    log.write({"step": 20, "loss": 0.9, "iou": 0.4, "exclusion": 0.1})
+    log.file.close()
+    with path.open() as f:
+        rows = list(csv.DictReader(f))
+    assert rows == [{"step": "10", "loss": "1.0", "iou": "0.5"}, {"step": "20", "loss": "0.9", "iou": "0.4"}]
+    fresh = CsvLog(tmp_path / "new.csv", ["step", "exclusion"])
+    fresh.write({"step": 1, "exclusion": 0.2})
+    fresh.file.close()
+    assert (tmp_path / "new.csv").read_text().splitlines() == ["step,exclusion", "1,0.2"]
