@@ -137,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.repeats} calls of `target_geometry` per target (full-frame mask in, points out), single thread",
         f"- cloud = points (median per target) / serialised PointCloud2 bytes, every valid pixel (voxel 0) and at "
         f"the default voxel ({args.voxel * 1000:.0f} mm); empty = the message with `target_points` off; errors "
-        "against the synthetic ground truth (tests/test_target_geometry.py has the bounds)",
+        "against the synthetic ground truth (tests/ros/test_target_geometry.py has the bounds)",
         "",
         "| image | target | targets | mask px (median) | ms median | ms p95 | ms max | cloud voxel 0 | "
         f"cloud voxel {args.voxel * 1000:.0f} mm | empty bytes | centroid err mm | normal err deg |",

@@ -2,7 +2,7 @@
 
 ``hashlib.file_digest`` does the same but arrived in Python 3.11; the project stays
 importable on Python 3.10, the interpreter of ROS 2 Humble (docs/ROS_INTERFACE.md,
-checked by tests/test_python_versions.py). Checkpoint manifests (SHA-256) and the
+checked by tests/tools/test_python_versions.py). Checkpoint manifests (SHA-256) and the
 train/eval overlap check (SHA-1) hash files of up to several GB, so the file is never
 read whole: one reusable buffer is filled with ``readinto`` and handed to the hash
 through a memoryview, so no chunk is copied.

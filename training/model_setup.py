@@ -81,7 +81,7 @@ def build_training_model(config: TrainConfig, sources: Sequence[Source], device:
 def preset_config(mc: ModelConfig) -> M2SAConfig:
     """The config a model built from scratch gets: preset ``mc.preset`` with ``mc.overrides``
     applied. Stage 1 of the tiny model builds this way, so the shipped model's shapes are
-    this config's (tests/test_staged_training.py)."""
+    this config's (tests/training/test_staged_training.py)."""
     model_config = get_preset(mc.preset)
     for key, value in mc.overrides.items():
         _override(model_config, key, value)

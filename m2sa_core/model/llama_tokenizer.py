@@ -16,7 +16,7 @@ unless told:
 :func:`load_tokenizer` restores both for Llama tokenizers; other tokenizers (the tiny
 model's byte-level BPE) load untouched. :func:`save_tokenizer` records ``legacy`` in the
 saved ``tokenizer_config.json`` because current transformers does not write it.
-Golden ids from the authors' stack are checked in ``tests/test_fidelity_tokens.py``.
+Golden ids from the authors' stack are checked in ``tests/core/test_fidelity_tokens.py``.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ CLIP size and centre-cropped.
 bicubic for CLIP, as transformers' ``CLIPImageProcessor`` does, and PIL bilinear for
 SAM, as torchvision's ``resize`` of a PIL image does; both antialias when shrinking),
 "cv2" is cv2 without antialiasing, which the tiny model was trained with. Golden
-tensors from the authors' stack are checked in ``tests/test_fidelity_preprocess.py``.
+tensors from the authors' stack are checked in ``tests/core/test_fidelity_preprocess.py``.
 """
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ no depth and the bag is written without it, with a one-line note.
 range noise and mixed pixels at object borders, and a node scored on perfect depth says
 little about a robot. The default, ``mild``, is a good RealSense-class camera at table
 range: 2 % holes, noise of 1 mm + 0.1 % of the range, and a 1-px ring of mixed pixels
-round every visible object; ``strong`` is what tests/test_target_geometry.py stresses
+round every visible object; ``strong`` is what tests/ros/test_target_geometry.py stresses
 the geometry with (20 % holes, 3 mm, 2-px ring); ``none`` is the clean render. The
 artefacts are drawn from the image's own stream, so a bag is reproducible, and the
 ground truth is always the clean geometry.

@@ -1,4 +1,4 @@
-"""Regenerate the golden fixtures in tests/golden/ from the authors' stack.
+"""Regenerate the golden fixtures in tests/core/golden/ from the authors' stack.
 
     python scripts/golden/make_fixtures.py --authors-git /path/to/MMR/.git
 
@@ -10,10 +10,10 @@
    ``--commit``) into ``build/golden/MMR`` with ``git archive``;
 4. runs scripts/golden/reference.py in the side environment, which trains the small
    sentencepiece tokenizer, prepares it as the authors' scripts do and writes token ids,
-   labels and preprocessed image tensors into ``tests/golden/``.
+   labels and preprocessed image tensors into ``tests/core/golden/``.
 
-Nothing of the authors' code lands in the repository; only tests/golden/ changes. The
-tests (tests/test_fidelity_*.py) read the committed fixtures and need none of this.
+Nothing of the authors' code lands in the repository; only tests/core/golden/ changes. The
+tests (tests/core/test_fidelity_*.py) read the committed fixtures and need none of this.
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commit", default=AUTHORS_COMMIT)
     parser.add_argument("--env", type=Path, default=ROOT / "build" / "golden-env")
     parser.add_argument("--fresh-env", action="store_true", help="recreate the side environment")
-    parser.add_argument("--out", type=Path, default=ROOT / "tests" / "golden")
+    parser.add_argument("--out", type=Path, default=ROOT / "tests" / "core" / "golden")
     args = parser.parse_args(argv)
     work = ROOT / "build" / "golden"
     try:

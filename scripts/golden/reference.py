@@ -215,7 +215,7 @@ def main() -> None:
     parser.add_argument("--authors", required=True, type=Path, help="export of the authors' repository")
     parser.add_argument("--corpus", required=True, type=Path, help="text to train the small tokenizer on")
     parser.add_argument("--work", required=True, type=Path, help="scratch directory")
-    parser.add_argument("--out", required=True, type=Path, help="tests/golden")
+    parser.add_argument("--out", required=True, type=Path, help="tests/core/golden")
     parser.add_argument("--commit", default="", help="the authors' commit, recorded in the fixtures")
     args = parser.parse_args()
     global AUTHORS
