@@ -107,13 +107,26 @@ def _masks_and_scores(decoded: DecodedMasks) -> tuple[np.ndarray, np.ndarray]:
     return decoded.masks, decoded.scores
 
 
-def ours(seg: Segmenter, image: np.ndarray, prompts: list[list[int]], forced: list[list[int]], frame_key) -> dict:
-    """Our path for one or several commands on a frame (one batched generation)."""
+def ours(seg: Segmenter, image: np.ndarray | Sequence[np.ndarray], prompts: list[list[int]],
+         forced: list[list[int]], frame_key) -> dict:
+    """Our path for one or several commands on a frame (one batched generation).
+
+    ``image`` may also be a list with one frame per prompt (several cameras' commands in
+    one generation, as a two-camera node batches them); each frame is then cached under
+    ``(frame_key, index)``, or not at all when ``frame_key`` is None.
+    """
     timings: dict[str, float] = {}
     start = time.perf_counter()
-    entry = seg.stages.encode_frame(image, frame_key, timings)
-    gens = seg.stages.generate(entry.features, prompts, timings, forced=forced)
-    outputs = [_masks_and_scores(seg.stages.decode_masks(entry, g.seg_states, timings)) for g in gens]
+    if isinstance(image, np.ndarray):
+        entries = [seg.stages.encode_frame(image, frame_key, timings)] * len(prompts)
+        features = entries[0].features
+    else:
+        entries = [seg.stages.encode_frame(frame, None if frame_key is None else (frame_key, i), timings)
+                   for i, frame in enumerate(image)]
+        features = [e.features for e in entries]
+    gens = seg.stages.generate(features, prompts, timings, forced=forced)
+    outputs = [_masks_and_scores(seg.stages.decode_masks(entry, g.seg_states, timings))
+               for entry, g in zip(entries, gens)]
     sync(seg.device)
     timings["total"] = (time.perf_counter() - start) * 1e3
     return {"timings": timings, "greedy": [g.greedy for g in gens], "masks": [o[0] for o in outputs],
@@ -181,46 +194,80 @@ def agreement(a: dict, b: dict, index: int = 0) -> dict:
 
 
 # -- GPU floor -------------------------------------------------------------------------------
-def gpu_floor(seg: Segmenter, image: np.ndarray, prompt: list[int], n_tokens: int, n_targets: int) -> dict:
-    """Lower bound per command: encoders + prefill + masks at matmul peak, decode at memory bandwidth."""
-    from torch.utils.flop_counter import FlopCounterMode
+def copy_bandwidth(device: torch.device, nbytes: int = 2**30, repeats: int = 10) -> float:
+    """Bytes a second moved by a device-to-device copy of ``nbytes`` (read + written, so 2x).
 
-    device, model = seg.device, seg.model
-    x = torch.empty(2**30, dtype=torch.uint8, device=device)
+    The decode floor's denominator: a batch-1 decode step reads every weight once, and a
+    large copy is the fastest the memory moves on this device in this run.
+    """
+    x = torch.empty(nbytes, dtype=torch.uint8, device=device)
     y = torch.empty_like(x)
     for _ in range(3):
         y.copy_(x)
     sync(device)
     t = time.perf_counter()
-    for _ in range(10):
+    for _ in range(repeats):
         y.copy_(x)
     sync(device)
-    bandwidth = 2 * x.numel() * 10 / (time.perf_counter() - t)
+    bandwidth = 2 * x.numel() * repeats / (time.perf_counter() - t)
     del x, y
-    a = torch.randn(8192, 8192, device=device, dtype=torch.bfloat16)
+    return bandwidth
+
+
+def matmul_peak(device: torch.device, size: int = 8192, dtype: torch.dtype = torch.bfloat16,
+                repeats: int = 10) -> float:
+    """FLOP/s of a square ``size`` matmul in ``dtype``: the compute floor's denominator."""
+    a = torch.randn(size, size, device=device, dtype=dtype)
     for _ in range(3):
         a @ a
     sync(device)
     t = time.perf_counter()
-    for _ in range(10):
+    for _ in range(repeats):
         a @ a
     sync(device)
-    matmul = 2 * 8192**3 * 10 / (time.perf_counter() - t)
+    flops = 2 * size**3 * repeats / (time.perf_counter() - t)
     del a
+    return flops
+
+
+def llm_weight_bytes(model) -> int:
+    """Bytes of language-model weights a decode step reads (the embedding table is gathered, not read)."""
+    return sum(p.numel() * p.element_size() for n, p in model.llm.named_parameters() if "embed_tokens" not in n)
+
+
+def command_flops(seg: Segmenter, image: np.ndarray, prompt: list[int], n_targets: int, encode: bool = True) -> float:
+    """FLOPs of one command's compute-bound work: the encoders (``encode``), the prefill and the masks.
+
+    With ``encode=False`` the frame is encoded outside the count: a command on a cached frame.
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    device, model = seg.device, seg.model
     seg.clear_cache()
-    with torch.inference_mode(), FlopCounterMode(display=False) as counter:
-        timings: dict[str, float] = {}
-        entry = seg.stages.encode_frame(image, None, timings)
-        embeds = model.merge_image_embeddings(torch.tensor([prompt], device=device), entry.features.clip_embeds)[0]
-        model.llm.model(inputs_embeds=embeds, use_cache=False)
-        model.decode_masks(entry.fused, torch.zeros(n_targets, model.config.hidden_size, device=device,
-                                                    dtype=model.dtype), entry.features.upsampling_weights)
-    flops = counter.get_total_flops()
-    llm = model.llm
-    weight_bytes = sum(p.numel() * p.element_size() for n, p in llm.named_parameters() if "embed_tokens" not in n)
+    timings: dict[str, float] = {}
+    with torch.inference_mode():
+        entry = None if encode else seg.stages.encode_frame(image, None, timings)
+        with FlopCounterMode(display=False) as counter:
+            if entry is None:
+                entry = seg.stages.encode_frame(image, None, timings)
+            embeds = model.merge_image_embeddings(torch.tensor([prompt], device=device),
+                                                  entry.features.clip_embeds)[0]
+            model.llm.model(inputs_embeds=embeds, use_cache=False)
+            model.decode_masks(entry.fused, torch.zeros(n_targets, model.config.hidden_size, device=device,
+                                                        dtype=model.dtype), entry.features.upsampling_weights)
+    seg.clear_cache()
+    return counter.get_total_flops()
+
+
+def gpu_floor(seg: Segmenter, image: np.ndarray, prompt: list[int], n_tokens: int, n_targets: int) -> dict:
+    """Lower bound per command: encoders + prefill + masks at matmul peak, decode at memory bandwidth."""
+    device = seg.device
+    bandwidth = copy_bandwidth(device)
+    matmul = matmul_peak(device)
+    flops = command_flops(seg, image, prompt, n_targets)
+    weight_bytes = llm_weight_bytes(seg.model)
     compute_ms = flops / matmul * 1e3
     decode_ms = n_tokens * weight_bytes / bandwidth * 1e3
-    seg.clear_cache()
     return {"bandwidth_TBps": bandwidth / 1e12, "matmul_TFLOPs": matmul / 1e12, "flops_G": flops / 1e9,
             "weight_bytes_GB": weight_bytes / 1e9, "floor_ms": compute_ms + decode_ms,
             "floor_compute_ms": compute_ms, "floor_decode_ms": decode_ms}
