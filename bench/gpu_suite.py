@@ -423,12 +423,17 @@ def run(args: argparse.Namespace) -> Suite:
                 suite.skip(row.name, f"needs CUDA ({row.cuda_only})")
             elif suite.over_budget():
                 suite.skip(row.name, f"time budget of {args.budget_s:.0f} s spent ({suite.elapsed():.0f} s elapsed)")
-            elif row.name in grouped:
-                for name, result in grouped[row.name](size).items():
+            else:
+                try:
+                    results = (grouped[row.name](size) if row.name in grouped
+                               else {row.name: measures[row.name.rsplit("_", 1)[0]](size)})
+                except Exception as exc:  # noqa: BLE001 - one failing row must not cost the later rows their figures
+                    results = {name: {"skipped": f"failed: {exc!r}"[:300]} for name, fn in grouped.items()
+                               if fn is grouped.get(row.name)} or {row.name: {"skipped": f"failed: {exc!r}"[:300]}}
+                    print(f"[gpu_suite] {row.name} failed: {exc!r}", file=sys.stderr, flush=True)
+                for name, result in results.items():
                     if name in wanted:
                         suite.record(name, result)
-            else:
-                suite.record(row.name, measures[row.name.rsplit("_", 1)[0]](size))
         size.free()
     return suite
 
