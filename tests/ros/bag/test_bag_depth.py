@@ -17,7 +17,6 @@ pytest.importorskip("rosbags")
 
 from m2sa_core.data.readers import read_dataset  # noqa: E402
 from m2sa_core.data.rle import encode_mask  # noqa: E402
-from m2sa_core.data.synthetic import generate_dataset  # noqa: E402
 from m2sa_core.data.synthetic.dataset_depth import find_generator, scene_depth  # noqa: E402
 from m2sa_core.evaluation.geometry_errors import size_error_mm, support_points  # noqa: E402
 from m2sa_ros.bag.bag_io import decode, iter_messages, make_bag, message_typestore, plan_from_records  # noqa: E402
@@ -34,12 +33,6 @@ from m2sa_ros.image_conversion import depth_to_metres  # noqa: E402
 
 TEST_FILES = ("MMR_test_obj_only.json", "MMR_test_part_only.json", "MMR_test_mixed.json")
 
-
-@pytest.fixture(scope="module")
-def synth(tmp_path_factory):
-    root = tmp_path_factory.mktemp("synth")
-    generate_dataset(root, 20, seed=3, size=128)
-    return root
 
 
 def _messages(bag):

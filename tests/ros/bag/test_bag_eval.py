@@ -16,7 +16,6 @@ import pytest
 pytest.importorskip("rosbags")
 
 from m2sa_core.data.readers import read_dataset  # noqa: E402
-from m2sa_core.data.synthetic import generate_dataset  # noqa: E402
 from m2sa_ros.bag.report import contact_sheet  # noqa: E402
 from m2sa_ros.bag.scoring import (  # noqa: E402
     Prediction,
@@ -38,12 +37,6 @@ from m2sa_ros.bag.ground_truth import GroundTruth, load_ground_truth  # noqa: E4
 TEST_FILES = ("MMR_test_obj_only.json", "MMR_test_part_only.json", "MMR_test_mixed.json")
 MAX_NEW_TOKENS = 3
 
-
-@pytest.fixture(scope="module")
-def synth(tmp_path_factory):
-    root = tmp_path_factory.mktemp("synth")
-    generate_dataset(root, 20, seed=3, size=128)
-    return root
 
 
 @pytest.fixture(scope="module")

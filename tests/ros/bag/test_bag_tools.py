@@ -14,7 +14,6 @@ import pytest
 pytest.importorskip("rosbags")
 
 from m2sa_core.data.readers import read_dataset  # noqa: E402
-from m2sa_core.data.synthetic import generate_dataset  # noqa: E402
 from m2sa_ros.bag.bag_io import (  # noqa: E402
     bag_info,
     decode,
@@ -37,13 +36,6 @@ from m2sa_ros.bag.ground_truth import (  # noqa: E402
 
 TEST_FILES = ("MMR_test_obj_only.json", "MMR_test_part_only.json", "MMR_test_mixed.json")
 
-
-@pytest.fixture(scope="module")
-def synth(tmp_path_factory):
-    """A small held-out synthetic set: a few test images with several questions each."""
-    root = tmp_path_factory.mktemp("synth")
-    generate_dataset(root, 20, seed=3, size=128)
-    return root
 
 
 def _records(synth):
