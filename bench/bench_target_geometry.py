@@ -90,28 +90,23 @@ def main(argv: list[str] | None = None) -> int:
             sd = render_depth(scene, np.random.default_rng(10_000 + seed), horizon=horizon)
             k = Intrinsics.from_k(sd.camera.k, width, height)
             rng = np.random.default_rng(seed)
-            for i, obj in enumerate(scene.objects):
-                for part in (None, *obj.parts_visible):
-                    truth = sd.truth(i, part)
-                    if truth is None:
-                        continue
-                    mask = obj.parts_visible[part] if part else obj.visible
-                    depth = add_holes(add_noise(bleed_edges(sd.depth, mask, rng, 2), rng, 0.003), rng, 0.2)
-                    bound = register_depth(depth, k, (height, width))
-                    target_geometry(mask, bound, default)  # warm-up
-                    times = []
-                    for _ in range(args.repeats):
-                        t0 = time.perf_counter()
-                        g = target_geometry(mask, bound, default)
-                        times.append((time.perf_counter() - t0) * 1e3)
-                    d = per_level["part" if part else "object"]
-                    d["ms"].append(statistics.median(times))
-                    d["pixels"].append(float(mask.sum()))
-                    d["nv"].append(float(len(g.points)))
-                    d["n0"].append(float(len(target_geometry(mask, bound, every).points)))
-                    if g.has_pose:
-                        d["centroid_mm"].append(float(np.linalg.norm(g.centroid - truth.centroid) * 1e3))
-                        d["normal_deg"].append(float(np.degrees(np.arccos(np.clip(g.normal @ truth.normal, -1, 1)))))
+            for _index, part, mask, truth in sd.visible_targets(scene):
+                depth = add_holes(add_noise(bleed_edges(sd.depth, mask, rng, 2), rng, 0.003), rng, 0.2)
+                bound = register_depth(depth, k, (height, width))
+                target_geometry(mask, bound, default)  # warm-up
+                times = []
+                for _ in range(args.repeats):
+                    t0 = time.perf_counter()
+                    g = target_geometry(mask, bound, default)
+                    times.append((time.perf_counter() - t0) * 1e3)
+                d = per_level["part" if part else "object"]
+                d["ms"].append(statistics.median(times))
+                d["pixels"].append(float(mask.sum()))
+                d["nv"].append(float(len(g.points)))
+                d["n0"].append(float(len(target_geometry(mask, bound, every).points)))
+                if g.has_pose:
+                    d["centroid_mm"].append(float(np.linalg.norm(g.centroid - truth.centroid) * 1e3))
+                    d["normal_deg"].append(float(np.degrees(np.arccos(np.clip(g.normal @ truth.normal, -1, 1)))))
         for level, d in per_level.items():
             ms = np.array(d["ms"])
             n0, nv = float(np.median(d["n0"])), float(np.median(d["nv"]))

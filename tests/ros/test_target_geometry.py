@@ -49,20 +49,15 @@ def measure(condition: str, size: int = 256, seeds=SEEDS) -> dict[str, np.ndarra
         sd = render_depth(scene, np.random.default_rng(10_000 + seed), horizon=layout.horizon)
         k = Intrinsics.from_k(sd.camera.k, sd.camera.width, sd.camera.height)
         rng = np.random.default_rng(seed)
-        for i, obj in enumerate(scene.objects):
-            for part in (None, *obj.parts_visible):
-                truth = sd.truth(i, part)
-                if truth is None:
-                    continue
-                mask = obj.parts_visible[part] if part else obj.visible
-                depth = _degrade(sd.depth, mask, rng, condition)
-                g = target_geometry(mask, register_depth(depth, k, depth.shape))
-                level = "part" if part else "object"
-                if not g.has_pose:
-                    rows[level].append((np.nan, np.nan, np.nan, 0.0))
-                    continue
-                e = geometry_errors(g.centroid, g.rotation, g.extents, truth.centroid, truth.normal, truth.points)
-                rows[level].append((e.centroid_mm, e.normal_deg, e.size_mm, 1.0))
+        for _index, part, mask, truth in sd.visible_targets(scene):
+            depth = _degrade(sd.depth, mask, rng, condition)
+            g = target_geometry(mask, register_depth(depth, k, depth.shape))
+            level = "part" if part else "object"
+            if not g.has_pose:
+                rows[level].append((np.nan, np.nan, np.nan, 0.0))
+                continue
+            e = geometry_errors(g.centroid, g.rotation, g.extents, truth.centroid, truth.normal, truth.points)
+            rows[level].append((e.centroid_mm, e.normal_deg, e.size_mm, 1.0))
     return {level: np.array(r) for level, r in rows.items()}
 
 

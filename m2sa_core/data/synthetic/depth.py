@@ -40,6 +40,7 @@ the relief spread, 0 for a flat target).
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -140,6 +141,15 @@ class SceneDepth:
         """Ground truth of a question target ``(index, part)``; None when not visible."""
         obj = self.objects[index]
         return obj.parts.get(part) if part else obj.surface
+
+    def visible_targets(self, scene: Scene) -> Iterator[tuple[int, str | None, np.ndarray, SurfaceTruth]]:
+        """(index, part, visible mask, truth) of every object and part with ground truth,
+        each object before its parts: what a test or benchmark measures the geometry on."""
+        for index, obj in enumerate(scene.objects):
+            for part in (None, *obj.parts_visible):
+                truth = self.truth(index, part)
+                if truth is not None:
+                    yield index, part, (obj.parts_visible[part] if part else obj.visible), truth
 
 
 def _rotation_about(axis: np.ndarray, angle: float) -> np.ndarray:
