@@ -37,6 +37,7 @@ import threading
 import time
 import traceback
 import uuid
+import weakref
 from collections import Counter
 from typing import Any, Callable
 
@@ -111,6 +112,7 @@ class PerceptionNode(LifecycleNode):
         # The single camera of today until configure reads ``cameras``.
         self._cameras: list[Camera] = [self._new_camera("")]
         self._warned: set[str] = set()
+        self._graced_results: weakref.WeakSet[Any] = weakref.WeakSet()  # result futures whose send was waited for
         self._configuring = False
         self._configure_error = ""
         self.stats = NodeStats()  # all cameras; each camera has its own too
@@ -362,14 +364,17 @@ class PerceptionNode(LifecycleNode):
         result future completes, so a completed future is not yet a sent result; the
         grace after the futures covers that task. It only helps while an executor
         still spins the node, which is why stop() waits here before main() shuts the
-        executor down.
+        executor down. A shutdown passes here up to three times (stop, close's stop,
+        the servers' destruction); the grace is waited once per ended goal, not each time.
         """
         futures = [f for server in self._action_servers() for f in getattr(server, "_result_futures", {}).values()]
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and not all(f.done() for f in futures):
             time.sleep(0.01)
-        if futures:
+        new = [f for f in futures if f not in self._graced_results]
+        if new:
             time.sleep(0.2)
+            self._graced_results.update(new)
 
     def _destroy_actions(self) -> None:
         """Destroy the action servers once the results of ended goals have gone out.
