@@ -34,7 +34,9 @@ setup: $(VENV)/.deps-stamp $(VENV)/.ros-stamp
 # Dependencies: reinstalled only when the lock file or the project metadata change.
 $(VENV)/.deps-stamp: $(REQUIREMENTS).lock pyproject.toml
 	@echo "[setup] ROS 2 $(ROS_DISTRO): creating $(VENV) and installing pinned dependencies (first run: a few minutes)"
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@test -x $(PY) || { free_kb=$$(df -Pk . | awk 'NR==2 {print $$4}'); \
+	  if [ "$$free_kb" -lt 7340032 ]; then echo "[setup] warning: $(VENV) takes about 7 GB (torch's CUDA build) and only $$((free_kb / 1048576)) GB are free here" >&2; fi; \
+	  $(PYTHON) -m venv $(VENV); }
 	@$(PY) -m pip install --quiet --upgrade pip
 	@$(PY) -m pip install --progress-bar on -r $(REQUIREMENTS).lock
 	@$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
