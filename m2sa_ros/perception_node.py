@@ -31,7 +31,6 @@ Run it as ``m2sa-perception --ros-args --params-file config/perception.yaml`` or
 """
 from __future__ import annotations
 
-import dataclasses
 import functools
 import threading
 import time
@@ -61,7 +60,7 @@ from m2sa_ros.cameras import Camera
 from m2sa_ros.diagnostics import NodeStats, build_diagnostics_array, node_statuses
 from m2sa_ros.image_conversion import ImageConversionError, compressed_to_rgb, image_to_rgb
 from m2sa_ros.latest_frame import Frame
-from m2sa_ros.memory import HeapTrimmer, release_memory, trim_heap_now
+from m2sa_ros.memory import release_memory, trim_heap_now
 from m2sa_ros.model_source import ModelSource, load_segmenter, resolve_model_source
 from m2sa_ros.msg import Command, SegmentationResult
 from m2sa_ros.node_params import PARAMETERS, SPECS, NodeParams, ParameterError, check_value, validate
@@ -99,13 +98,8 @@ class PerceptionNode(LifecycleNode):
         # Overrides ROS itself refused (out of the descriptor's range, of the wrong type):
         # the default is declared meanwhile, and configure fails naming the value given.
         self._refused_overrides: dict[str, Any] = declare_parameters(self)
-        # Pre- and post-set callbacks arrived in Iron's rclpy; rclpy_compat gives them on Humble.
-        add_set_parameters_callbacks(self, pre=functools.partial(prepare_set, self), on_set=self._check_parameters,
-                                     post=self._apply_parameters)
         self._factory: SegmenterFactory = segmenter_factory or load_segmenter
-        self._params: NodeParams | None = None
         self._source: ModelSource | None = None
-        self._segmenter: Any = None
         self._id_prefix = uuid.uuid4().hex[:8]
         self._topic_count = 0
         self._topic_count_lock = threading.Lock()
@@ -119,6 +113,10 @@ class PerceptionNode(LifecycleNode):
         self.batch_sizes: Counter[int] = Counter()  # batched model calls by their size (several cameras)
         self._pipeline = CommandPipeline(self.get_logger(), self.stats, self.batch_sizes,
                                          topic_name=self.resolve_topic_name, warn_once=self._warn_once)
+        # After the pipeline, which the checks read. Pre- and post-set callbacks arrived in
+        # Iron's rclpy; rclpy_compat gives them on Humble.
+        add_set_parameters_callbacks(self, pre=functools.partial(prepare_set, self), on_set=self._check_parameters,
+                                     post=self._apply_parameters)
         self._calls = BlockingCalls()  # service/action callbacks waiting for their result
         self._tracking = TrackGoals(self._pipeline, self._calls, self.get_logger(),
                                     now_ns=lambda: self.get_clock().now().nanoseconds, alive=self.context.ok)
@@ -208,9 +206,8 @@ class PerceptionNode(LifecycleNode):
             self.get_logger().error(f"configure failed: {self._configure_error}")
             self.get_logger().debug(traceback.format_exc())
             return TransitionCallbackReturn.FAILURE
-        self._params, self._source, self._segmenter = params, source, segmenter
-        self._pipeline.segmenter, self._pipeline.params = segmenter, params
-        self._pipeline.heap = HeapTrimmer(params.heap_trim_period)
+        self._source = source
+        self._pipeline.load(segmenter, params)
         self.get_logger().info(f"model {source.source} loaded on {params.device} in "
                                f"{time.monotonic() - started:.1f} s")
         if tuple(c.name for c in self._cameras) != (params.cameras or ("",)):
@@ -404,9 +401,7 @@ class PerceptionNode(LifecycleNode):
             camera.result_pub = camera.overlay_pub = camera.markers_pub = camera.points_pub = None
             camera.clear()
         device = self._params.device if self._params is not None else "cpu"
-        had_model = self._segmenter is not None
-        self._segmenter = self._pipeline.segmenter = None
-        self._params = self._pipeline.params = None
+        had_model = self._pipeline.unload()
         self._warned.clear()
         if had_model:
             release_memory(device)
@@ -443,6 +438,16 @@ class PerceptionNode(LifecycleNode):
             except Exception:  # noqa: BLE001 - best effort while the process ends
                 pass
 
+    @property
+    def _params(self) -> NodeParams | None:
+        """The configured parameters (None while unconfigured); the pipeline owns them."""
+        return self._pipeline.params
+
+    @property
+    def _segmenter(self) -> Any:
+        """The loaded model (None while unconfigured); the pipeline owns it."""
+        return self._pipeline.segmenter
+
     # ------------------------------------------------------------------ parameters
     def _check_parameters(self, parameters: list[Parameter]) -> SetParametersResult:
         return check_set(parameters, loaded=self._segmenter is not None, logger=self.get_logger())
@@ -461,16 +466,9 @@ class PerceptionNode(LifecycleNode):
                 changes[spec.name] = check_value(spec, parameter.value)[0]
         if not changes:
             return
-        self._params = self._pipeline.params = dataclasses.replace(params, **changes)
-        if "heap_trim_period" in changes:
-            self._pipeline.heap = HeapTrimmer(changes["heap_trim_period"])
+        self._pipeline.update_params(changes)
         if "diagnostics_period" in changes:
             self._restart_diagnostics_timer(changes["diagnostics_period"])
-        if "mask_threshold" in changes and hasattr(self._segmenter, "mask_threshold"):
-            self._segmenter.mask_threshold = changes["mask_threshold"]
-        if "duplicate_iou" in changes and hasattr(self._segmenter, "duplicate_iou"):
-            value = changes["duplicate_iou"]  # -1: back to the model's own setting
-            self._segmenter.duplicate_iou = self._segmenter.model.config.duplicate_instance_iou if value < 0 else value
         self.get_logger().info("applied " + ", ".join(f"{k}={v!r}" for k, v in changes.items()))
 
     # ------------------------------------------------------------------ inputs

@@ -17,6 +17,7 @@ function that resolves a topic name.
 
 from __future__ import annotations
 
+import dataclasses
 import threading
 import time
 import traceback
@@ -90,9 +91,10 @@ class Prepared:
 class CommandPipeline:
     """Requests in, one SegmentationResult each out, on the request's camera.
 
-    ``segmenter`` and ``params`` are None while the node is unconfigured, ``worker``
-    while it is inactive; ``active`` is the node's "taking commands". The node sets
-    them at its transitions and at runtime parameter changes.
+    ``segmenter`` and ``params`` are None while the node is unconfigured (the pipeline
+    is their one owner: :meth:`load`, :meth:`unload`, :meth:`update_params`), ``worker``
+    while it is inactive; ``active`` is the node's "taking commands". The node calls
+    these at its transitions and at runtime parameter changes.
     """
 
     def __init__(self, logger: Any, stats: NodeStats, batch_sizes: Counter[int], *,
@@ -108,6 +110,35 @@ class CommandPipeline:
         self._logger = logger
         self._topic_name = topic_name
         self._warn_once = warn_once
+
+    def load(self, segmenter: Any, params: NodeParams) -> None:
+        """A configured node's model and parameters (configure)."""
+        self.segmenter, self.params = segmenter, params
+        self.heap = HeapTrimmer(params.heap_trim_period)
+
+    def unload(self) -> bool:
+        """Drop the model and parameters (cleanup, shutdown, error); True when a model was loaded."""
+        had_model = self.segmenter is not None
+        self.segmenter = self.params = None
+        return had_model
+
+    def update_params(self, changes: dict[str, Any]) -> NodeParams:
+        """Runtime parameter changes, in force from the next command; the new parameters.
+
+        The segmenter's own thresholds are set here too, so that a command never runs with
+        the node's new value and the model's old one longer than this call.
+        """
+        assert self.params is not None, "update_params on an unconfigured pipeline"
+        self.params = dataclasses.replace(self.params, **changes)
+        if "heap_trim_period" in changes:
+            self.heap = HeapTrimmer(changes["heap_trim_period"])
+        segmenter = self.segmenter
+        if "mask_threshold" in changes and hasattr(segmenter, "mask_threshold"):
+            segmenter.mask_threshold = changes["mask_threshold"]
+        if "duplicate_iou" in changes and hasattr(segmenter, "duplicate_iou"):
+            value = changes["duplicate_iou"]  # -1: back to the model's own setting
+            segmenter.duplicate_iou = segmenter.model.config.duplicate_instance_iou if value < 0 else value
+        return self.params
 
     def batch_counts(self) -> dict[int, int]:
         """A copy of the batch sizes counted so far, safe to read beside the worker."""
