@@ -322,3 +322,49 @@ def test_tracked_frames_carry_the_geometry_and_move_with_the_depth(graph):  # no
         np.testing.assert_allclose(cloud_to_points(target.points)[:, 2], metres, rtol=1e-6)
         # The box's width scales with the distance: the same 10 pixels span more metres farther away.
         assert target.size.x == pytest.approx(9 * metres / 80.0)
+
+
+def test_a_tracked_frame_whose_depth_comes_after_its_image_still_gets_its_geometry(graph):  # noqa: F811
+    """A camera driver publishes colour and depth on two topics, and the depth often comes
+    a few ms later; a tracked frame runs the moment its image arrives, so its depth is
+    looked for again once the masks are there (as a command's is)."""
+    import time
+
+    from sensor_msgs.msg import CameraInfo, Image
+
+    from test_node_dds import H as DDS_H, W as DDS_W, _scene
+    from test_node_track import Goal, TrackingBoxes, _client
+
+    model = TrackingBoxes(track_sleep_s=0.5)  # the mask decoder still busy when the depth comes
+    node = graph.add_node(model, depth_tolerance=0.01)
+    graph.start(node)
+    images = graph.publisher(Image, "image", 1)
+    depth_pub = graph.publisher(Image, "depth", 5)
+    info_pub = graph.publisher(CameraInfo, "camera_info", 5)
+    k = [80.0, 0.0, 31.5, 0.0, 80.0, 23.5, 0.0, 0.0, 1.0]
+
+    def depth(stamp: int, metres: float) -> None:
+        info = CameraInfo(width=DDS_W, height=DDS_H, k=k)
+        info.header.stamp.sec, info.header.stamp.nanosec = divmod(stamp, 10**9)
+        info_pub.publish(info)
+        depth_pub.publish(_depth_image(np.full((DDS_H, DDS_W), metres, np.float32), stamp, "camera_optical"))
+        wait_until(lambda: node.camera().depth.nearest(stamp, 0) is not None
+                   and node.camera().camera_info.nearest(stamp, 0) is not None, 10, "depth and camera_info")
+
+    first = _now_ns(node)
+    depth(first, 1.0)
+    graph.publish_frame(node, images, _image(_scene(seed=1), first))
+    goal = Goal(graph, _client(graph), command="the mug", request_id="late-depth")
+    goal.wait_frames(1)
+    calls = model.track_calls
+    later = _now_ns(node)
+    graph.publish_frame(node, images, _image(_scene(seed=2), later))  # the image first ...
+    wait_until(lambda: model.track_calls > calls, 10, "the tracked frame to start")
+    time.sleep(0.05)
+    depth(later, 1.4)  # ... its depth while the frame is being tracked
+    goal.wait_frames(2)
+    goal.handle.cancel_goal_async()
+    goal.result()
+    (target,) = goal.feedback[1].result.targets
+    assert target.has_pose and target.has_centroid, "the tracked frame's late depth was not used"
+    assert target.pose.position.z == pytest.approx(1.4) and target.centroid.z == pytest.approx(1.4)
