@@ -391,6 +391,9 @@ def bag_info(bag: str | Path) -> dict[str, Any]:
         info["geometry_ground_truth"] = {
             "frames": len(geometry.frames), "commands": len(geometry.commands),
             "targets": sum(1 for ts in geometry.commands.values() for t in ts if t is not None),
+            **({"sequences": len(geometry.sequences),
+                "tracked_targets": sum(1 for frames in geometry.sequences.values() for ts in frames
+                                       for t in ts if t is not None)} if geometry.sequences else {}),
             "encoding": geometry.encoding, "artefacts": geometry.artefacts.get("level", "none"),
             "problems": geometry.problems}
     tracking = load_tracking_ground_truth(bag)

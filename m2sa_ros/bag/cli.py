@@ -68,7 +68,17 @@ def _make_sequences(parser: argparse.ArgumentParser, args: argparse.Namespace) -
                              motion=args.motion or "mixed", seed=4242 if args.seed is None else args.seed,
                              size=256 if args.size is None else args.size, storage=args.storage,
                              rate_hz=5.0 if args.rate is None else args.rate, frame_id=args.frame_id,
-                             progress=not args.quiet)
+                             progress=not args.quiet, depth=_depth_options(args))
+
+
+def _depth_options(args: argparse.Namespace) -> DepthOptions | None:
+    return None if args.no_depth else DepthOptions(args.depth_encoding, args.depth_artefacts)
+
+
+def _depth_note(out: Path, summary: dict) -> str:
+    geometry = summary.get("geometry_ground_truth")
+    return (f"; depth ({geometry['encoding']}, artefacts {geometry['artefacts']}) on {geometry['frames']} frames, "
+            f"3-D truth in {out / 'geometry_ground_truth.json'}" if geometry else "; no depth")
 
 
 @cli_entry("m2sa-bag")
@@ -85,7 +95,7 @@ def main(argv: list[str] | None = None) -> int:
             track = summary["tracking_ground_truth"]
             print(f"{out}: {summary['storage']}, {track['sequences']} sequences of {track['frames_per_sequence']} "
                   f"frames ({track['motion']}), {summary['duration_s']:.1f} s; ground truth in "
-                  f"{ground_truth_path(out)} and {out / 'tracking_ground_truth.json'}")
+                  f"{ground_truth_path(out)} and {out / 'tracking_ground_truth.json'}{_depth_note(out, summary)}")
         elif args.cmd == "make":
             sequence_only = [f"--{n}" for n in ("frames", "motion", "seed", "size") if getattr(args, n) is not None]
             if not args.data:
@@ -94,19 +104,14 @@ def main(argv: list[str] | None = None) -> int:
                 parser.error(f"{', '.join(sequence_only)} only apply with --sequences")
             if args.limit is not None and args.limit < 1:
                 parser.error(f"--limit must be >= 1, got {args.limit}")
-            depth = None if args.no_depth else DepthOptions(args.depth_encoding, args.depth_artefacts)
             out = make_bag(args.data, args.out, args.image_root, args.storage,
                            1.0 if args.rate is None else args.rate, args.limit, args.frame_id,
-                           progress=not args.quiet, depth=depth)
+                           progress=not args.quiet, depth=_depth_options(args))
             summary = bag_info(out)
             gt = summary["ground_truth"]
-            geometry = summary.get("geometry_ground_truth")
-            with_depth = (f"; depth ({geometry['encoding']}, artefacts {geometry['artefacts']}) on "
-                          f"{geometry['frames']} frames, 3-D truth in {out / 'geometry_ground_truth.json'}"
-                          if geometry else "; no depth")
             print(f"{out}: {summary['storage']}, {gt['frames']} frames, {gt['commands']} commands "
                   f"({', '.join(f'{k} {v}' for k, v in sorted(gt['splits'].items()))}), "
-                  f"{summary['duration_s']:.1f} s; ground truth in {ground_truth_path(out)}{with_depth}")
+                  f"{summary['duration_s']:.1f} s; ground truth in {ground_truth_path(out)}{_depth_note(out, summary)}")
         else:
             print(json.dumps(bag_info(args.bag), indent=2))
     except (BagError, DataError, ValueError) as exc:

@@ -199,6 +199,56 @@ def plan_depth(plan: Any, records: Sequence[Any], options: DepthOptions = DepthO
     return notes
 
 
+def plan_sequence_depth(plan: Any, tracking: Any, sequences: Sequence[Any], seed: int,
+                        options: DepthOptions = DepthOptions()) -> None:
+    """Add depth, camera_info and the per-frame geometry sidecar to a tracking bag's ``plan``
+    (``sequences.plan_from_sequences(sequences)``, whose ground truth is ``tracking``).
+
+    Sequence ``k``'s world is drawn from ``(seed, k, DEPTH_STREAM)`` for all its frames
+    (``m2sa_core.data.synthetic.sequence_depth``), frame ``t``'s artefacts from
+    ``(seed, k, t, ARTEFACT_STREAM)``; depth is rendered when the bag is written.
+    """
+    from m2sa_core.data.synthetic.dataset_depth import ARTEFACT_STREAM, DEPTH_STREAM
+    from m2sa_core.data.synthetic.sequence_depth import sequence_depths
+
+    options.check()
+    if len(sequences) != len(tracking.sequences):
+        raise ValueError(f"plan_sequence_depth: {len(sequences)} sequences for {len(tracking.sequences)} planned")
+    artefacts = ARTEFACT_LEVELS[options.artefacts]
+    geometry = GeometryGroundTruth(encoding=options.encoding,
+                                   artefacts={"level": options.artefacts, **(asdict(artefacts) if artefacts else {})},
+                                   generator=dict(tracking.generator or {}, seed=seed))
+    frame_ids = {f.stamp_ns: f.frame_id for f in plan.frames}
+    depths: list[PlannedDepth] = []
+    for sequence, entry in zip(sequences, tracking.sequences):
+        k = entry.index
+        question = sequence.questions[k % len(sequence.questions)]
+        per_frame = sequence_depths(sequence, (seed, k, DEPTH_STREAM))
+        frames_truth: list[list[TargetGeometryTruth | None]] = []
+        for t, (scene, sd, planned) in enumerate(zip(sequence.frames, per_frame, entry.frames)):
+            camera = FrameCamera(list(sd.camera.k), sd.camera.width, sd.camera.height)
+            geometry.frames[planned.image_stamp_ns] = camera
+            rng_seed = (seed, k, t, ARTEFACT_STREAM)
+            depths.append(PlannedDepth(planned.image_stamp_ns, frame_ids.get(planned.image_stamp_ns, ""), camera,
+                                       _sensor_loader(scene, sd.depth, artefacts, rng_seed)))
+            truths = [sd.truth(index, part or None) for index, part in question.targets]
+            frames_truth.append([None if truth is None else _target_truth(truth) for truth in truths])
+        geometry.sequences[k] = frames_truth
+        # The ordinary sidecar holds each sequence's command on its first frame: the same truth,
+        # so a command-by-command replay of a tracking bag is scored in 3-D too.
+        for command in plan.ground_truth.commands:
+            if command.image_stamp_ns == entry.frames[0].image_stamp_ns and command.command == entry.command:
+                geometry.commands[command.index] = frames_truth[0]
+    plan.depth = depths
+    plan.geometry = geometry
+
+
+def _sensor_loader(scene: Any, clean: np.ndarray, artefacts: Artefacts | None,
+                   seed: tuple[int, ...]) -> Callable[[], np.ndarray]:
+    """``clean`` with ``artefacts`` drawn from ``seed``'s own stream, when called (at write time)."""
+    return lambda: sensor_depth(scene, clean, artefacts, np.random.default_rng(np.random.SeedSequence(list(seed))))
+
+
 def _depth_loader(generator: Any, index: int, level: str) -> Callable[[], np.ndarray]:
     """Render image ``index``'s depth with the artefacts of ``level`` when called (at write time)."""
 

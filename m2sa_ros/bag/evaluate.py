@@ -217,15 +217,19 @@ def evaluate_tracking_bag(bag: str | Path, out_dir: str | Path, *, node_args: Se
                           settle_s: float = 0.1, result_timeout_s: float = 300.0, startup_timeout_s: float = 300.0,
                           ground_truth: str | Path | None = None, use_previous_mask: bool = False,
                           min_score: float = 0.0, lost_frames: int = 0, progress: bool = True,
-                          overlays: bool = True) -> TrackingEvaluation:
+                          overlays: bool = True,
+                          geometry_ground_truth: str | Path | None = None) -> TrackingEvaluation:
     """Replay a tracking bag through the node's ``track`` action, score per frame, write the reports.
 
     One goal per sequence (docs/TRACKING.md, m2sa_ros.bag.tracking); ``ground_truth`` is
-    the tracking sidecar (default BAG/tracking_ground_truth.json).
+    the tracking sidecar (default BAG/tracking_ground_truth.json). With depth in the bag
+    it is replayed too, and with per-frame 3-D truth in the geometry sidecar
+    (``geometry_ground_truth``, default BAG/geometry_ground_truth.json) every frame's
+    targets are scored in 3-D (``tracking_report.score_tracked_geometry``).
     """
     from m2sa_ros.bag.tracking import TrackGoalSettings, TrackReplayer, check_tracking_bag
     from m2sa_ros.bag.tracking_report import (TrackingScores, build_tracking_report, render_tracking_markdown,
-                                              write_tracking_overlays)
+                                              score_tracked_geometry, write_tracking_overlays)
 
     bag, out_dir = Path(bag), Path(out_dir)
     if not (bag / "metadata.yaml").is_file():
@@ -241,21 +245,38 @@ def evaluate_tracking_bag(bag: str | Path, out_dir: str | Path, *, node_args: Se
         raise BagError(f"{bag} has no tracking ground truth ({tracking_ground_truth_path(bag).name}); record one "
                        "with m2sa-bag make --sequences N, or pass --tracking-ground-truth FILE")
     check_tracking_bag(bag, truth)  # before paying for a node start-up
+    geometry, geometry_note = _geometry_truth(bag, geometry_ground_truth)
+    if geometry is not None and not geometry.sequences:
+        geometry, geometry_note = None, "3-D errors not scored: the geometry ground truth has no sequences"
+    depth_topics = _depth_topics(bag, geometry)
     results_bag = _results_bag(out_dir)
     namespace = _namespace(namespace)
     options = ReplayOptions(namespace, rate_factor, settle_s, 1, result_timeout_s, startup_timeout_s)
     goal = TrackGoalSettings(min_score, lost_frames, use_previous_mask)
     node = NodeProcess(namespace, list(node_args), out_dir / "node.log") if start_node else None
-    with _live_node(bag, node, lambda context: TrackReplayer(options, context, results_bag, goal)) as replayer:
-        outcomes = replayer.replay_tracks(bag, truth, node, progress)
+    def make_replayer(context: Any) -> TrackReplayer:
+        replayer = TrackReplayer(options, context, results_bag, goal)
+        replayer.expect_depth = depth_topics is not None
+        return replayer
+
+    with _live_node(bag, node, make_replayer) as replayer:
+        outcomes = replayer.replay_tracks(bag, truth, node, progress, depth_topics)
         foreign = replayer.foreign_results
+        bad_depth = dict(replayer.bad_depth)
     scores = TrackingScores(truth, outcomes)
+    geometry_scores = None
+    if geometry is not None:
+        geometry_scores = score_tracked_geometry(geometry, scores, truth, bad_depth)
+    elif geometry_note is None:
+        geometry_note = ("no 3-D ground truth (the bag has no geometry_ground_truth.json: recorded with "
+                         "--no-depth, or before tracking bags had depth)")
     settings = {"rate_factor": rate_factor, "namespace": namespace, "node_started": start_node,
                 "node_command": node.command if node is not None else None, "settle_s": settle_s,
                 "result_timeout_s": result_timeout_s, "results_bag": str(results_bag),
                 "use_previous_mask": use_previous_mask, "min_score": min_score, "lost_frames": lost_frames,
                 "generator": truth.generator}
     report = build_tracking_report(bag, truth, outcomes, scores, settings, foreign)
+    report["geometry"] = geometry_report(geometry, geometry_scores, geometry_note, bad_depth)
     written = write_tracking_overlays(out_dir, bag, truth, outcomes, scores) if overlays else []
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, default=json_default), encoding="utf-8")
     (out_dir / "report.md").write_text(render_tracking_markdown(report, written), encoding="utf-8")
@@ -357,6 +378,7 @@ def _main_tracking(args: argparse.Namespace, node_args: list[str]) -> int:
         rate_factor=args.rate_factor, settle_s=args.settle, result_timeout_s=args.result_timeout,
         startup_timeout_s=args.startup_timeout, ground_truth=args.tracking_ground_truth,
         use_previous_mask=args.use_previous_mask, min_score=args.min_score, lost_frames=args.lost_frames,
+        geometry_ground_truth=args.geometry_ground_truth,
         progress=not args.quiet, overlays=not args.no_overlays)
     print(tracking_summary_text(evaluation.report))
     print(f"report: {Path(args.out) / 'report.md'}")

@@ -58,14 +58,14 @@ def geometry_markdown(section: dict[str, Any] | None) -> list[str]:
     return lines
 
 
-def geometry_summary_line(section: dict[str, Any] | None) -> str | None:
-    """One terminal line: the overall 3-D medians, or why there are none."""
+def geometry_summary_line(section: dict[str, Any] | None, split: str = "all") -> str | None:
+    """One terminal line: the 3-D medians of ``split`` (else of the only split), or why there are none."""
     if not section:
         return None
     if not section.get("scored"):
         return f"3-D: n/a ({section.get('note', 'no 3-D ground truth')})"
     splits = section["splits"]
-    m = splits.get("all") or next(iter(splits.values()), None)
+    m = splits.get(split) or (next(iter(splits.values())) if len(splits) == 1 else None)
     if m is None:
         return "3-D: no matched target to score"
     return (f"3-D ({m['pairs']} targets, {_fmt(m['pose_share'] * 100, 0)} % with pose): centroid "

@@ -7,7 +7,9 @@ what the node should measure from them: per command (in bag order, as
 centroid, normal (towards the camera), oriented box (centre, axes as columns, extents)
 and its support points (the convex hull's vertices: what the size error needs of the
 true points, ``m2sa_core.evaluation.geometry_errors``), in the colour camera's optical
-frame, metres. A target with nothing visible has ``null``.
+frame, metres. A target with nothing visible has ``null``. A tracking bag
+(``m2sa-bag make --sequences``) has the same per target, per sequence and per frame of
+it (``sequences``), since its targets move.
 
 A file of its own (format ``m2sa_ros/bag_geometry_ground_truth``, version 1) rather than
 new keys in ``ground_truth.json``: readers of version 1 build their targets from every
@@ -103,6 +105,8 @@ class GeometryGroundTruth:
     frames: dict[int, FrameCamera] = field(default_factory=dict)
     # per command index: per target, its truth (None: nothing visible, or malformed)
     commands: dict[int, list[TargetGeometryTruth | None]] = field(default_factory=dict)
+    # tracking bags: per sequence index, per frame of it, per target, its truth
+    sequences: dict[int, list[list[TargetGeometryTruth | None]]] = field(default_factory=dict)
     problems: list[str] = field(default_factory=list)  # malformed entries, one line each
 
     def to_json(self) -> dict[str, Any]:
@@ -111,8 +115,10 @@ class GeometryGroundTruth:
                 "encoding": self.encoding, "artefacts": self.artefacts, "generator": self.generator,
                 "frames": {str(k): {"k": list(v.k), "width": v.width, "height": v.height}
                            for k, v in sorted(self.frames.items())},
-                "commands": [{"index": i, "targets": [None if t is None else t.to_json() for t in targets]}
-                             for i, targets in sorted(self.commands.items())]}
+                "commands": [{"index": i, "targets": _targets_json(targets)}
+                             for i, targets in sorted(self.commands.items())],
+                **({"sequences": [{"index": k, "frames": [_targets_json(targets) for targets in frames]}
+                                  for k, frames in sorted(self.sequences.items())]} if self.sequences else {})}
 
     def save(self, path: str | Path) -> Path:
         return write_sidecar_json(path, self.to_json())
@@ -143,20 +149,40 @@ class GeometryGroundTruth:
             except (TypeError, ValueError, KeyError) as exc:
                 truth.problems.append(f"{where}: command entry {n}: malformed ({exc}); not scored in 3-D")
                 continue
-            targets: list[TargetGeometryTruth | None] = []
-            for t, raw in enumerate(raw_targets):
-                try:
-                    targets.append(None if raw is None else TargetGeometryTruth.from_json(raw))
-                except ValueError as exc:
-                    truth.problems.append(f"{where}: command {index} target {t}: malformed ({exc}); "
-                                          "not scored in 3-D")
-                    targets.append(None)
-            truth.commands[index] = targets
+            truth.commands[index] = _targets_from_json(raw_targets, f"{where}: command {index}", truth.problems)
+        sequences = data.get("sequences")
+        for n, entry in enumerate(sequences if isinstance(sequences, list) else ()):
+            try:
+                index = int(entry["index"])
+                raw_frames = entry["frames"]
+                if not isinstance(raw_frames, list) or not all(isinstance(f, list) for f in raw_frames):
+                    raise TypeError("'frames' is not a list of target lists")
+            except (TypeError, ValueError, KeyError) as exc:
+                truth.problems.append(f"{where}: sequence entry {n}: malformed ({exc}); not scored in 3-D")
+                continue
+            truth.sequences[index] = [_targets_from_json(raw, f"{where}: sequence {index} frame {t}", truth.problems)
+                                      for t, raw in enumerate(raw_frames)]
         return truth
 
     @classmethod
     def load(cls, path: str | Path) -> "GeometryGroundTruth":
         return cls.from_json(read_sidecar_json(path, "geometry ground truth"), str(path))
+
+
+def _targets_json(targets: list[TargetGeometryTruth | None]) -> list[Any]:
+    return [None if t is None else t.to_json() for t in targets]
+
+
+def _targets_from_json(raw_targets: list[Any], where: str, problems: list[str]) -> list[TargetGeometryTruth | None]:
+    """One command's (or frame's) targets; a malformed one is None and one line in ``problems``."""
+    targets: list[TargetGeometryTruth | None] = []
+    for t, raw in enumerate(raw_targets):
+        try:
+            targets.append(None if raw is None else TargetGeometryTruth.from_json(raw))
+        except ValueError as exc:
+            problems.append(f"{where} target {t}: malformed ({exc}); not scored in 3-D")
+            targets.append(None)
+    return targets
 
 
 def geometry_ground_truth_path(bag: str | Path) -> Path:

@@ -14,7 +14,12 @@ passing occluder) and writes them one after another into an ordinary rosbag2:
   command-by-command ``m2sa-bag-eval --protocol commands``) reads a tracking bag too;
 * ``BAG/tracking_ground_truth.json`` (its own format, version 1): per sequence, the
   stamp of each frame and every target's mask on it (``m2sa_ros.bag.ground_truth``
-  reads and writes both sidecars).
+  reads and writes both sidecars);
+* with depth (``depth=``, the CLI's default): a registered depth image and camera_info
+  beside every frame, one 3-D world per sequence (``m2sa_core.data.synthetic.
+  sequence_depth``), and ``BAG/geometry_ground_truth.json`` with every target's visible
+  surface on every frame (``m2sa_ros.bag.depth_recording.plan_sequence_depth``), so that
+  ``m2sa-bag-eval`` scores the tracked targets in 3-D too.
 
 Sequence ``k`` of seed ``S`` is drawn from its own stream ``(S, k)``, the rule
 ``m2sa-eval --protocol tracking`` uses, so a bag and an offline evaluation with the same
@@ -121,8 +126,12 @@ def plan_from_sequences(sequences: list[Any], rate_hz: float = 5.0, start_ns: in
 
 def make_sequence_bag(out: str | Path, count: int, n_frames: int = 6, motion: str = "mixed", seed: int = 4242,
                       size: int = 256, storage: str = "mcap", rate_hz: float = 5.0,
-                      frame_id: str = DEFAULT_FRAME_ID, progress: bool = False) -> Path:
-    """Render ``count`` sequences and write them as a bag with both ground-truth sidecars."""
+                      frame_id: str = DEFAULT_FRAME_ID, progress: bool = False, depth: Any = None) -> Path:
+    """Render ``count`` sequences and write them as a bag with both ground-truth sidecars.
+
+    ``depth``: a ``depth_recording.DepthOptions`` to record registered depth, camera_info and
+    the per-frame 3-D ground truth too; None for images and commands only.
+    """
     from m2sa_core.data.synthetic.sequences import MOTIONS
 
     if count < 1:
@@ -145,6 +154,10 @@ def make_sequence_bag(out: str | Path, count: int, n_frames: int = 6, motion: st
     generator = {"seed": seed, "sequences": count, "frames": n_frames, "motion": motion, "size": size,
                  "rate_hz": rate_hz}
     tracking.generator = generator
+    if depth is not None:
+        from m2sa_ros.bag.depth_recording import plan_sequence_depth
+
+        plan_sequence_depth(plan, tracking, sequences, seed, depth)
     plan.ground_truth.sources = [f"synthetic sequences {json.dumps(generator, sort_keys=True)}"]
     write_bag(plan, out, storage, progress=progress)
     tracking.save(tracking_ground_truth_path(out))

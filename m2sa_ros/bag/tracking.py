@@ -11,7 +11,7 @@ the reason the track ended) is awaited before the next sequence's first frame, w
 the old track would otherwise take as one of its own.
 
 Messages keep their recorded spacing and ``/clock`` carries bag time, as in the
-command replay (``m2sa_ros.bag.replay``); the results bag records every
+command replay (a bag with depth sends each frame's depth and camera_info before it) (``m2sa_ros.bag.replay``); the results bag records every
 SegmentationResult on ``result`` plus one Command per goal.
 """
 
@@ -295,8 +295,12 @@ class TrackReplayer(Replayer):
 
     # -- the replay -------------------------------------------------------------------
     def replay_tracks(self, bag: Path, truth: TrackingGroundTruth, node: NodeProcess | None = None,
-                      progress: bool = True) -> list[TrackOutcome]:
-        """Replay ``bag`` sequence by sequence (see the module docstring); one outcome per sequence."""
+                      progress: bool = True, depth_topics: tuple[str, str] | None = None) -> list[TrackOutcome]:
+        """Replay ``bag`` sequence by sequence (see the module docstring); one outcome per sequence.
+
+        ``depth_topics`` (depth, camera_info in the bag) go to the node's ``depth`` and
+        ``camera_info`` as recorded, each just before its colour image, as in the command
+        replay; one that cannot be read is left out with one line in ``bad_depth``."""
         from rclpy.serialization import deserialize_message
         from std_msgs.msg import String
 
@@ -311,7 +315,11 @@ class TrackReplayer(Replayer):
         goal: _Goal | None = None
         pacer = self.pacer()
         try:
-            for message in iter_messages(bag, [truth.image_topic, truth.command_topic]):
+            for message in iter_messages(bag, [truth.image_topic, truth.command_topic, *(depth_topics or ())]):
+                if depth_topics is not None and message.topic in depth_topics:
+                    pacer.wait_for(message.time_ns)
+                    self._publish_depth(message, message.topic == depth_topics[0])
+                    continue
                 is_frame = message.topic == truth.image_topic
                 stamp = stamp_ns(decode(message).header) if is_frame else None
                 place = where.get(stamp) if stamp is not None else None

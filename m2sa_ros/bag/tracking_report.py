@@ -18,6 +18,9 @@ from typing import Any
 import numpy as np
 
 from m2sa_ros.bag.bag_io import read_frames
+from m2sa_ros.bag.geometry_report import geometry_markdown, geometry_summary_line
+from m2sa_ros.bag.geometry_scoring import GeometryScores, score_geometry, summarise
+from m2sa_ros.bag.geometry_truth import GeometryGroundTruth
 from m2sa_ros.bag.ground_truth import GroundTruth, TrackingGroundTruth
 from m2sa_ros.bag.report import _fmt, _md, command_overlay, contact_sheet
 from m2sa_ros.bag.scoring import Prediction, Scores, percentiles, prediction_from_msg, score_predictions
@@ -72,6 +75,41 @@ class TrackingScores:
         return self.scores.commands.get(self.keys[(sequence, frame)])
 
 
+def score_tracked_geometry(geometry: GeometryGroundTruth, scores: TrackingScores, truth: TrackingGroundTruth,
+                           bad_depth: dict[int, str]) -> GeometryScores:
+    """The 3-D errors of every frame's matched targets (``m2sa_ros.bag.geometry_scoring``'s
+    rules, on the pairs the per-frame mask scoring matched), per frame index and over the
+    tracked frames (``after_first``); a frame whose depth could not be replayed is left out."""
+    flat = GeometryGroundTruth(encoding=geometry.encoding, artefacts=geometry.artefacts,
+                               generator=geometry.generator, problems=list(geometry.problems))
+    left_out = [i for i in range(len(scores.flat.commands)) if i not in scores.scores.commands]
+    for sequence in truth.sequences:
+        frames = geometry.sequences.get(sequence.index)
+        if frames is None:
+            flat.problems.append(f"sequence {sequence.index}: no 3-D ground truth; not scored in 3-D")
+            continue
+        if len(frames) != len(sequence.frames):
+            flat.problems.append(f"sequence {sequence.index}: the geometry ground truth has {len(frames)} frames, "
+                                 f"the tracking ground truth {len(sequence.frames)}; not scored in 3-D")
+            continue
+        for t, (targets, frame) in enumerate(zip(frames, sequence.frames)):
+            i = scores.keys[(sequence.index, t)]
+            flat.commands[i] = targets
+            if frame.image_stamp_ns in bad_depth:
+                left_out.append(i)
+    out = score_geometry(flat, scores.flat, scores.predictions, scores.scores, exclude=left_out)
+    tracked = [p for p in out.pairs if p.split != frame_split(0)]
+    splits = {split: out.splits[split] for split in sorted(out.splits, key=_frame_order) if split != "all"}
+    if tracked:
+        splits[OVERALL] = summarise(tracked)
+    out.splits = splits
+    return out
+
+
+def _frame_order(split: str) -> int:
+    return int(split.rsplit("_", 1)[1]) if split.startswith("frame_") else 10**9
+
+
 # --------------------------------------------------------------------------- report
 def _frame_entry(truth_frame: Any, frame: Any, score: Any) -> dict[str, Any]:
     result = frame.result
@@ -81,7 +119,8 @@ def _frame_entry(truth_frame: Any, frame: Any, score: Any) -> dict[str, Any]:
             known = score is not None and i < len(score.target_ious)
             targets.append({"label": t.label, "score": float(t.score),
                             "iou": score.target_ious[i] if known else None,
-                            "matched_gt": score.matched_gt[i] if known else None})
+                            "matched_gt": score.matched_gt[i] if known else None,
+                            "has_centroid": bool(t.has_centroid), "has_pose": bool(t.has_pose)})
     return {
         "frame": frame.frame, "image_stamp_ns": frame.stamp_ns, "tracked": frame.tracked,
         "has_result": result is not None, "frame_seq": frame.frame_seq,
@@ -192,8 +231,9 @@ def render_tracking_markdown(report: dict[str, Any], overlays: list[str]) -> str
     if o:
         lines.append(f"| **tracked frames (1..)** | **{_fmt(o['giou'])}** | {_fmt(o['ciou'])} | {o['masks']} | "
                      f"{c['frames_with_result']} | {_fmt(report['ms_per_tracked_frame']['p50'], 1)} |")
+    lines += [""] + geometry_markdown(report.get("geometry"))
     keys = list(report["ms_per_tracked_frame"])
-    lines += ["", "## Time (ms)", "", "| | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
+    lines += ["## Time (ms)", "", "| | " + " | ".join(keys) + " |", "|---|" + "---|" * len(keys)]
     for name, key in (("tracked frame (node)", "ms_per_tracked_frame"),
                       ("frame -> tracked result", "tracked_frame_latency_ms"),
                       ("answer (node)", "answer_inference_ms"), ("goal -> answer", "answer_latency_ms")):
@@ -264,4 +304,5 @@ def tracking_summary_text(report: dict[str, Any]) -> str:
         f"gIoU per frame: {per}",
         f"gIoU tracked frames: {_fmt(o.get('giou', math.nan), 4)}; ms per tracked frame (node p50) "
         f"{_fmt(report['ms_per_tracked_frame']['p50'], 1)}",
+        *([line] if (line := geometry_summary_line(report.get("geometry"), OVERALL)) else []),
         "ended: " + (", ".join(f"{k} {v}" for k, v in sorted(report["end_reasons"].items())) or "-")])

@@ -19,7 +19,7 @@ every frame is object ``i`` of frame 0.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import cv2
 import numpy as np
@@ -38,6 +38,9 @@ class SceneSequence:
     frames: list[Scene]
     questions: list[Question]
     motion: str
+    # Per frame, the row of the wall/table boundary (the layout's, moved by the zoom):
+    # what render_depth needs to put the table where the picture has it. Empty when unknown.
+    horizons: list[int] = field(default_factory=list)
 
     def target_mask(self, frame: int, target: tuple[int, str], mask_type: str = "modal") -> np.ndarray:
         """Ground truth of one question target on one frame: visible, or complete for "amodal"."""
@@ -104,6 +107,7 @@ def render_sequence(rng: np.random.Generator, n_frames: int = 8, motion: str = "
     board_colour = rng.integers(40, 220, 3).astype(np.uint8)
     order: list[int] | None = None
     frames = []
+    horizons = []
     for t in range(n_frames):
         offsets = [(round(vx * t * scale), round(vy * t * scale)) if moves["nudge"] else (0, 0)
                    for vx, vy in velocities]
@@ -114,8 +118,10 @@ def render_sequence(rng: np.random.Generator, n_frames: int = 8, motion: str = "
         ordered = [objects[k] for k in order]
         for mine, still in zip(ordered, first.objects):
             mine.instance = still.instance
+        zoom = 1.0 + zoom_step * t if t and moves["zoom"] else 1.0
+        horizon = size / 2 + (layout.horizon - size / 2) * zoom  # the warp is about the centre
+        horizons.append(int(np.clip(round(horizon), 1, size - 1)))
         if t and (moves["pan"] or moves["zoom"]):
-            zoom = 1.0 + zoom_step * t if moves["zoom"] else 1.0
             matrix = cv2.getRotationMatrix2D((size / 2, size / 2), 0.0, zoom)
             if moves["pan"]:
                 matrix[0, 2] += pan_step * t
@@ -125,4 +131,4 @@ def render_sequence(rng: np.random.Generator, n_frames: int = 8, motion: str = "
             x = int(-board_width + travel * t / max(n_frames - 1, 1))
             _occlude(image, ordered, x, board_width, board_colour)
         frames.append(Scene(image=image, objects=ordered))
-    return SceneSequence(frames, questions, motion)
+    return SceneSequence(frames, questions, motion, horizons)

@@ -299,3 +299,70 @@ def test_a_malformed_depth_message_is_not_replayed_and_said_in_one_line():
     assert list(fake.bad_depth) == [5_000_000_007]
     line = fake.bad_depth[5_000_000_007]
     assert "\n" not in line and line.startswith("depth at 5000000000 ns not replayed: ")
+
+
+# --------------------------------------------------------------------------- tracking bags
+def _tracking_case():
+    """One sequence of three frames, its target sliding 1 cm a frame; the node's poses
+    exact on frame 0, 3 mm off on frame 1, and frame 2's depth was not replayable."""
+    from m2sa_ros.bag.ground_truth import GroundTruthSequence, GroundTruthSequenceFrame, TrackingGroundTruth
+    from m2sa_ros.bag.tracking_report import frame_split
+
+    masks = [_square(2 + 5 * t, 2) for t in range(3)]
+    sequence = GroundTruthSequence(index=0, time_ns=150, command="the box", split="test_obj_only", motion="pan",
+                                   answer="{seg}", record_id="seq000", height=H, width=W,
+                                   frames=[GroundTruthSequenceFrame(100 * (t + 1), [_gt_target("box_1", m)])
+                                           for t, m in enumerate(masks)])
+    truth = TrackingGroundTruth(sequences=[sequence])
+    geometry = GeometryGroundTruth(sequences={0: [[_flat_truth([0.01 * t, 0, 1.0])] for t in range(3)]})
+    base = np.array([[1.0, 0, 0], [0, -1.0, 0], [0, 0, -1.0]]).T
+    offsets = [0.0, 0.003, 0.0]
+    predictions = {t: Prediction("", masks[t][None], ["box_1"], [0.9], poses=[
+        _pose([0.01 * t + offsets[t], 0, 1.0], [0.01 * t + offsets[t], 0, 1.0], base, [0.1, 0.1, 0.0])])
+        for t in range(3)}
+    flat = GroundTruth(commands=[sequence.command_at(t, index=t, split=frame_split(t)) for t in range(3)])
+    scores = SimpleNamespace(keys={(0, t): t for t in range(3)}, flat=flat, predictions=predictions,
+                             scores=score_predictions(flat, predictions))
+    return truth, geometry, scores
+
+
+def test_tracked_frames_are_scored_in_3d_per_frame_and_over_the_tracked_ones():
+    from m2sa_ros.bag.tracking_report import score_tracked_geometry
+
+    truth, geometry, scores = _tracking_case()
+    result = score_tracked_geometry(geometry, scores, truth, bad_depth={300: "depth at 300 ns not replayed: x"})
+    assert [(p.index, p.split) for p in result.pairs] == [(0, "frame_0"), (1, "frame_1")]
+    assert list(result.splits) == ["frame_0", "frame_1", "after_first"]
+    assert result.splits["frame_0"]["median_centroid_mm"] == pytest.approx(0.0, abs=1e-9)
+    assert result.splits["frame_1"]["median_centroid_mm"] == pytest.approx(3.0, abs=1e-9)
+    assert result.splits["frame_1"]["median_centre_mm"] == pytest.approx(3.0, abs=1e-9)
+    after = result.splits["after_first"]
+    assert (after["pairs"], after["pose_share"]) == (1, 1.0) and after["median_normal_deg"] == pytest.approx(0)
+    section = geometry_report(geometry, result, None, {300: "depth at 300 ns not replayed: x"})
+    assert geometry_summary_line(section, "after_first").startswith("3-D (1 targets, 100 % with pose): centroid 3.0")
+    assert "| after_first | 1 | 100 % | 3.0 | 3.0 | 0.0 | 0.0 |" in "\n".join(geometry_markdown(section))
+
+    # A sequence whose truth lacks a frame, or is missing, is one line and not scored in 3-D.
+    short = GeometryGroundTruth(sequences={0: geometry.sequences[0][:2]})
+    assert score_tracked_geometry(short, scores, truth, {}).pairs == []
+    assert score_tracked_geometry(short, scores, truth, {}).problems == [
+        "sequence 0: the geometry ground truth has 2 frames, the tracking ground truth 3; not scored in 3-D"]
+    assert score_tracked_geometry(GeometryGroundTruth(), scores, truth, {}).problems == [
+        "sequence 0: no 3-D ground truth; not scored in 3-D"]
+
+
+def test_the_sequences_truth_round_trips_and_a_malformed_entry_is_one_line():
+    _, geometry, _ = _tracking_case()
+    data = json.loads(json.dumps(geometry.to_json()))
+    back = GeometryGroundTruth.from_json(data)
+    assert back.problems == [] and list(back.sequences) == [0] and len(back.sequences[0]) == 3
+    np.testing.assert_allclose(back.sequences[0][2][0].centroid, [0.02, 0, 1.0])
+    del data["sequences"][0]["frames"][1][0]["normal"]
+    data["sequences"].append({"index": 1})
+    back = GeometryGroundTruth.from_json(data, "gt.json")
+    assert back.problems == [
+        "gt.json: sequence 0 frame 1 target 0: malformed (missing 'normal'); not scored in 3-D",
+        "gt.json: sequence entry 1: malformed ('frames'); not scored in 3-D"]
+    assert back.sequences[0][1] == [None] and back.sequences[0][0][0] is not None
+    # A commands bag's sidecar has no "sequences" key at all (unchanged for its readers).
+    assert "sequences" not in GeometryGroundTruth(commands={0: []}).to_json()

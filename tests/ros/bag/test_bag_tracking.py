@@ -38,6 +38,8 @@ from m2sa_ros.bag.ground_truth import (  # noqa: E402
     GroundTruth,
     TrackingGroundTruth,
 )
+from m2sa_ros.bag.depth_recording import DepthOptions  # noqa: E402
+from m2sa_ros.bag.geometry_truth import CAMERA_INFO_TOPIC, DEPTH_TOPIC, load_geometry_ground_truth  # noqa: E402
 from m2sa_ros.bag.sequences import make_sequence_bag, render_sequence_k  # noqa: E402
 
 MODEL = Path(__file__).resolve().parents[3] / "models" / "m2sa-tiny-synth"
@@ -46,8 +48,10 @@ SEQUENCES, FRAMES, SIZE, SEED = 2, 3, 128, 4242
 
 @pytest.fixture(scope="module")
 def track_bag(tmp_path_factory) -> Path:
+    """Two sequences with clean registered depth (the 3-D truth and the node measure the same surface)."""
     out = tmp_path_factory.mktemp("tracking") / "bag"
-    return make_sequence_bag(out, SEQUENCES, n_frames=FRAMES, motion="mixed", seed=SEED, size=SIZE, rate_hz=5.0)
+    return make_sequence_bag(out, SEQUENCES, n_frames=FRAMES, motion="mixed", seed=SEED, size=SIZE, rate_hz=5.0,
+                             depth=DepthOptions("32FC1", "none"))
 
 
 # --------------------------------------------------------------------------- recording (no DDS)
@@ -62,7 +66,7 @@ def test_sequence_bag_holds_every_frame_one_command_per_sequence_and_per_frame_g
 
     # Bag order: each sequence's frames in turn, its command after its first frame only.
     order = []
-    for message in iter_messages(track_bag):
+    for message in iter_messages(track_bag, [IMAGE_TOPIC, COMMAND_TOPIC]):
         order.append(("frame", stamp_ns(decode(message).header)) if message.topic == IMAGE_TOPIC
                      else ("command", decode(message).data, message.time_ns))
     expected = []
@@ -94,12 +98,62 @@ def test_sequence_bag_holds_every_frame_one_command_per_sequence_and_per_frame_g
     assert [c.targets for c in truth.commands] == [s.frames[0].targets for s in tracking.sequences]
 
 
+def test_sequence_bag_records_each_frames_depth_and_its_targets_3d_truth(track_bag):
+    from m2sa_core.data.synthetic.dataset_depth import DEPTH_STREAM
+    from m2sa_core.data.synthetic.sequence_depth import sequence_depths
+    from m2sa_ros.image_conversion import depth_to_metres
+
+    tracking = TrackingGroundTruth.load(track_bag / TRACKING_GROUND_TRUTH_FILE)
+    geometry = load_geometry_ground_truth(track_bag)
+    assert geometry is not None and geometry.artefacts == {"level": "none"} and geometry.problems == []
+    images = {stamp_ns(decode(m).header): (m.time_ns, decode(m)) for m in iter_messages(track_bag, [IMAGE_TOPIC])}
+    depths = {stamp_ns(decode(m).header): (m.time_ns, decode(m)) for m in iter_messages(track_bag, [DEPTH_TOPIC])}
+    infos = {stamp_ns(decode(m).header): decode(m) for m in iter_messages(track_bag, [CAMERA_INFO_TOPIC])}
+    assert set(depths) == set(infos) == set(images) and len(images) == SEQUENCES * FRAMES
+    truth = GroundTruth.load(track_bag / "ground_truth.json")
+    moved = 0
+    for sequence in tracking.sequences:
+        rendered = render_sequence_k(SEED, sequence.index, FRAMES, "mixed", SIZE)
+        question = rendered.questions[sequence.index % len(rendered.questions)]
+        expected = sequence_depths(rendered, (SEED, sequence.index, DEPTH_STREAM))
+        frames = geometry.sequences[sequence.index]
+        assert len(frames) == FRAMES
+        for t, (frame, sd) in enumerate(zip(sequence.frames, expected)):
+            stamp = frame.image_stamp_ns
+            (depth_time, depth), (image_time, image) = depths[stamp], images[stamp]
+            assert depth_time == image_time and depth.header.frame_id == image.header.frame_id
+            assert np.array_equal(depth_to_metres(depth), sd.depth), "clean depth: the rendered one"
+            assert infos[stamp].k.tolist() == sd.camera.k == geometry.frames[stamp].k
+            assert len(frames[t]) == len(question.targets)
+            for got, (index, part) in zip(frames[t], question.targets):
+                want = sd.truth(index, part or None)
+                if want is None:
+                    assert got is None
+                    continue
+                np.testing.assert_allclose(got.centroid, want.centroid, atol=5e-7)
+                np.testing.assert_allclose(got.normal, want.normal, atol=5e-7)
+                assert got.pixels == want.pixels
+            if t and frames[t][0] is not None and frames[t - 1][0] is not None:
+                moved += not np.allclose(frames[t][0].centroid, frames[t - 1][0].centroid)
+        # The command's own frame: the ordinary sidecar's command is scored with frame 0's truth.
+        (command,) = [c for c in truth.commands if c.image_stamp_ns == sequence.frames[0].image_stamp_ns]
+        assert [None if g is None else g.pixels for g in geometry.commands[command.index]] == \
+            [None if g is None else g.pixels for g in frames[0]]
+    assert moved, "the targets move in 3-D across a sequence"
+
+
 def test_make_cli_records_sequences_and_refuses_bad_options_in_one_line(tmp_path, capsys):
     out = tmp_path / "cli_bag"
     assert bag_main(["make", "--sequences", "1", "--frames", "2", "--size", "64", "--motion", "pan",
                      "--out", str(out), "--storage", "sqlite3", "--quiet"]) == 0
-    assert "1 sequences of 2 frames (pan)" in capsys.readouterr().out
+    printed = capsys.readouterr().out
+    assert "1 sequences of 2 frames (pan)" in printed and "; depth (32FC1, artefacts mild) on 2 frames" in printed
     assert bag_info(out)["storage"] == "sqlite3"
+    assert bag_info(out)["geometry_ground_truth"]["sequences"] == 1
+    assert bag_main(["make", "--sequences", "1", "--frames", "2", "--size", "64", "--no-depth",
+                     "--out", str(tmp_path / "plain"), "--quiet"]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("; no depth")
+    assert DEPTH_TOPIC not in bag_info(tmp_path / "plain")["topics"]
 
     assert bag_main(["make", "--sequences", "1", "--frames", "1", "--out", str(tmp_path / "a")]) == 2
     err = capsys.readouterr().err
@@ -242,6 +296,22 @@ def test_tracking_replay_through_the_node_scores_every_frame_as_the_results_bag_
     assert "## gIoU per frame" in markdown and "tracked frames (1..)" in markdown and "## How the tracks ended" \
         in markdown
     assert sorted(p.name for p in (out / "overlays").iterdir()) == [f"seq_{k:03d}.png" for k in range(SEQUENCES)]
+
+    # 3-D: the bag's depth went to the node with every frame, tracked ones included, and every
+    # matched target of every frame is scored against that frame's truth.
+    geometry = report["geometry"]
+    assert geometry["scored"] and geometry["problems"] == [], geometry
+    splits = geometry["splits"]
+    assert set(splits) <= {f"frame_{t}" for t in range(FRAMES)} | {"after_first"} and "after_first" in splits
+    with_pose = defaultdict(int)
+    for seq in report["sequences"]:
+        for f in seq["frames"]:
+            with_pose[f["frame"]] += sum(1 for target in f["targets"] if target["has_pose"])
+    assert all(with_pose[t] for t in range(FRAMES)), f"every frame's targets have poses: {dict(with_pose)}"
+    tracked = splits["after_first"]
+    assert tracked["pairs"] == sum(splits[k]["pairs"] for k in splits if k not in ("frame_0", "after_first"))
+    assert tracked["pose_share"] > 0.5 and tracked["median_normal_deg"] < 10.0, tracked
+    assert "## 3-D geometry" in markdown and "| after_first |" in markdown
 
 
 @pytest.mark.ros
