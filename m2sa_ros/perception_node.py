@@ -20,8 +20,9 @@ lifecycle and the wiring; each concern it wires is a module of its own:
   image's header (pipeline.py); service and action callbacks wait for it, within a cap
   (blocking_calls.py); the ``track`` action follows a command's targets frame by frame
   (track_action.py, tracks.py); /diagnostics (diagnostics.py);
-* ``stop()`` / ``close()`` answer every pending command first: the process around the
-  node (main.py) calls them on SIGINT or SIGTERM and exits 0;
+* ``stop()`` / ``close()`` answer every pending command first and let the answers leave
+  (shutdown_delivery.py): the process around the node (main.py) calls them on SIGINT or
+  SIGTERM and exits 0;
 * ``cameras: [head, wrist]`` serves several cameras from the one model, each under
   ``<camera>/`` with a queue of its own (cameras.py); commands of several cameras that
   wait together are answered by one batched model call (``Segmenter.segment_many``).
@@ -36,7 +37,6 @@ import threading
 import time
 import traceback
 import uuid
-import weakref
 from collections import Counter
 from typing import Any, Callable
 
@@ -67,6 +67,7 @@ from m2sa_ros.node_params import PARAMETERS, SPECS, NodeParams, ParameterError, 
 from m2sa_ros.pipeline import CommandPipeline, Prepared, Request
 from m2sa_ros.rclpy_compat import add_set_parameters_callbacks
 from m2sa_ros.result_conversion import error_result
+from m2sa_ros.shutdown_delivery import ActionResultGrace, wait_results_acked
 from m2sa_ros.ros_parameters import check_set, declare_parameters, prepare_set
 from m2sa_ros.srv import Segment as SegmentSrv
 from m2sa_ros.track_action import TrackFrame, TrackGoals
@@ -106,7 +107,7 @@ class PerceptionNode(LifecycleNode):
         # The single camera of today until configure reads ``cameras``.
         self._cameras: list[Camera] = [self._new_camera("")]
         self._warned: set[str] = set()
-        self._graced_results: weakref.WeakSet[Any] = weakref.WeakSet()  # result futures whose send was waited for
+        self._result_grace = ActionResultGrace()  # shutdown: ended goals' results leave first
         self._configuring = False
         self._configure_error = ""
         self.stats = NodeStats()  # all cameras; each camera has its own too
@@ -354,24 +355,8 @@ class PerceptionNode(LifecycleNode):
         return [s for camera in self._cameras for s in (camera.action_server, camera.track_server)
                 if s is not None]
 
-    def _wait_action_results_sent(self, timeout_s: float = 2.0) -> None:
-        """Wait until the results of ended goals have had time to go out.
-
-        A goal's result leaves from an executor task that rclpy schedules when the
-        result future completes, so a completed future is not yet a sent result; the
-        grace after the futures covers that task. It only helps while an executor
-        still spins the node, which is why stop() waits here before main() shuts the
-        executor down. A shutdown passes here up to three times (stop, close's stop,
-        the servers' destruction); the grace is waited once per ended goal, not each time.
-        """
-        futures = [f for server in self._action_servers() for f in getattr(server, "_result_futures", {}).values()]
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline and not all(f.done() for f in futures):
-            time.sleep(0.01)
-        new = [f for f in futures if f not in self._graced_results]
-        if new:
-            time.sleep(0.2)
-            self._graced_results.update(new)
+    def _wait_action_results_sent(self) -> None:
+        self._result_grace.wait(self._action_servers())
 
     def _destroy_actions(self) -> None:
         """Destroy the action servers once the results of ended goals have gone out.
@@ -423,20 +408,8 @@ class PerceptionNode(LifecycleNode):
         self._destroy_actions()
         self.destroy_node()
 
-    def _wait_results_acked(self, timeout_s: float = 2.0) -> None:
-        """Give reliable subscribers a moment to acknowledge the last results (shutdown)."""
-        from rclpy.duration import Duration
-
-        deadline = time.monotonic() + timeout_s
-        for camera in self._cameras:
-            pub = camera.result_pub
-            if pub is None:
-                continue
-            try:
-                left = max(0.0, deadline - time.monotonic())
-                pub.wait_for_all_acked(Duration(nanoseconds=int(left * 1e9)))
-            except Exception:  # noqa: BLE001 - best effort while the process ends
-                pass
+    def _wait_results_acked(self) -> None:
+        wait_results_acked(camera.result_pub for camera in self._cameras)
 
     @property
     def _params(self) -> NodeParams | None:

@@ -1,0 +1,56 @@
+"""Letting the last answers leave before the node goes: result topics and action results.
+
+A shutdown answers every pending command, and those answers must reach their clients
+while an executor still spins the node: a reliable result topic until its subscribers
+acknowledge, an action goal's result until rclpy's executor task has sent it. Both waits
+are bounded; the process is ending, so each is best effort.
+"""
+
+from __future__ import annotations
+
+import time
+import weakref
+from collections.abc import Iterable
+from typing import Any
+
+
+def wait_results_acked(publishers: Iterable[Any], timeout_s: float = 2.0) -> None:
+    """Give reliable subscribers of ``publishers`` (None entries skipped) up to ``timeout_s`` in all to acknowledge."""
+    from rclpy.duration import Duration
+
+    deadline = time.monotonic() + timeout_s
+    for pub in publishers:
+        if pub is None:
+            continue
+        try:
+            left = max(0.0, deadline - time.monotonic())
+            pub.wait_for_all_acked(Duration(nanoseconds=int(left * 1e9)))
+        except Exception:  # noqa: BLE001 - best effort while the process ends
+            pass
+
+
+class ActionResultGrace:
+    """Waits until the results of ended goals have had time to go out, once per goal.
+
+    A goal's result leaves from an executor task that rclpy schedules when the result
+    future completes, so a completed future is not yet a sent result; a short grace after
+    the futures covers that task. It only helps while an executor still spins the node,
+    which is why the node's stop() waits here before main() shuts the executor down. A
+    shutdown passes here up to three times (stop, close's stop, the servers' destruction);
+    the grace is waited once per ended goal, not each time.
+    """
+
+    GRACE_S = 0.2
+
+    def __init__(self) -> None:
+        self._graced: weakref.WeakSet[Any] = weakref.WeakSet()  # result futures already waited for
+
+    def wait(self, servers: Iterable[Any], timeout_s: float = 2.0) -> None:
+        futures = [f for server in servers for f in getattr(server, "_result_futures", {}).values()]
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline and not all(f.done() for f in futures):
+            time.sleep(0.01)
+        new = [f for f in futures if f not in self._graced]
+        if new:
+            time.sleep(self.GRACE_S)
+            self._graced.update(new)
