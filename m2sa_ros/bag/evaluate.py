@@ -254,6 +254,7 @@ def evaluate_tracking_bag(bag: str | Path, out_dir: str | Path, *, node_args: Se
     options = ReplayOptions(namespace, rate_factor, settle_s, 1, result_timeout_s, startup_timeout_s)
     goal = TrackGoalSettings(min_score, lost_frames, use_previous_mask)
     node = NodeProcess(namespace, list(node_args), out_dir / "node.log") if start_node else None
+
     def make_replayer(context: Any) -> TrackReplayer:
         replayer = TrackReplayer(options, context, results_bag, goal)
         replayer.expect_depth = depth_topics is not None

@@ -11,7 +11,8 @@ the reason the track ended) is awaited before the next sequence's first frame, w
 the old track would otherwise take as one of its own.
 
 Messages keep their recorded spacing and ``/clock`` carries bag time, as in the
-command replay (a bag with depth sends each frame's depth and camera_info before it) (``m2sa_ros.bag.replay``); the results bag records every
+command replay (``m2sa_ros.bag.replay``), and a bag's depth and camera_info go out just
+before their frame, as there; the results bag records every
 SegmentationResult on ``result`` plus one Command per goal.
 """
 
