@@ -280,28 +280,41 @@ def test_depth_in_another_frame_gives_no_pose_and_one_warning(module_context, ca
         harness.close()
 
 
-def test_tracked_frames_carry_the_geometry_and_move_with_the_depth(graph):  # noqa: F811
+def _tracking_node(graph, model):  # noqa: F811
+    """A started node over ``model`` (a TrackingBoxes), its image publisher, and a function
+    sending a flat depth (and camera_info) stamped ``stamp`` and waiting until the node holds both."""
     from sensor_msgs.msg import CameraInfo, Image
 
-    from m2sa_ros.cloud_conversion import cloud_to_points
-    from test_node_dds import H as DDS_H, W as DDS_W, _scene
-    from test_node_track import Goal, TrackingBoxes, _client
+    from test_node_dds import H as DDS_H, W as DDS_W
 
-    node = graph.add_node(TrackingBoxes(), depth_tolerance=0.01)
+    node = graph.add_node(model, depth_tolerance=0.01)
     graph.start(node)
     images = graph.publisher(Image, "image", 1)
     depth_pub = graph.publisher(Image, "depth", 5)
     info_pub = graph.publisher(CameraInfo, "camera_info", 5)
     k = [80.0, 0.0, 31.5, 0.0, 80.0, 23.5, 0.0, 0.0, 1.0]
 
-    def frame(seed: int, metres: float) -> None:
-        stamp = _now_ns(node)
+    def send_depth(stamp: int, metres: float) -> None:
         info = CameraInfo(width=DDS_W, height=DDS_H, k=k)
         info.header.stamp.sec, info.header.stamp.nanosec = divmod(stamp, 10**9)
         info_pub.publish(info)
         depth_pub.publish(_depth_image(np.full((DDS_H, DDS_W), metres, np.float32), stamp, "camera_optical"))
         wait_until(lambda: node.camera().depth.nearest(stamp, 0) is not None
-              and node.camera().camera_info.nearest(stamp, 0) is not None, 10, "depth and camera_info")
+                   and node.camera().camera_info.nearest(stamp, 0) is not None, 10, "depth and camera_info")
+
+    return node, images, send_depth
+
+
+def test_tracked_frames_carry_the_geometry_and_move_with_the_depth(graph):  # noqa: F811
+    from m2sa_ros.cloud_conversion import cloud_to_points
+    from test_node_dds import _scene
+    from test_node_track import Goal, TrackingBoxes, _client
+
+    node, images, send_depth = _tracking_node(graph, TrackingBoxes())
+
+    def frame(seed: int, metres: float) -> None:
+        stamp = _now_ns(node)
+        send_depth(stamp, metres)
         graph.publish_frame(node, images, _image(_scene(seed=seed), stamp))
 
     frame(1, 1.0)
@@ -330,26 +343,11 @@ def test_a_tracked_frame_whose_depth_comes_after_its_image_still_gets_its_geomet
     looked for again once the masks are there (as a command's is)."""
     import time
 
-    from sensor_msgs.msg import CameraInfo, Image
-
-    from test_node_dds import H as DDS_H, W as DDS_W, _scene
+    from test_node_dds import _scene
     from test_node_track import Goal, TrackingBoxes, _client
 
     model = TrackingBoxes(track_sleep_s=0.5)  # the mask decoder still busy when the depth comes
-    node = graph.add_node(model, depth_tolerance=0.01)
-    graph.start(node)
-    images = graph.publisher(Image, "image", 1)
-    depth_pub = graph.publisher(Image, "depth", 5)
-    info_pub = graph.publisher(CameraInfo, "camera_info", 5)
-    k = [80.0, 0.0, 31.5, 0.0, 80.0, 23.5, 0.0, 0.0, 1.0]
-
-    def depth(stamp: int, metres: float) -> None:
-        info = CameraInfo(width=DDS_W, height=DDS_H, k=k)
-        info.header.stamp.sec, info.header.stamp.nanosec = divmod(stamp, 10**9)
-        info_pub.publish(info)
-        depth_pub.publish(_depth_image(np.full((DDS_H, DDS_W), metres, np.float32), stamp, "camera_optical"))
-        wait_until(lambda: node.camera().depth.nearest(stamp, 0) is not None
-                   and node.camera().camera_info.nearest(stamp, 0) is not None, 10, "depth and camera_info")
+    node, images, depth = _tracking_node(graph, model)
 
     first = _now_ns(node)
     depth(first, 1.0)
