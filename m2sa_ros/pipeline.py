@@ -224,6 +224,16 @@ class CommandPipeline:
                           depth_topic=self._topic_name(camera.topic("depth")), where=camera.name,
                           warn_once=self._warn_once)
 
+    def measure_after_model(self, frame: Frame, camera: Camera, measure: TargetMeasure | None,
+                            depth_state: str) -> TargetMeasure | None:
+        """The measure bound before the model ran, or, when its depth had not come yet
+        ("missing"), bound again now: a camera's depth often comes a few ms after its colour
+        image, and a frame is taken the moment it arrives. Bound before as well, because
+        the depth buffer keeps only the last few frames and a long model call may outlive it."""
+        if depth_state == "missing":
+            measure, _ = self.bind_depth(frame, camera)
+        return measure
+
     @staticmethod
     def convert(result: Any, *, request_id: str, command: str, frame: Frame, inference_ms: float,
                 measure: TargetMeasure | None) -> SegmentationResult:
@@ -401,10 +411,8 @@ class CommandPipeline:
     # ------------------------------------------------------------------ delivery
     def _deliver(self, ready: Prepared, result: Any, elapsed: float) -> None:
         """A model result -> the request's one SegmentationResult, overlay and markers."""
-        req, frame, measure = ready.req, ready.frame, ready.measure
-        camera = req.camera
-        if ready.depth_state == "missing":  # the matching depth frame may have arrived meanwhile
-            measure, _ = self.bind_depth(frame, camera)
+        req, frame, camera = ready.req, ready.frame, ready.req.camera
+        measure = self.measure_after_model(frame, camera, ready.measure, ready.depth_state)
         try:
             msg = self.convert(result, request_id=req.request_id, command=req.command, frame=frame,
                                inference_ms=elapsed, measure=measure)

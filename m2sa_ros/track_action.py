@@ -145,13 +145,9 @@ class TrackGoals:
                                             use_previous_mask=track.settings.use_previous_mask,
                                             frame_key=frame.key or None)
             elapsed = (time.monotonic() - started) * 1000.0
-            if depth_state == "missing":
-                # A tracked frame runs the moment it arrives, and a camera's depth often comes
-                # a few ms after its colour image: look again once the masks are there, as a
-                # command does.
-                measure, _ = pipeline.bind_depth(frame, camera)
             msg = pipeline.convert(result, request_id=track.request_id, command=track.command, frame=frame,
-                                   inference_ms=elapsed, measure=measure)
+                                   inference_ms=elapsed,
+                                   measure=pipeline.measure_after_model(frame, camera, measure, depth_state))
         except Exception as exc:  # noqa: BLE001 - a model failure ends the track, not the node
             self._logger.error(f"model failure on track {track.request_id}: {traceback.format_exc()}")
             error = f"model failure: {type(exc).__name__}: {exc}"
