@@ -67,8 +67,8 @@ from m2sa_ros.node_params import PARAMETERS, SPECS, NodeParams, ParameterError, 
 from m2sa_ros.pipeline import CommandPipeline, Prepared, Request
 from m2sa_ros.rclpy_compat import add_set_parameters_callbacks
 from m2sa_ros.result_conversion import error_result
-from m2sa_ros.shutdown_delivery import ActionResultGrace, wait_results_acked
 from m2sa_ros.ros_parameters import check_set, declare_parameters, prepare_set
+from m2sa_ros.shutdown_delivery import ActionResultGrace, wait_results_acked
 from m2sa_ros.srv import Segment as SegmentSrv
 from m2sa_ros.track_action import TrackFrame, TrackGoals
 from m2sa_ros.worker import CommandWorker, Job
@@ -399,7 +399,7 @@ class PerceptionNode(LifecycleNode):
         topic's subscribers acknowledge them, and goals' results leave their servers.
         """
         self._close_interfaces(reason)
-        self._wait_results_acked()
+        wait_results_acked(camera.result_pub for camera in self._cameras)
         self._wait_action_results_sent()
 
     def close(self, reason: str = "node shutting down") -> None:
@@ -407,9 +407,6 @@ class PerceptionNode(LifecycleNode):
         self.stop(reason)
         self._destroy_actions()
         self.destroy_node()
-
-    def _wait_results_acked(self) -> None:
-        wait_results_acked(camera.result_pub for camera in self._cameras)
 
     @property
     def _params(self) -> NodeParams | None:

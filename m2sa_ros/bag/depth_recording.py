@@ -234,11 +234,10 @@ def plan_sequence_depth(plan: Any, tracking: Any, sequences: Sequence[Any], seed
             truths = [sd.truth(index, part or None) for index, part in question.targets]
             frames_truth.append([None if truth is None else _target_truth(truth) for truth in truths])
         geometry.sequences[k] = frames_truth
-        # The ordinary sidecar holds each sequence's command on its first frame: the same truth,
-        # so a command-by-command replay of a tracking bag is scored in 3-D too.
-        for command in plan.ground_truth.commands:
-            if command.image_stamp_ns == entry.frames[0].image_stamp_ns and command.command == entry.command:
-                geometry.commands[command.index] = frames_truth[0]
+        # The ordinary sidecar holds sequence k's command on its first frame, as command k
+        # (plan_from_sequences): the same truth, so a command-by-command replay of a
+        # tracking bag is scored in 3-D too.
+        geometry.commands[k] = frames_truth[0]
     plan.depth = depths
     plan.geometry = geometry
 

@@ -82,7 +82,7 @@ def score_tracked_geometry(geometry: GeometryGroundTruth, scores: TrackingScores
     tracked frames (``after_first``); a frame whose depth could not be replayed is left out."""
     flat = GeometryGroundTruth(encoding=geometry.encoding, artefacts=geometry.artefacts,
                                generator=geometry.generator, problems=list(geometry.problems))
-    left_out = [i for i in range(len(scores.flat.commands)) if i not in scores.scores.commands]
+    left_out: list[int] = []  # frames the mask scoring left out have no score: score_geometry skips them
     for sequence in truth.sequences:
         frames = geometry.sequences.get(sequence.index)
         if frames is None:
