@@ -1,5 +1,21 @@
 #!/usr/bin/env python3
-"""Inference latency when other processes keep every core busy, by torch thread count.
+
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Inference latency when other processes keep every core busy, by torch thread count.
 
 A robot's computer runs the perception node beside its drivers and planners. This script
 measures what that costs one command of the model: the same commands on the same frame,
@@ -19,24 +35,31 @@ one run.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
+from contextlib import contextmanager
 import datetime as dt
 import json
 import os
+from pathlib import Path
 import subprocess
 import sys
 import time
-from collections.abc import Sequence
-from contextlib import contextmanager
-from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import COMMANDS, RESULTS, RESULTS_HEADER, command_line, host_line, publish_report  # noqa: E402
+from bench.common import (  # noqa: E402
+    command_line,
+    COMMANDS,
+    host_line,
+    publish_report,
+    RESULTS,
+    RESULTS_HEADER,
+    SHIPPED_MODEL,
+)
 from m2sa_ros.bag.scoring import percentiles  # noqa: E402 - the latency percentiles every report uses
 
-SHIPPED_MODEL = REPO / "models" / "m2sa-tiny-synth"
 # (name, torch threads (0 = torch's default), OMP_WAIT_POLICY or None for the runtime's default)
 CONFIGS = (("1 thread (the node's default)", 1, None), ("one per core", 0, None),
            ("one per core, OMP_WAIT_POLICY=PASSIVE", 0, "PASSIVE"))
@@ -58,10 +81,9 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 
 def worker(args: argparse.Namespace) -> None:
     """One run: load the model, answer the commands on one frame, print the milliseconds as JSON."""
-    import torch
-
     from m2sa_core.inference import Segmenter
     from tests.toy_batches import toy_example
+    import torch
 
     if args.threads:
         torch.set_num_threads(args.threads)

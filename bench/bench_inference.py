@@ -1,5 +1,21 @@
 #!/usr/bin/env python3
-"""Inference benchmark of M2SA: our path against a reference-style path, one process, one run.
+
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Inference benchmark of M2SA: our path against a reference-style path, one process, one run.
 
 Ours: frame features (SAM encoder + early fusion + CLIP) cached per frame, greedy decoding
 with a KV cache, [SEG] states collected while generating. Reference-style path (what the
@@ -20,26 +36,27 @@ command, machine and date. Examples:
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Sequence
 import datetime as dt
 import json
 import os
+from pathlib import Path
 import statistics
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
-from pathlib import Path
 
-import numpy as np
-import torch
-
+# A script's own folder is on sys.path, not the checkout, which the imports below need
+# (hence their noqa: E402).
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import COMMANDS, RESULTS, RESULTS_HEADER, command_line, host_line, publish_report  # noqa: E402
-from m2sa_core.inference import DTYPE_NAMES, DecodedMasks, Segmenter, dtype_from_name  # noqa: E402
-from tests.toy_batches import toy_example  # noqa: E402 - the benchmarks run from the checkout
+from bench.common import command_line, COMMANDS, host_line, publish_report, RESULTS, RESULTS_HEADER  # noqa: E402
+from m2sa_core.inference import DecodedMasks, dtype_from_name, DTYPE_NAMES, Segmenter  # noqa: E402
+import numpy as np  # noqa: E402
+from tests.toy_batches import toy_example  # noqa: E402
+import torch  # noqa: E402
 
 FILLER = " You can use the mug_1's handle and the cup_2 on the table, or the knife_1's blade next to it."
 
@@ -109,7 +126,8 @@ def _masks_and_scores(decoded: DecodedMasks) -> tuple[np.ndarray, np.ndarray]:
 
 def ours(seg: Segmenter, image: np.ndarray | Sequence[np.ndarray], prompts: list[list[int]],
          forced: list[list[int]], frame_key) -> dict:
-    """Our path for one or several commands on a frame (one batched generation).
+    """
+    Our path for one or several commands on a frame (one batched generation).
 
     ``image`` may also be a list with one frame per prompt (several cameras' commands in
     one generation, as a two-camera node batches them); each frame is then cached under
@@ -171,7 +189,8 @@ def reference(seg: Segmenter, image: np.ndarray, prompt: list[int], forced: list
     if positions:
         from m2sa_core.inference import FrameEntry, FrameFeatures
 
-        entry = FrameEntry(FrameFeatures(emb, early, clip, upsampling), fused, inputs["resize_size"], inputs["original_size"])
+        entry = FrameEntry(FrameFeatures(emb, early, clip, upsampling), fused, inputs["resize_size"],
+                           inputs["original_size"])
         masks, scores = _masks_and_scores(seg.stages.decode_masks(entry, [last[p] for p in positions], timings_masks))
     else:
         masks, scores = np.zeros((0,)), np.zeros((0,))
@@ -185,7 +204,7 @@ def reference(seg: Segmenter, image: np.ndarray, prompt: list[int], forced: list
 
 
 def agreement(a: dict, b: dict, index: int = 0) -> dict:
-    """Same argmax tokens and (nearly) equal masks between our output ``a`` and reference ``b``."""
+    """Return the same argmax tokens and (nearly) equal masks between our output ``a`` and reference ``b``."""
     ga, gb = a["greedy"][index] or [], b["greedy"]
     same_tokens = sum(x == y for x, y in zip(ga, gb)) / max(len(gb), 1)
     ma, mb = a["masks"][index], b["masks"]
@@ -195,7 +214,8 @@ def agreement(a: dict, b: dict, index: int = 0) -> dict:
 
 # -- GPU floor -------------------------------------------------------------------------------
 def copy_bandwidth(device: torch.device, nbytes: int = 2**30, repeats: int = 10) -> float:
-    """Bytes a second moved by a device-to-device copy of ``nbytes`` (read + written, so 2x).
+    """
+    Bytes a second moved by a device-to-device copy of ``nbytes`` (read + written, so 2x).
 
     The decode floor's denominator: a batch-1 decode step reads every weight once, and a
     large copy is the fastest the memory moves on this device in this run.
@@ -236,7 +256,8 @@ def llm_weight_bytes(model) -> int:
 
 
 def command_flops(seg: Segmenter, image: np.ndarray, prompt: list[int], n_targets: int, encode: bool = True) -> float:
-    """FLOPs of one command's compute-bound work: the encoders (``encode``), the prefill and the masks.
+    """
+    Count the FLOPs of one command's compute-bound work: the encoders (``encode``), the prefill and the masks.
 
     With ``encode=False`` the frame is encoded outside the count: a command on a cached frame.
     """
@@ -275,7 +296,7 @@ def gpu_floor(seg: Segmenter, image: np.ndarray, prompt: list[int], n_tokens: in
 
 # -- driver ----------------------------------------------------------------------------------
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.strip().split("\n\n")[0])
     p.add_argument("--preset", default="tiny", choices=("tiny", "7b", "13b"))
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="auto", choices=("auto", *DTYPE_NAMES))

@@ -1,5 +1,21 @@
 #!/usr/bin/env python3
-"""One node serving two cameras against two single-camera nodes: memory, throughput, latency.
+
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+One node serving two cameras against two single-camera nodes: memory, throughput, latency.
 
 A robot with a head and a wrist camera can run one perception node per camera (one
 model copy each) or one node with ``cameras: [head, wrist]`` (one model, commands of
@@ -32,10 +48,10 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 import sys
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
@@ -49,7 +65,7 @@ CAMERAS = ("head", "wrist")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.strip().split("\n\n")[0])
     p.add_argument("--commands", type=int, default=40, help="commands per busy camera in each phase (default 40)")
     p.add_argument("--outstanding", type=int, default=4,
                    help="commands in flight per camera: the next goes out when one is answered (default 4)")
@@ -99,7 +115,7 @@ class Camera(load.Robot):
 
 
 def drive(robot: load.Robot, label: str, commands: int, outstanding: int, timeout: float) -> None:
-    """Closed loop on one camera: ``outstanding`` commands in flight until ``commands`` were sent."""
+    """Drive one camera in a closed loop: ``outstanding`` commands in flight until ``commands`` were sent."""
     for i in range(commands):
         if not robot.wait_outstanding(outstanding - 1, timeout):
             raise TimeoutError(f"{label}: no result within {timeout:.0f} s")

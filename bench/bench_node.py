@@ -1,5 +1,21 @@
 #!/usr/bin/env python3
-"""The perception node under a robot's load: latency from command publish to result receipt.
+
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The perception node under a robot's load: latency from command publish to result receipt.
 
 The node runs as its own process (``m2sa-perception``) on loopback DDS; this script
 publishes a 640x480 rgb8 camera stream at 30 Hz and commands at a fixed rate (2/s) for a
@@ -24,9 +40,9 @@ machine, date and command. ``--quick`` is the small run the test suite does.
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,7 +56,7 @@ COMMAND = COMMANDS[0]  # one command at a fixed rate: latency, not content, is m
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.strip().split("\n\n")[0])
     p.add_argument("--commands", type=int, default=60, help="commands to send (default 60)")
     p.add_argument("--rate", type=float, default=2.0, help="commands per second (default 2)")
     p.add_argument("--fps", type=float, default=30.0, help="camera frames per second (default 30)")

@@ -1,5 +1,21 @@
 #!/usr/bin/env python3
-"""Quantized loading benchmark: int8 / int4 language model against the unquantized one.
+
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Quantized loading benchmark: int8 / int4 language model against the unquantized one.
 
 Loads the same weights once per mode (``none`` first, the reference), answers the same
 commands on the same frames greedily, and reports per mode: the language model's linear
@@ -23,34 +39,34 @@ trained weights (bench/RESULTS.md). Examples:
 from __future__ import annotations
 
 import argparse
+from collections.abc import Sequence
 import copy
+from dataclasses import dataclass, field
 import datetime as dt
 import gc
 import json
+from pathlib import Path
 import statistics
 import sys
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 
-import numpy as np
-import torch
-
+# A script's own folder is on sys.path, not the checkout, which the imports below need
+# (hence their noqa: E402).
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import RESULTS, RESULTS_HEADER, command_line, host_line, publish_report  # noqa: E402
-from m2sa_core.inference import DTYPE_NAMES, Segmenter, default_dtype, dtype_from_name  # noqa: E402
+from bench.common import command_line, host_line, publish_report, RESULTS, RESULTS_HEADER, SHIPPED_MODEL  # noqa: E402
+from m2sa_core.inference import default_dtype, dtype_from_name, DTYPE_NAMES, Segmenter  # noqa: E402
 from m2sa_core.model.checkpoint import from_pretrained as load_checkpoint  # noqa: E402
 from m2sa_core.model.presets import build_preset  # noqa: E402
 from m2sa_core.model.quantization import (  # noqa: E402
-    MODES,
     language_model_weight_bytes,
+    MODES,
 )
+import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
-SHIPPED_MODEL = REPO / "models" / "m2sa-tiny-synth"
 DEMO_SEED = 2026  # m2sa_ros.bag.demo's seed: scenes the shipped model was not trained on
 
 
@@ -89,7 +105,8 @@ def demo_inputs(scenes: int, seed: int = DEMO_SEED) -> list[tuple[np.ndarray, st
 
 def load(source: str, mode: str, device: torch.device, dtype: torch.dtype, max_new_tokens: int,
          seed: int = 0, host_model: tuple | None = None) -> Segmenter:
-    """A segmenter of ``source`` (checkpoint directory or preset) in ``mode``.
+    """
+    Return a segmenter of ``source`` (checkpoint directory or preset) in ``mode``.
 
     The reference (``none``) is built on the host and then moved, exactly as a quantized
     load stages it, so that random presets get the same weights in every mode.
@@ -158,8 +175,11 @@ def run_mode(source: str, mode: str, inputs: Sequence[tuple[np.ndarray, str]], d
 
 
 def progress(message: str) -> None:
-    """One line on stderr at each phase, so a run stopped at a time cap still shows where its time went
-    (a 7b/13b run on an H200 once stopped before its first row: bench/RESULTS.md)."""
+    """
+    Print one line on stderr at each phase, so a run stopped at a time cap shows where its time went.
+
+    A 7b/13b run on an H200 once stopped before its first row (bench/RESULTS.md).
+    """
     print(f"[bench_quantization] {message}", file=sys.stderr, flush=True)
 
 
@@ -195,7 +215,7 @@ def p50(run: ModeRun) -> float:
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.strip().split("\n\n")[0])
     p.add_argument("--preset", default="tiny", choices=("tiny", "7b", "13b"))
     p.add_argument("--weights", default="auto",
                    help="'random' (preset), a checkpoint directory, or 'auto': the shipped model for tiny, "
@@ -262,9 +282,9 @@ def to_markdown(report: dict, command: str) -> str:
         f"- command: `{command}`",
         f"- inputs: {report['commands']} commands on held-out synthetic scenes (seed {DEMO_SEED}+), greedy, "
         f"up to {report['max_new_tokens']} new tokens, dynamic KV cache in every mode",
-        *([f"- random weights drawn once on {report['device']} and copied to the host in {report['host_build_s']:.1f} s; "
-            "each mode loads its own copy, so 'load s' is the move to the device (and the quantization) alone"] if "host_build_s" in report
-          else []),
+        *([f"- random weights drawn once on {report['device']} and copied to the host in "
+           f"{report['host_build_s']:.1f} s; each mode loads its own copy, so 'load s' is the move to the device "
+           "(and the quantization) alone"] if "host_build_s" in report else []),
         "",
         "| mode | LM linear weights MiB | size vs none | peak MiB | load s | p50 ms | latency vs none |"
         " token agreement | identical answers | mask IoU (targets) |",

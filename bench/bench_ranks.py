@@ -1,5 +1,21 @@
 #!/usr/bin/env python3
-"""One training process with every core against data-parallel ranks that share them out.
+
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+r"""
+One training process with every core against data-parallel ranks that share them out.
 
 On a 2-core machine the staged pipeline (scripts/train_tiny.sh) spends its time in stage 1
 and stage 3 steps, and one process with two torch threads leaves much of both cores idle:
@@ -11,7 +27,7 @@ steps of a stage config, alternating the two so that a noisy machine's drift fal
 and reads each run's seconds a step from its ``train_log.csv`` (steps after the warm-up).
 
     .venv/bin/python bench/bench_ranks.py --config training/tiny/1_sam.yaml
-    .venv/bin/python bench/bench_ranks.py --config training/tiny/3_m2sa.yaml \\
+    .venv/bin/python bench/bench_ranks.py --config training/tiny/3_m2sa.yaml \
         model.init_from=models/m2sa-tiny-synth
 """
 
@@ -21,17 +37,17 @@ import argparse
 import csv
 import datetime as dt
 import os
+from pathlib import Path
 import statistics
 import subprocess
 import sys
 import tempfile
-from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from bench.common import RESULTS, RESULTS_HEADER, command_line, host_line, publish_report  # noqa: E402
+from bench.common import command_line, host_line, publish_report, RESULTS, RESULTS_HEADER  # noqa: E402
 from training.config import load_config  # noqa: E402
 
 
@@ -47,8 +63,11 @@ def seconds_per_step(out_dir: Path, warmup: int) -> float:
 
 
 def train(config: str, batch: int, ranks: int, steps: int, out_dir: Path, overrides: list[str], threads: int) -> None:
-    """Run ``steps`` steps of ``config`` (a step's batch ``batch``) as one process (ranks 1) or as
-    ``ranks`` torchrun ranks with ``batch / ranks`` each."""
+    """
+    Run ``steps`` steps of ``config`` (a step's batch ``batch``) as one process or as torchrun ranks.
+
+    One process for ``ranks`` 1, else ``ranks`` torchrun ranks with ``batch / ranks`` each.
+    """
     common = [f"out_dir={out_dir}", f"optim.max_steps={steps}", "eval_every=0", "log_every=10", *overrides]
     bin_dir = Path(sys.executable).parent
     if ranks == 1:
@@ -65,7 +84,7 @@ def train(config: str, batch: int, ranks: int, steps: int, out_dir: Path, overri
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--config", default="training/tiny/1_sam.yaml")
     parser.add_argument("--ranks", type=int, default=2)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1, help="cores to share out (the pipeline's)")

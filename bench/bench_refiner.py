@@ -1,5 +1,21 @@
 #!/usr/bin/env python3
-"""What the mask refiner costs a frame and a command, against the same model without it.
+
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+What the mask refiner costs a frame and a command, against the same model without it.
 
 The shipped model refines SAM's 64x64 masks to 128x128 (``sam.refiner_channels``,
 m2sa_core/model/refiner.py). Its cost is once a frame (the upsampling weights, read from
@@ -17,28 +33,25 @@ from __future__ import annotations
 import argparse
 import copy
 import datetime as dt
+from pathlib import Path
 import statistics
 import sys
 import time
-from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.common import command_line, host_line, publish_report, RESULTS, RESULTS_HEADER, SHIPPED_MODEL  # noqa: E402
 import cv2  # noqa: E402
+from m2sa_core.data.synthetic.scene import render_scene  # noqa: E402
+from m2sa_core.inference import Segmenter, SegmenterStages  # noqa: E402
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from bench.common import RESULTS, RESULTS_HEADER, command_line, host_line, publish_report  # noqa: E402
-from m2sa_core.data.synthetic.scene import render_scene  # noqa: E402
-from m2sa_core.inference import Segmenter, SegmenterStages  # noqa: E402
-
-SHIPPED_MODEL = REPO / "models" / "m2sa-tiny-synth"
-
 
 def without_refiner(segmenter: Segmenter) -> Segmenter:
-    """A copy of ``segmenter`` whose model has the same weights and no refiner."""
+    """Return a copy of ``segmenter`` whose model has the same weights and no refiner."""
     plain = copy.copy(segmenter)
     plain.model = copy.deepcopy(segmenter.model)
     plain.model.refiner = None
@@ -61,7 +74,7 @@ def time_model(segmenter: Segmenter, image: np.ndarray, targets: int) -> tuple[f
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--model", default=str(SHIPPED_MODEL))
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--targets", type=int, nargs="+", default=[1, 4, 8])
@@ -85,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
             for _ in range(args.repeats):
                 for name, seg in (("refiner", refined), ("plain", plain)):
                     times[name].append(time_model(seg, image, n))
-            med = {k: (statistics.median(e for e, _ in v), statistics.median(d for _, d in v)) for k, v in times.items()}
+            med = {k: (statistics.median(e for e, _ in v), statistics.median(d for _, d in v))
+                   for k, v in times.items()}
             row = {"targets": n, "encode_ms": med["refiner"][0], "encode_plain_ms": med["plain"][0],
                    "decode_ms": med["refiner"][1], "decode_plain_ms": med["plain"][1]}
             report["rows"].append(row)

@@ -1,47 +1,80 @@
 #!/usr/bin/env python3
-"""What a target's 3-D geometry costs on this CPU, and what its points cost on the wire.
 
-m2sa_ros/target_geometry.py turns a visible mask and registered depth into the target's
-points, oriented box and normal; the node will run it once per target per frame. This
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+What a target's 3-D geometry costs on this CPU, what its points cost on the wire, whether a spill turns it.
+
+m2sa_core/geometry/target.py turns a visible mask and registered depth into the target's
+points, oriented box and normal; the node runs it once per target per frame. This
 script renders synthetic scenes at a camera's resolution (the scene at the image height,
 padded to the width: 640x480 and 1280x720), with registered depth degraded as a sensor
 would (20 % holes, 3 mm noise, mixed pixels in a 2-px ring at each mask's border), and
 times :func:`target_geometry` per object and per part target (the same work the node
-will do: the mask is full-frame). It then sizes the targets' PointCloud2 messages
-(serialised CDR bytes) with every valid pixel (voxel 0), at the default voxel, and empty
-(``target_points`` off), and the 3-D errors against the ground truth on the way.
+does: the mask is full-frame): wall time, and the thread's CPU time, which a loaded
+machine (other processes waiting for the same cores) inflates far less; the robust plane
+fit's share of it is timed on the same pixels. It then sizes the targets' PointCloud2
+messages (serialised CDR bytes) with every valid pixel (voxel 0), at the default voxel,
+and empty (``target_points`` off), and the 3-D errors against the ground truth on the way.
+
+The spill grid: strips and patches (160x10, 60x60, 200x40 px at 0.8 m, slanted 0, 30
+and 60 degrees either way, 1 mm depth noise) with 2-15 % of the mask's pixels on a
+surface 3-15 cm nearer or farther (scattered, a block at one end, a band along one
+side): the worst normal error, the deepest box, the spilled pixels that reached the
+points, and confident wrong poses (a pose more than 10 degrees off). ``--baseline REV``
+runs the same grid through the geometry of a git revision before the move to
+m2sa_core (m2sa_ros/target_geometry.py at REV), for before / after figures.
 
     .venv/bin/python bench/bench_target_geometry.py
     .venv/bin/python bench/bench_target_geometry.py --scenes 4 --repeats 3 --no-write
+    .venv/bin/python bench/bench_target_geometry.py --baseline 3e0a78c --no-write
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
-import statistics
-import sys
-import time
+import importlib.util
+import os
 from pathlib import Path
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-import numpy as np  # noqa: E402
-
-from bench.common import RESULTS, RESULTS_HEADER, command_line, host_line, publish_report  # noqa: E402
+from bench.common import command_line, host_line, publish_report, RESULTS, RESULTS_HEADER  # noqa: E402
+from m2sa_core.camera import Intrinsics  # noqa: E402
 from m2sa_core.data.synthetic.depth import render_depth  # noqa: E402
 from m2sa_core.data.synthetic.depth_noise import add_holes, add_noise, bleed_edges  # noqa: E402
-from m2sa_core.data.synthetic.scene import Scene, SceneObject, render_layout  # noqa: E402
-from m2sa_ros.centroids import Intrinsics  # noqa: E402
-from m2sa_ros.target_geometry import GeometryParams, register_depth, target_geometry  # noqa: E402
+from m2sa_core.data.synthetic.scene import render_layout, Scene, SceneObject  # noqa: E402
+from m2sa_core.geometry.plane_fit import fit_plane  # noqa: E402
+from m2sa_core.geometry.registered_depth import register_depth  # noqa: E402
+from m2sa_core.geometry.target import GeometryParams, target_geometry  # noqa: E402
+import numpy as np  # noqa: E402
 
 RESOLUTIONS = ((640, 480), (1280, 720))
 
 
 def padded_scene(seed: int, width: int, height: int) -> tuple[Scene, int]:
-    """A synthetic scene rendered at ``height`` x ``height`` and centred in ``width`` columns."""
+    """Return a synthetic scene rendered at ``height`` x ``height`` and centred in ``width`` columns."""
     layout, scene = render_layout(np.random.default_rng(seed), height)
     left = (width - height) // 2
 
@@ -56,34 +89,152 @@ def padded_scene(seed: int, width: int, height: int) -> tuple[Scene, int]:
 
 
 def cloud_bytes(n_points: int) -> int:
-    """Serialised size of a PointCloud2 of ``n_points`` x, y, z FLOAT32 points (with rclpy,
-    else the CDR layout computed: 12 bytes a point plus the empty message's fields)."""
+    """
+    Return the serialised size of a PointCloud2 of ``n_points`` x, y, z FLOAT32 points.
+
+    With rclpy, else the CDR layout computed: 12 bytes a point plus the empty message's fields.
+    """
     try:
+        from m2sa_ros.cloud_conversion import points_to_cloud
         from rclpy.serialization import serialize_message
         from std_msgs.msg import Header
-
-        from m2sa_ros.cloud_conversion import points_to_cloud
     except ImportError:
         return 133 + 12 * n_points  # CDR: header "camera_color_optical_frame", 3 fields, flags
     return len(serialize_message(points_to_cloud(np.zeros((n_points, 3), np.float32),
                                                  Header(frame_id="camera_color_optical_frame"))))
 
 
+def fit_time(mask: np.ndarray, bound, params: GeometryParams, clock) -> float:
+    """
+    Time the robust plane fit on the mask's valid pixels, in seconds of ``clock``.
+
+    The pixels are strided as target_geometry strides its core (all of them here, the ring
+    too: an upper bound).
+    """
+    vs, us = np.nonzero(mask)
+    z = bound.depth_m[vs, us].astype(np.float64)
+    ok = np.isfinite(z) & (z > 0)
+    step = max(1, int(ok.sum()) // params.max_fit_points)
+    us, vs, z = us[ok][::step], vs[ok][::step], z[ok][::step]
+    xy = bound.camera.normalized(us, vs)
+    t0 = clock()
+    fit_plane(xy, z, params.band(z), params.ransac)
+    return clock() - t0
+
+
+# --- the spill grid ---------------------------------------------------------------------
+
+SPILL_K = Intrinsics(fx=500.0, fy=500.0, cx=319.5, cy=239.5, width=640, height=480)
+SPILL_DISTANCE_M = 0.8
+SPILL_SIZES = ((160, 10), (60, 60), (200, 40))
+SPILL_SLANTS = (0.0, 30.0, 60.0)
+SPILL_FRACTIONS = (0.02, 0.05, 0.15)
+SPILL_OFFSETS = (-0.15, -0.10, -0.03, 0.03, 0.10, 0.15)
+SPILL_PATTERNS = ("scattered", "end", "side")
+
+
+def spill_cases(seed: int = 0):
+    """(shape, normal (3,), mask, spill, depth float32) of every spill case (module doc)."""
+    k = SPILL_K
+    rays = np.stack([*np.meshgrid((np.arange(k.width) - k.cx) / k.fx, (np.arange(k.height) - k.cy) / k.fy),
+                     np.ones((k.height, k.width))], axis=-1)
+    rng = np.random.default_rng(seed)
+    for width, height in SPILL_SIZES:
+        rows = slice(k.height // 2 - height // 2, k.height // 2 - height // 2 + height)
+        cols = slice(k.width // 2 - width // 2, k.width // 2 - width // 2 + width)
+        mask = np.zeros((k.height, k.width), bool)
+        mask[rows, cols] = True
+        long_rows = width < height  # the long side runs down the image
+        for slant in SPILL_SLANTS:
+            for axis in "xy":
+                a = np.deg2rad(slant)
+                normal = np.array([np.sin(a), 0.0, -np.cos(a)]) if axis == "x" else np.array([0.0, np.sin(a),
+                                                                                              -np.cos(a)])
+                plane = (normal @ np.array([0.0, 0.0, SPILL_DISTANCE_M])) / (rays @ normal)
+                noisy = plane + rng.normal(0.0, 0.001, plane.shape)
+                for fraction in SPILL_FRACTIONS:
+                    count = int(round(fraction * mask.sum()))
+                    for pattern in SPILL_PATTERNS:
+                        spill = np.zeros_like(mask)
+                        if pattern == "scattered":
+                            spill.flat[rng.choice(np.flatnonzero(mask), count, replace=False)] = True
+                        elif (pattern == "end") != long_rows:  # a block across the long side's end
+                            spill[rows, cols.stop - int(np.ceil(count / height)):cols.stop] = True
+                        else:
+                            spill[rows.stop - int(np.ceil(count / width)):rows.stop, cols] = True
+                        spill &= mask
+                        for offset in SPILL_OFFSETS:
+                            depth = noisy.copy()
+                            depth[spill] += offset
+                            yield f"{width}x{height}", normal, mask, spill, plane, depth.astype(np.float32)
+
+
+def revision_geometry(rev: str) -> ModuleType:
+    """m2sa_ros/target_geometry.py as it was at git revision ``rev`` (the fit before the move)."""
+    source = subprocess.run(["git", "-C", str(REPO), "show", f"{rev}:m2sa_ros/target_geometry.py"],
+                            capture_output=True, text=True, check=True).stdout
+    with tempfile.TemporaryDirectory(prefix="baseline_geometry_") as folder:
+        path = Path(folder) / "baseline_target_geometry.py"
+        path.write_text(source)
+        spec = importlib.util.spec_from_file_location("baseline_target_geometry", path)
+        assert spec is not None and spec.loader is not None
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = module  # dataclasses look their module up
+        spec.loader.exec_module(module)
+    return module
+
+
+def spill_grid(register, geometry, every_point) -> dict[str, dict[str, float]]:
+    """
+    Run the spill grid through ``geometry`` and sum it up per shape.
+
+    Per shape: cases, share with a pose, normal error (median, max, deg), deepest box (mm),
+    cases whose points hold a spilled pixel, spilled points in all, confident wrong poses.
+    """
+    rows: dict[str, list[tuple[float, float, float, float]]] = {}
+    for shape, normal, mask, spill, plane, depth in spill_cases():
+        g = geometry(mask, register(depth, SPILL_K, mask.shape), every_point)
+        if not g.has_pose:
+            rows.setdefault(shape, []).append((0.0, np.nan, np.nan, 0.0))
+            continue
+        p = np.asarray(g.points, np.float64)
+        rays = p / p[:, 2:3]
+        off = p[:, 2] - (normal @ np.array([0.0, 0.0, SPILL_DISTANCE_M])) / (rays @ normal)
+        error = float(np.degrees(np.arccos(np.clip(abs(g.normal @ normal), -1.0, 1.0))))
+        rows.setdefault(shape, []).append((1.0, error, float(g.extents[2]) * 1e3, float((np.abs(off) > 0.015).sum())))
+    out = {}
+    for shape, r in rows.items():
+        a = np.array(r)
+        posed = a[a[:, 0] > 0]
+        out[shape] = {"cases": len(a), "pose": float(a[:, 0].mean()),
+                      "normal_median": float(np.median(posed[:, 1])), "normal_max": float(posed[:, 1].max()),
+                      "depth_mm_max": float(posed[:, 2].max()), "cases_with_spill": int((posed[:, 3] > 0).sum()),
+                      "spilled_points": int(posed[:, 3].sum()), "wrong_poses": int((posed[:, 1] > 10.0).sum())}
+    return out
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--scenes", type=int, default=12, help="seeded scenes per resolution")
     parser.add_argument("--repeats", type=int, default=5, help="timed calls per target (the median counts)")
     parser.add_argument("--voxel", type=float, default=GeometryParams().voxel_m, help="default voxel (m)")
+    parser.add_argument("--baseline", default=None, metavar="REV",
+                        help="also run the spill grid through m2sa_ros/target_geometry.py at this git revision")
+    parser.add_argument("--no-spill", action="store_true", help="time only; skip the spill grid")
     parser.add_argument("--no-write", action="store_true", help="print only; do not append to bench/RESULTS.md")
     parser.add_argument("--json", default=None)
     args = parser.parse_args(argv)
-    report: dict = {"scenes": args.scenes, "repeats": args.repeats, "voxel_m": args.voxel, "rows": []}
+    load = os.getloadavg()
+    old = revision_geometry(args.baseline) if args.baseline else None
+    report: dict = {"scenes": args.scenes, "repeats": args.repeats, "voxel_m": args.voxel, "rows": [],
+                    "load_start": load[0]}
     rows = []
     every = GeometryParams(voxel_m=0.0)
     default = GeometryParams(voxel_m=args.voxel)
     for width, height in RESOLUTIONS:
         per_level: dict[str, dict[str, list[float]]] = {
-            lvl: {"ms": [], "pixels": [], "n0": [], "nv": [], "centroid_mm": [], "normal_deg": []}
+            lvl: {"ms": [], "cpu_ms": [], "fit_share": [], "baseline_ratio": [], "pixels": [], "n0": [], "nv": [],
+                  "centroid_mm": [], "normal_deg": []}
             for lvl in ("object", "part")}
         for seed in range(args.scenes):
             scene, horizon = padded_scene(seed, width, height)
@@ -94,13 +245,24 @@ def main(argv: list[str] | None = None) -> int:
                 depth = add_holes(add_noise(bleed_edges(sd.depth, mask, rng, 2), rng, 0.003), rng, 0.2)
                 bound = register_depth(depth, k, (height, width))
                 target_geometry(mask, bound, default)  # warm-up
-                times = []
+                times, cpu, fit, before = [], [], [], []
                 for _ in range(args.repeats):
-                    t0 = time.perf_counter()
+                    t0, c0 = time.perf_counter(), time.thread_time()
                     g = target_geometry(mask, bound, default)
                     times.append((time.perf_counter() - t0) * 1e3)
+                    cpu.append((time.thread_time() - c0) * 1e3)
+                    fit.append(fit_time(mask, bound, default, time.thread_time) * 1e3)
+                    if old is not None:  # the same target through the revision's fit, interleaved
+                        old_bound = old.register_depth(depth, k, (height, width))
+                        c0 = time.thread_time()
+                        old.target_geometry(mask, old_bound, old.GeometryParams(voxel_m=args.voxel))
+                        before.append((time.thread_time() - c0) * 1e3)
                 d = per_level["part" if part else "object"]
+                if before:
+                    d["baseline_ratio"].append(statistics.median(cpu) / max(statistics.median(before), 1e-9))
                 d["ms"].append(statistics.median(times))
+                d["cpu_ms"].append(statistics.median(cpu))
+                d["fit_share"].append(statistics.median(fit) / max(statistics.median(cpu), 1e-9))
                 d["pixels"].append(float(mask.sum()))
                 d["nv"].append(float(len(g.points)))
                 d["n0"].append(float(len(target_geometry(mask, bound, every).points)))
@@ -108,36 +270,71 @@ def main(argv: list[str] | None = None) -> int:
                     d["centroid_mm"].append(float(np.linalg.norm(g.centroid - truth.centroid) * 1e3))
                     d["normal_deg"].append(float(np.degrees(np.arccos(np.clip(g.normal @ truth.normal, -1, 1)))))
         for level, d in per_level.items():
-            ms = np.array(d["ms"])
+            ms, cpu_ms = np.array(d["ms"]), np.array(d["cpu_ms"])
             n0, nv = float(np.median(d["n0"])), float(np.median(d["nv"]))
             row = {"resolution": f"{width}x{height}", "level": level, "targets": len(ms),
                    "pixels_median": float(np.median(d["pixels"])), "ms_median": float(np.median(ms)),
                    "ms_p95": float(np.percentile(ms, 95)), "ms_max": float(ms.max()),
+                   "cpu_ms_median": float(np.median(cpu_ms)), "cpu_ms_p95": float(np.percentile(cpu_ms, 95)),
+                   "cpu_ms_max": float(cpu_ms.max()), "fit_share_median": float(np.median(d["fit_share"])),
+                   "baseline_ratio_median": float(np.median(d["baseline_ratio"])) if d["baseline_ratio"] else None,
                    "points_voxel0": n0, "points_voxel": nv, "bytes_voxel0": cloud_bytes(int(n0)),
                    "bytes_voxel": cloud_bytes(int(nv)), "bytes_empty": cloud_bytes(0),
                    "centroid_mm_median": float(np.median(d["centroid_mm"])),
                    "normal_deg_median": float(np.median(d["normal_deg"]))}
             report["rows"].append(row)
             rows.append(f"| {row['resolution']} | {level} | {row['targets']} | {row['pixels_median']:.0f} | "
-                        f"{row['ms_median']:.2f} | {row['ms_p95']:.2f} | {row['ms_max']:.2f} | "
-                        f"{n0:.0f} / {row['bytes_voxel0']} | {nv:.0f} / {row['bytes_voxel']} | "
+                        f"{row['ms_median']:.2f} / {row['ms_p95']:.2f} / {row['ms_max']:.2f} | "
+                        f"{row['cpu_ms_median']:.2f} / {row['cpu_ms_p95']:.2f} / {row['cpu_ms_max']:.2f} | "
+                        f"{row['fit_share_median']:.0%} | "
+                        + (f"{row['baseline_ratio_median']:.2f} | " if old is not None else "")
+                        + f"{n0:.0f} / {row['bytes_voxel0']} | {nv:.0f} / {row['bytes_voxel']} | "
                         f"{row['bytes_empty']} | {row['centroid_mm_median']:.1f} | {row['normal_deg_median']:.1f} |")
+    report["load_end"] = os.getloadavg()[0]
+    spill_lines: list[str] = []
+    if not args.no_spill:
+        grids = [("now", spill_grid(register_depth, target_geometry, every))]
+        if old is not None:
+            baseline = spill_grid(old.register_depth, old.target_geometry, old.GeometryParams(voxel_m=0.0))
+            grids.append((f"at {args.baseline}", baseline))
+        report["spill"] = dict(grids)
+        spill_lines = [
+            "",
+            "Spill grid (module doc; voxel 0, so every point is a pixel): per shape, "
+            f"{len(SPILL_SLANTS) * 2 * len(SPILL_FRACTIONS) * len(SPILL_PATTERNS) * len(SPILL_OFFSETS)} cases "
+            f"({len(SPILL_SLANTS)} slants x 2 axes x {len(SPILL_FRACTIONS)} shares x {len(SPILL_PATTERNS)} patterns "
+            f"x {len(SPILL_OFFSETS)} offsets)",
+            "",
+            "| fit | shape | with pose | normal err median / max deg | box depth max mm | cases with a spilled "
+            "point | spilled points | poses > 10 deg off |",
+            "|---|---|---:|---:|---:|---:|---:|---:|",
+            *[f"| {name} | {shape} | {s['pose']:.0%} | {s['normal_median']:.2f} / {s['normal_max']:.2f} | "
+              f"{s['depth_mm_max']:.1f} | {s['cases_with_spill']} | {s['spilled_points']} | {s['wrong_poses']} |"
+              for name, grid in grids for shape, s in grid.items()],
+        ]
     text = "\n".join([
         "## bench_target_geometry: a target's points, box and normal from its mask and registered depth, on cpu",
         "",
-        f"- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; machine: {host_line()}",
+        f"- date: {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC; machine: {host_line()}; load average "
+        f"{report['load_start']:.1f} at the start, {report['load_end']:.1f} after the timing",
         f"- command: `{command_line(argv, 'bench_target_geometry.py')}`",
         f"- {args.scenes} synthetic scenes per resolution (rendered at the height, padded to the width), depth "
         "with 20 % holes, 3 mm noise and mixed pixels in a 2-px ring at the mask's border; time = median of "
-        f"{args.repeats} calls of `target_geometry` per target (full-frame mask in, points out), single thread",
+        f"{args.repeats} calls of `target_geometry` per target (full-frame mask in, points out), single thread: "
+        "wall ms and the thread's CPU ms (median / p95 / max over targets); fit = the robust plane fit's share "
+        "of the CPU time (fitted on all the mask's valid pixels: an upper bound)"
+        + (f"; cpu / at {args.baseline} = the median over targets of the CPU time over that of the same "
+           f"target through m2sa_ros/target_geometry.py at {args.baseline}, timed in turn" if old is not None else ""),
         f"- cloud = points (median per target) / serialised PointCloud2 bytes, every valid pixel (voxel 0) and at "
         f"the default voxel ({args.voxel * 1000:.0f} mm); empty = the message with `target_points` off; errors "
-        "against the synthetic ground truth (tests/ros/test_target_geometry.py has the bounds)",
+        "against the synthetic ground truth (tests/core/test_target_geometry.py has the bounds)",
         "",
-        "| image | target | targets | mask px (median) | ms median | ms p95 | ms max | cloud voxel 0 | "
+        "| image | target | targets | mask px (median) | wall ms | cpu ms | fit | "
+        + (f"cpu / at {args.baseline} | " if old is not None else "") + "cloud voxel 0 | "
         f"cloud voxel {args.voxel * 1000:.0f} mm | empty bytes | centroid err mm | normal err deg |",
-        "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|",
+        "|---|---|---:|---:|---:|---:|---:|" + ("---:|" if old is not None else "") + "---:|---:|---:|---:|---:|",
         *rows,
+        *spill_lines,
         "",
     ])
     publish_report(text, report, RESULTS, not args.no_write, args.json, header=RESULTS_HEADER)

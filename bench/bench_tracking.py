@@ -1,4 +1,19 @@
-"""Tracking against re-running the command: time per frame and the gIoU it costs.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Tracking against re-running the command: time per frame and the gIoU it costs.
 
 One run measures, on the same synthetic camera sequences and the same model:
 
@@ -19,24 +34,23 @@ The figures are appended to bench/RESULTS.md with the machine, date and command.
 from __future__ import annotations
 
 import argparse
-import datetime as dt
-import sys
 from collections.abc import Sequence
+import datetime as dt
 from pathlib import Path
+import sys
 
-import torch
-
+# A script's own folder is on sys.path, not the checkout, which the imports below need
+# (hence their noqa: E402).
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.common import REPO, RESULTS, command_line, host_line, publish_report  # noqa: E402
+from bench.common import command_line, host_line, publish_report, RESULTS, SHIPPED_MODEL  # noqa: E402
 from m2sa_core.inference import Segmenter  # noqa: E402
+import torch  # noqa: E402
 from training.tracking_eval import evaluate_tracking, render_sequences, tracking_markdown  # noqa: E402
-
-SHIPPED_MODEL = REPO / "models" / "m2sa-tiny-synth"
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     source = parser.add_mutually_exclusive_group()
     source.add_argument("--model", default=str(SHIPPED_MODEL), help="checkpoint directory (default: shipped tiny)")
     source.add_argument("--preset", help="a preset with random weights instead (timing only)")

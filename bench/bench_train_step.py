@@ -1,5 +1,21 @@
 #!/usr/bin/env python3
-"""Where a training step of a stage config goes: building its batch against the model's work.
+
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+r"""
+Where a training step of a stage config goes: building its batch against the model's work.
 
 The staged pipeline's budget (2 h on two CPU cores, docs/TRAINING.md) is spent in stage 1
 and stage 3 steps. A step is two jobs that share the cores: the data-loader worker builds
@@ -10,7 +26,7 @@ so a change to either side can be judged by the ratio it moves, not by a wall cl
 differs 1.7x between sessions' machines (bench/RESULTS.md).
 
     .venv/bin/python bench/bench_train_step.py --config training/tiny/1_sam.yaml
-    .venv/bin/python bench/bench_train_step.py --config training/tiny/3_m2sa.yaml \\
+    .venv/bin/python bench/bench_train_step.py --config training/tiny/3_m2sa.yaml \
         model.init_from=models/m2sa-tiny-synth --steps 20 --profile 5
 """
 
@@ -18,26 +34,25 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+from pathlib import Path
 import statistics
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
+from bench.common import command_line, host_line, publish_report, RESULTS, RESULTS_HEADER  # noqa: E402
 import torch  # noqa: E402
-
-from bench.common import RESULTS, RESULTS_HEADER, command_line, host_line, publish_report  # noqa: E402
 from training import train as training_loop  # noqa: E402
 from training.config import load_config  # noqa: E402
 from training.distributed import shutdown  # noqa: E402
 
 
 def build_batches(run: training_loop.Run, steps: int) -> tuple[list[dict], list[float]]:
-    """The micro-batches of the run's first ``steps`` steps, and the seconds each step's took to build."""
+    """Return the micro-batches of the run's first ``steps`` steps, and the seconds each step's took to build."""
     dataset = training_loop.micro_batch_dataset(run)
     accum = run.config.optim.grad_accum
     batches, seconds = [], []
@@ -61,7 +76,7 @@ def time_optimiser_steps(run: training_loop.Run, wrapped, batches: list[dict]) -
 
 def top_ops(run: training_loop.Run, wrapped, batches: list[dict], rows: int) -> str:
     """torch.profiler's table of the ops that took the most CPU time over the steps of ``batches``."""
-    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler import profile, ProfilerActivity
 
     with profile(activities=[ProfilerActivity.CPU]) as prof:
         time_optimiser_steps(run, wrapped, batches)
@@ -69,7 +84,7 @@ def top_ops(run: training_loop.Run, wrapped, batches: list[dict], rows: int) -> 
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--config", default="training/tiny/1_sam.yaml")
     parser.add_argument("--steps", type=int, default=20, help="timed steps (after the warm-up)")
     parser.add_argument("--warmup", type=int, default=3)

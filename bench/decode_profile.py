@@ -1,4 +1,19 @@
-"""Where one forced answer's generation time goes, for the next person tuning the decode loop.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Where one forced answer's generation time goes, for the next person tuning the decode loop.
 
 The per-token gap to the bandwidth floor is either device work (kernels slower than the
 weights' read time) or host work (the device idles while Python launches the next step).
@@ -9,15 +24,14 @@ kernel table says which ops dominate.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
+import time
 from typing import Any
 
+from m2sa_core.inference import Segmenter
 import numpy as np
 import torch
-from torch.profiler import ProfilerActivity, profile
-
-from m2sa_core.inference import Segmenter
+from torch.profiler import profile, ProfilerActivity
 
 
 def _self_device_us(event: Any) -> float:

@@ -1,5 +1,21 @@
 #!/usr/bin/env python3
-"""Every GPU figure of issue 78 in one short prepared run: rows print and save as they finish.
+
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Every GPU figure of issue 78 in one short prepared run: rows print and save as they finish.
 
 GPU time here is short and rare, and earlier GPU runs were cut at their time caps before
 printing anything. So this one script runs each figure as a row, smallest cost first
@@ -35,26 +51,24 @@ that need a CUDA-only feature (4-bit kernels) say "skipped: needs CUDA" instead 
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 import datetime as dt
 import gc
 import json
+from pathlib import Path
 import statistics
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-import numpy as np
-import torch
-
+# A script's own folder is on sys.path, not the checkout, which the imports below need
+# (hence their noqa: E402).
 REPO = Path(__file__).resolve().parents[1]
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
 from bench.bench_inference import (  # noqa: E402
-    PeakMemory,
     command_flops,
     copy_bandwidth,
     forced_answer,
@@ -62,13 +76,16 @@ from bench.bench_inference import (  # noqa: E402
     matmul_peak,
     ours,
     pct,
+    PeakMemory,
     reference,
     sync,
     timed,
 )
-from bench.common import COMMANDS, RESULTS, RESULTS_HEADER, append_results, command_line, host_line  # noqa: E402
-from m2sa_core.inference import DTYPE_NAMES, Segmenter, default_dtype, dtype_from_name  # noqa: E402
-from tests.toy_batches import toy_example  # noqa: E402 - the benchmarks run from the checkout
+from bench.common import append_results, command_line, COMMANDS, host_line, RESULTS, RESULTS_HEADER  # noqa: E402
+from m2sa_core.inference import default_dtype, dtype_from_name, DTYPE_NAMES, Segmenter  # noqa: E402
+import numpy as np  # noqa: E402
+from tests.toy_batches import toy_example  # noqa: E402
+import torch  # noqa: E402
 
 DEFAULT_OUT = REPO / "bench" / "results" / "gpu-latest.json"
 SHORT, LONG = 32, 96  # answer lengths of the cached-command rows (the issue's)
@@ -112,7 +129,7 @@ NOT_BUILT = {"train_step_7b": "not built yet: bench_train_step needs a stage con
 
 
 def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.strip().split("\n\n")[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
     p.add_argument("--dtype", default="auto", choices=("auto", *DTYPE_NAMES))
     p.add_argument("--tiny", action="store_true",
@@ -149,7 +166,7 @@ class Size:
     shared: dict[str, Any] = field(default_factory=dict)
 
     def segmenter(self) -> Segmenter:
-        """The bf16 segmenter, weights drawn on the device; the graph decoder on CUDA ("auto")."""
+        """Return the bf16 segmenter, weights drawn on the device; the graph decoder on CUDA ("auto")."""
         if self.seg is None:
             self.seg = Segmenter.from_pretrained(self.preset, device=self.device, dtype=self.dtype,
                                                  max_new_tokens=LONG + 1, decoder="auto")
@@ -168,7 +185,7 @@ class Size:
 
 
 def floor_inputs(device: torch.device, dtype: torch.dtype, cache: dict[str, float]) -> dict[str, float]:
-    """The device's copy bandwidth (B/s) and matmul peak (FLOP/s), measured once per run."""
+    """Return the device's copy bandwidth (B/s) and matmul peak (FLOP/s), measured once per run."""
     if not cache:
         cuda = device.type == "cuda"
         cache["bandwidth_Bps"] = copy_bandwidth(device, nbytes=2**30 if cuda else 2**26)
@@ -216,7 +233,11 @@ def decode_floor_ratio(size: Size, floors: dict[str, float]) -> dict[str, Any]:
 
 
 def cached_command_floor_ratio(size: Size, floors: dict[str, float]) -> dict[str, Any]:
-    """One command on a cached frame, ``SHORT`` and ``LONG`` tokens, over prefill/masks at matmul peak + decode floor."""
+    """
+    Time one command on a cached frame, ``SHORT`` and ``LONG`` tokens, against its floor.
+
+    The floor is prefill and masks at matmul peak plus the decode floor.
+    """
     seg = size.segmenter()
     inputs = floor_inputs(size.device, size.dtype, floors)
     flops = command_flops(seg, size.image, size.prompt(), 1, encode=False)
@@ -245,7 +266,7 @@ def reference_speedup(size: Size) -> dict[str, Any]:
 
 
 def track_vs_command(size: Size) -> dict[str, Any]:
-    """A full command (new frame, ``SHORT`` tokens) over one tracked frame of its target (Segmenter.track)."""
+    """Return a full command (new frame, ``SHORT`` tokens) over one tracked frame of its target (Segmenter.track)."""
     seg = size.segmenter()
     command = COMMANDS[0]
     forced = forced_answer(seg, SHORT, 1)
@@ -275,9 +296,12 @@ def track_vs_command(size: Size) -> dict[str, Any]:
 
 
 def sam_encode_ms(size: Size) -> dict[str, Any]:
-    """SAM's image encoder alone (``encode_sam``) on one frame padded to its input, 1024 px for ViT-H,
-    as SAM's own ~150 ms figure counts it; the stage's time (with early fusion and the upsampling
-    weights, as a command pays it) goes in the detail."""
+    """
+    Time SAM's image encoder alone (``encode_sam``) on one frame padded to its input.
+
+    The input is 1024 px for ViT-H, as SAM's own ~150 ms figure counts it; the stage's time
+    (with early fusion and the upsampling weights, as a command pays it) goes in the detail.
+    """
     seg = size.segmenter()
     frame = toy_example(2, size=(1024, 1024)).image
     sam_image = seg.processor(frame)["sam_image"][None].to(size.device)
@@ -301,7 +325,8 @@ def sam_encode_ms(size: Size) -> dict[str, Any]:
 
 
 def two_cameras(size: Size) -> dict[str, dict[str, Any]]:
-    """One model answering two cameras' commands in one batched call against one camera's command.
+    """
+    One model answering two cameras' commands in one batched call against one camera's command.
 
     The in-process stand-in for bench_multicamera (which drives ROS nodes, absent on a lent
     GPU): the two-camera node's batch is ``ours`` over two frames in one generation; two
@@ -330,8 +355,11 @@ def two_cameras(size: Size) -> dict[str, dict[str, Any]]:
 
 
 def int4_rows(size: Size) -> dict[str, dict[str, Any]]:
-    """The 13b language model at 4 bits (bitsandbytes NF4, loaded from a host copy as bench_quantization does):
-    decode ms a token against bf16's, and the allocator peak of the load and the commands."""
+    """
+    Return the 13b language model at 4 bits (bitsandbytes NF4, loaded from a host copy as bench_quantization does).
+
+    Decode ms a token against bf16's, and the allocator peak of the load and the commands.
+    """
     bf16 = cached_decode(size, SHORT)["decode_ms_per_token"]
     seg = size.segmenter()
     model, tokenizer = seg.model.to("cpu"), seg.tokenizer  # the host copy a quantized load stages from
@@ -458,7 +486,8 @@ def to_markdown(suite: Suite, command: str) -> str:
     ]
     for row in ROWS:
         got = suite.rows.get(row.name)
-        value = "not run" if got is None else f"skipped: {got['skipped']}" if "skipped" in got else f"{got['value']:.3f}"
+        value = ("not run" if got is None else f"skipped: {got['skipped']}" if "skipped" in got
+                 else f"{got['value']:.3f}")
         lines.append(f"| `{row.name}` | {value} | {row.target} | {row.what} |")
     return "\n".join(lines) + "\n"
 

@@ -1,4 +1,19 @@
-"""Load generator shared by bench_node.py and soak_node.py: the real node under a camera.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Load generator shared by bench_node.py and soak_node.py: the real node under a camera.
 
 The perception node runs as its own process (the ``m2sa-perception`` entry point, so its
 RSS, threads and file descriptors are the node's alone) on loopback DDS, in a domain of
@@ -13,9 +28,13 @@ check that commands and results are counted correctly.
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
 import datetime as dt
-import json
 import os
+from pathlib import Path
 import platform
 import random
 import signal
@@ -25,24 +44,19 @@ import sys
 import tempfile
 import threading
 import time
-from collections import Counter
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
+# command_line: for bench_node and soak_node, which import it from here.
+from bench.common import command_line, host_line, publish_report, REPO, SHIPPED_MODEL  # noqa: F401
 import numpy as np
 
-from bench.common import REPO, command_line, host_line  # noqa: F401 (command_line: bench_node, soak_node)
-
-SHIPPED_MODEL = REPO / "models" / "m2sa-tiny-synth"
 ENTRY = Path(sys.executable).parent / "m2sa-perception"
 
 
 # ----------------------------------------------------------------------------- model choice
 def choose_model(model_path: str | None) -> tuple[dict[str, Any], str]:
-    """Node parameters selecting the model, and a line saying which one it is.
+    """
+    Node parameters selecting the model, and a line saying which one it is.
 
     The shipped trained checkpoint is what a robot runs; without it (a checkout before
     the model was trained) the tiny preset with random weights stands in, and the
@@ -64,7 +78,7 @@ def machine_line() -> str:
 
 
 def git_revision() -> str:
-    """The commit the figures were measured on ("+ local changes" when the tree is dirty)."""
+    """Return the commit the figures were measured on ("+ local changes" when the tree is dirty)."""
     try:
         rev = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True,
                              timeout=10).stdout.strip()
@@ -127,7 +141,7 @@ class NodeProcess:
 
     @property
     def exit_code(self) -> int | None:
-        """The node's exit status once it has stopped, None while it runs."""
+        """Return the node's exit status once it has stopped, None while it runs."""
         return self.proc.returncode
 
     def log_tail(self, lines: int = 30) -> str:
@@ -200,14 +214,13 @@ class Robot:
 
     def __init__(self, namespace: str, width: int = 640, height: int = 480, fps: float = 30.0,
                  seed: int = 0, clock_hz: float = 0.0) -> None:
+        from m2sa_ros.msg import SegmentationResult
         import rclpy
         from rclpy.executors import SingleThreadedExecutor
         from rclpy.node import Node
         from rclpy.qos import QoSProfile, ReliabilityPolicy
         from sensor_msgs.msg import Image
         from std_msgs.msg import String
-
-        from m2sa_ros.msg import SegmentationResult
 
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
@@ -317,7 +330,8 @@ class Robot:
             self.lock.notify_all()
 
     def wait_until_answering(self, node: NodeProcess, timeout: float) -> int:
-        """Send probe commands until one succeeds, then forget them; returns the probes sent.
+        """
+        Send probe commands until one succeeds, then forget them; returns the probes sent.
 
         The robot sees the node's image subscription before the node has matched the
         camera publisher, so a first command can still find no image. Measuring starts
@@ -354,7 +368,8 @@ class Robot:
         return True
 
     def close(self) -> None:
-        """Tear down in this thread, after the spin thread has returned.
+        """
+        Tear down in this thread, after the spin thread has returned.
 
         Destroying the node while the spin thread still holds it defers the destruction to
         that thread; Fast DDS then tears the participant down while the node process leaves
@@ -371,12 +386,12 @@ class Robot:
 
 
 def error_kind(error: str) -> str:
-    """The stable part of an error text ("queue full", "model failure", ...)."""
+    """Return the stable part of an error text ("queue full", "model failure", ...)."""
     return error.split(":", 1)[0].strip() or "?"
 
 
 def summarise(robot: Robot) -> dict[str, Any]:
-    """Counts and latency percentiles of everything the robot sent and received."""
+    """Count everything the robot sent and received, with latency percentiles."""
     with robot.lock:
         outcomes = dict(robot.outcomes)
         unknown = robot.unknown_results
@@ -414,7 +429,8 @@ def summarise(robot: Robot) -> dict[str, Any]:
 @contextmanager
 def node_under_load(params: dict[str, Any], log_path: Path, width: int, height: int,
                     fps: float, clock_hz: float = 0.0) -> Iterator[tuple[NodeProcess, Robot]]:
-    """The node process and a robot on a fresh namespace; both are shut down on the way out.
+    """
+    Run the node process and a robot on a fresh namespace; both are shut down on the way out.
 
     The robot is closed and the node stopped (Ctrl-C, then kill) even when the load fails
     half-way, so a broken run never leaves a node process behind on a shared machine.
@@ -450,14 +466,8 @@ def log_dir(path: str | None) -> Path:
     return Path(tempfile.mkdtemp(prefix="m2sa_load_"))
 
 
-def append_results(path: Path, text: str) -> None:
-    """Append a section to bench/RESULTS.md (others write there too: append only)."""
-    with path.open("a", encoding="utf-8") as f:
-        f.write("\n" + text.rstrip() + "\n")
-
-
 def context_lines(report: dict[str, Any], cmd: str) -> list[str]:
-    """The lines that make a RESULTS.md section reproducible: when, where, what ran, which model."""
+    """Return the lines that make a RESULTS.md section reproducible: when, where, what ran, which model."""
     return [
         f"- date: {utc_now()}; load average at the end: {load_average()}",
         f"- machine: {machine_line()}",
@@ -468,14 +478,14 @@ def context_lines(report: dict[str, Any], cmd: str) -> list[str]:
 
 
 def error_counts(report: dict[str, Any]) -> str:
-    """"kind: n, ..." of the error results, sorted so runs compare line by line; "none" if none."""
+    """Return "kind: n, ..." of the error results, sorted so runs compare line by line; "none" if none."""
     return ", ".join(f"{k}: {v}" for k, v in sorted(report["errors"].items())) or "none"
 
 
 def publish(text: str, report: dict[str, Any], results: Path, write: bool, json_path: Path | None) -> None:
-    """Print the section, append it to ``results`` when ``write``, and dump the report as JSON if asked."""
-    print(text)
-    if write:
-        append_results(results, text)
-    if json_path:
-        json_path.write_text(json.dumps(report, indent=2, default=str))
+    """
+    Print the section, append it to ``results`` when ``write``, and dump the report as JSON if asked.
+
+    The one way every benchmark does it: ``bench.common.publish_report``.
+    """
+    publish_report(text, report, results, write, json_path)

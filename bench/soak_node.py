@@ -1,5 +1,21 @@
 #!/usr/bin/env python3
-"""Soak: 10,000 commands through the perception node under a 30 Hz camera stream.
+
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Soak: 10,000 commands through the perception node under a 30 Hz camera stream.
 
 What a robot running for days relies on, measured on the real node process over
 loopback DDS (same harness as bench_node.py):
@@ -23,10 +39,10 @@ Not a test: figures go to stdout and, unless ``--no-write``, to bench/RESULTS.md
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 import statistics
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
@@ -41,7 +57,7 @@ RSS_LIMIT_PCT = 5.0
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.strip().split("\n\n")[0])
     p.add_argument("--commands", type=int, default=10_000, help="commands to send (default 10000)")
     p.add_argument("--window", type=int, default=2, help="commands in flight at most (default 2)")
     p.add_argument("--error-every", type=int, default=50,
@@ -76,14 +92,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def command_text(i: int, error_every: int) -> tuple[str, bool]:
-    """The i-th command (unique text) and whether it must fail (over the length limit)."""
+    """Return the i-th command (unique text) and whether it must fail (over the length limit)."""
     if error_every and (i + 1) % error_every == 0:
         return f"soak {i}: " + "too long " * (MAX_COMMAND_LENGTH // 9 + 1), True
     return f"soak {i}: {COMMANDS[i % len(COMMANDS)]}", False
 
 
 def stability(samples: list[load.Sample], warm_results: int) -> dict[str, Any]:
-    """RSS growth and thread/fd drift between just after warm-up and the end.
+    """
+    RSS growth and thread/fd drift between just after warm-up and the end.
 
     Both ends are medians over a tenth of the post-warm-up samples (at least 3), so one
     sample taken mid-inference does not decide the verdict.

@@ -1,5 +1,21 @@
 #!/usr/bin/env python3
-"""A grasp planner's side of the M2SA perception node: the `segment` action.
+
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+A grasp planner's side of the M2SA perception node: the `segment` action.
 
 What a planner does with the node, in one readable file:
 
@@ -9,7 +25,7 @@ What a planner does with the node, in one readable file:
   that takes too long;
 * consume the result: per target, the mask the command asked for (``mask_type``: the
   visible pixels, or the complete shape in ``amodal_mask``), its box, the 3-D centroid
-  in the colour camera's optical frame when depth is available, and with a pose
+  (in ``geometry_frame_id``, below) when depth is available, and with a pose
   (``has_pose``) what a press or grasp planner acts on: the press / grasp point (the
   centre of the target's box face towards the camera), the approach direction (the
   box's z axis: the visible surface's normal, pointing towards the camera; the tool
@@ -18,17 +34,31 @@ What a planner does with the node, in one readable file:
 
     python3 examples/planner_client.py "I want to turn on the TV" --namespace /front_camera
     python3 examples/planner_client.py "what can I cut bread with?" --cancel-after 0.5
+    python3 examples/planner_client.py "I want to turn on the TV" --brief   # the answer only
+    python3 examples/planner_client.py "I want to turn on the TV" --frame base_link  # node: target_frame:=base_link
+
+The 3-D values are in the result's ``geometry_frame_id``: the optical frame, or the node's
+``target_frame`` (tf2 at the image's stamp). ``--frame base_link`` says the planner needs
+them in base_link: a result in another frame (no target_frame on the node, or its
+transform missing or late: ``transform_error``) is then refused, exit status 1.
+
+Exit status: 0 when the goal succeeded or was cancelled as asked (--cancel-after), and when
+no action server answered (said on stderr: no goal was sent); 1 when the goal was rejected or
+aborted; 130 on Ctrl-C. The executor's
+thread is stopped and joined before the action client, the node and the context go, in
+that order: a thread still inside the executor when the context is torn down aborts the
+interpreter at exit ("terminate called without an active exception").
 """
 
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass, field
 import sys
 import threading
 import time
-import uuid
-from dataclasses import dataclass, field
 from typing import Any
+import uuid
 
 import numpy as np
 
@@ -42,10 +72,10 @@ class GraspTarget:
     mask: np.ndarray  # bool H x W: the requested shape
     visible_pixels: int
     bbox: tuple[int, int, int, int]  # x, y, width, height of the visible mask
-    centroid: tuple[float, float, float] | None  # metres, optical frame; None without depth
+    centroid: tuple[float, float, float] | None  # metres, in geometry_frame_id; None without depth
     score: float
     # With a pose (registered depth and enough valid points), else None / 0:
-    press_point: tuple[float, float, float] | None = None  # metres, optical frame
+    press_point: tuple[float, float, float] | None = None  # metres, in geometry_frame_id
     approach: tuple[float, float, float] | None = None  # unit, towards the camera
     size: tuple[float, float, float] | None = None  # the box's extents along its x, y, z (metres)
     points: np.ndarray | None = None  # (N, 3) float32, the visible points (empty with target_points off)
@@ -59,12 +89,14 @@ class Outcome:
     error: str = ""
     truncated: bool = False
     frame_id: str = ""
+    geometry_frame_id: str = ""  # the frame of the 3-D values (v4): frame_id, or the node's target_frame
+    transform_error: str = ""  # why they are not in the node's target_frame (v4)
     targets: list[GraspTarget] = field(default_factory=list)
     feedback: list[tuple[str, str]] = field(default_factory=list)
 
 
 def grasp_targets(result: Any) -> list[GraspTarget]:
-    """SegmentationResult -> the planner's targets (requested shape, box, centroid, approach)."""
+    """Turn a SegmentationResult into the planner's targets (requested shape, box, centroid, approach)."""
     from m2sa_ros.cloud_conversion import cloud_to_points
     from m2sa_ros.geometry_conversion import approach
     from m2sa_ros.image_conversion import msg_to_mask
@@ -90,9 +122,8 @@ class PlannerClient:
     """An action client of ``<namespace>/segment`` with request ids, feedback and cancel."""
 
     def __init__(self, node: Any, namespace: str = "") -> None:
-        from rclpy.action import ActionClient
-
         from m2sa_ros.action import Segment
+        from rclpy.action import ActionClient
 
         self.node = node
         self._action = Segment
@@ -129,6 +160,8 @@ class PlannerClient:
             response.status, "aborted")
         outcome.answer, outcome.error, outcome.truncated = result.answer, result.error, result.truncated
         outcome.frame_id = result.header.frame_id
+        outcome.geometry_frame_id = getattr(result, "geometry_frame_id", "") or result.header.frame_id
+        outcome.transform_error = getattr(result, "transform_error", "")
         if result.request_id != request_id:  # the node echoes the id on every path
             outcome.error = f"result for request '{result.request_id}', expected '{request_id}'"
             outcome.status = "aborted"
@@ -150,15 +183,18 @@ def describe(outcome: Outcome) -> str:
              + (f" ({outcome.error})" if outcome.error else "")]
     if outcome.answer:
         lines.append(f"  answer: {outcome.answer}" + (" [truncated]" if outcome.truncated else ""))
+    if outcome.transform_error:
+        lines.append(f"  3-D values stay in {outcome.geometry_frame_id}: {outcome.transform_error}")
     for t in outcome.targets:
         where = ("no depth" if t.centroid is None else
-                 f"centroid ({t.centroid[0]:+.3f}, {t.centroid[1]:+.3f}, {t.centroid[2]:.3f}) m in {outcome.frame_id}")
+                 f"centroid ({t.centroid[0]:+.3f}, {t.centroid[1]:+.3f}, {t.centroid[2]:.3f}) m in "
+                 f"{outcome.geometry_frame_id or outcome.frame_id}")
         lines.append(f"  {t.label}: {t.shape} mask, {int(t.mask.sum())} px, box {t.bbox}, score {t.score:.2f}, {where}")
         if t.press_point is not None and t.approach is not None and t.size is not None:
             (px, py, pz), (ax, ay, az) = t.press_point, t.approach
             points = 0 if t.points is None else len(t.points)
             ax, ay, az = (round(c, 3) + 0.0 for c in (ax, ay, az))  # no "-0.000"
-            lines.append(f"    press/grasp at ({px:+.3f}, {py:+.3f}, {pz:.3f}) m, approach along "
+            lines.append(f"    press/grasp at ({px:+.3f}, {py:+.3f}, {pz:.3f}) m{_in_frame(outcome)}, approach along "
                          f"({ax:+.3f}, {ay:+.3f}, {az:+.3f}) (towards the camera), box "
                          f"{t.size[0] * 100:.1f} x {t.size[1] * 100:.1f} x {t.size[2] * 100:.1f} cm, {points} points")
         elif t.centroid is not None:
@@ -169,37 +205,93 @@ def describe(outcome: Outcome) -> str:
     return "\n".join(lines)
 
 
+def _in_frame(outcome: Outcome) -> str:
+    """
+    " in base_link" when the 3-D values are in another frame than the camera's (the node's target_frame).
+
+    "" in the optical frame, which the centroid's line names already.
+    """
+    frame = outcome.geometry_frame_id
+    return f" in {frame}" if frame and frame != outcome.frame_id else ""
+
+
+def describe_brief(outcome: Outcome) -> str:
+    """
+    Return the answer and, per target, its label and press point.
+
+    What a person at a terminal wants to read, where ``ros2 action send_goal`` prints
+    every mask's pixels.
+    """
+    lines = [f"request {outcome.request_id}: {outcome.status}" + (f" ({outcome.error})" if outcome.error else "")]
+    if outcome.answer:
+        lines.append(f"  answer: {outcome.answer}" + (" [truncated]" if outcome.truncated else ""))
+    if outcome.transform_error:
+        lines.append(f"  3-D values stay in {outcome.geometry_frame_id}: {outcome.transform_error}")
+    for t in outcome.targets:
+        if t.press_point is not None and t.approach is not None:
+            (px, py, pz), (ax, ay, az) = t.press_point, (round(c, 3) + 0.0 for c in t.approach)
+            where = (f"press at ({px:+.3f}, {py:+.3f}, {pz:.3f}) m{_in_frame(outcome)}, "
+                     f"approach ({ax:+.3f}, {ay:+.3f}, {az:+.3f})")
+        else:
+            where = "no press point (no depth)" if t.centroid is None else "no press point (too few depth points)"
+        lines.append(f"  {t.label}: {where}")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
+    from rclpy.signals import SignalHandlerOptions
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("command", help="the language command, e.g. 'I want to turn on the TV'")
     parser.add_argument("--namespace", default="", help="the perception node's namespace")
     parser.add_argument("--request-id", default=None, help="id to tag the request with (default: a fresh one)")
     parser.add_argument("--cancel-after", type=float, default=None, help="cancel the goal after this many seconds")
-    parser.add_argument("--timeout", type=float, default=120.0)
+    parser.add_argument("--timeout", type=float, default=120.0,
+                        help="seconds to wait for the action server, and again for the result")
+    parser.add_argument("--brief", action="store_true",
+                        help="print only the answer and each target's label and press point")
+    parser.add_argument("--frame", default="",
+                        help="the frame the 3-D values must be in, e.g. base_link (the node's target_frame); "
+                             "a result in another frame is refused (exit 1)")
     args = parser.parse_args(argv)
-    rclpy.init()
+    # Ctrl-C is a KeyboardInterrupt here, and the finally below tears down in order;
+    # rclpy's own handler would shut the context down under the spinning executor.
+    rclpy.init(signal_handler_options=SignalHandlerOptions.NO)
     node = Node("m2sa_planner_example")
+    planner = PlannerClient(node, args.namespace)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
+    spinner = threading.Thread(target=executor.spin, name="planner-executor", daemon=True)
     spinner.start()
     try:
-        planner = PlannerClient(node, args.namespace)
         if not planner.wait_for_server(args.timeout):
+            # Nothing was asked, so nothing failed: the script ends cleanly and says why.
             print(f"no action server {planner.client._action_name} within {args.timeout:.0f} s", file=sys.stderr)
-            return 1
+            return 0
         started = time.monotonic()
         outcome = planner.segment(args.command, request_id=args.request_id, cancel_after_s=args.cancel_after,
                                   timeout_s=args.timeout)
-        print(describe(outcome))
-        print(f"  took {time.monotonic() - started:.2f} s")
+        print(describe_brief(outcome) if args.brief else describe(outcome))
+        if not args.brief:
+            print(f"  took {time.monotonic() - started:.2f} s")
+        if args.frame and outcome.status == "succeeded" and outcome.geometry_frame_id != args.frame:
+            why = outcome.transform_error or (
+                f"the node has no target_frame (start it with -p target_frame:={args.frame})"
+                if outcome.geometry_frame_id == outcome.frame_id else "the node's target_frame is another")
+            print(f"3-D values are in {outcome.geometry_frame_id}, not {args.frame}: {why}", file=sys.stderr)
+            return 1
         return 0 if outcome.status in ("succeeded", "canceled") else 1
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
     finally:
+        # In order: the executor stops and its thread ends, then what it served goes.
         executor.shutdown()
+        spinner.join()
+        planner.client.destroy()
         node.destroy_node()
         rclpy.try_shutdown()
 

@@ -1,4 +1,19 @@
-"""One line on stderr, not a traceback, when a command-line tool meets bad input.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+One line on stderr, not a traceback, when a command-line tool meets bad input.
 
 A robotics engineer who points ``m2sa-eval`` at the wrong folder or ``m2sa-train`` at a
 YAML file with a typo needs to read which file is wrong and why; twenty lines of stack
@@ -11,10 +26,10 @@ Ctrl-C pass unchanged.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 import functools
 import os
 import sys
-from collections.abc import Callable, Sequence
 
 DEBUG_FLAG = "--debug"
 DEBUG_ENV = "M2SA_DEBUG"
@@ -24,7 +39,8 @@ Main = Callable[..., int | None]
 
 
 def one_line(exc: BaseException) -> str:
-    """The exception's message on one line; its type name when the message is empty or bare.
+    """
+    Return the exception's message on one line; its type name when the message is empty or bare.
 
     Some libraries (YAML, JSON, rcl) spread a message over several indented lines; those
     are joined with single spaces so the whole message survives in one line.
@@ -42,7 +58,8 @@ def debug_requested(argv: Sequence[str]) -> bool:
 
 
 def cli_entry(prog: str) -> Callable[[Main], Callable[..., int]]:
-    """Decorate ``main(argv=None) -> int`` so that bad input ends in one line on stderr.
+    """
+    Decorate ``main(argv=None) -> int`` so that bad input ends in one line on stderr.
 
     ``--debug`` is removed from the arguments before ``main`` sees them (from
     ``sys.argv`` when ``argv`` is None, which is how console scripts call it).

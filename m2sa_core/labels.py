@@ -1,4 +1,19 @@
-"""Target names: PACO category names and the ``object_N's part`` labels of answers.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Target names: PACO category names and the ``object_N's part`` labels of answers.
 
 The project's answer-text convention names every target immediately before its
 ``[SEG]`` / ``{seg}``: ``mug_2`` (object level) or ``television_set_1's button`` (part
@@ -9,8 +24,8 @@ stands beside ``data/`` and ``inference/`` because both read it.
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
+import re
 
 from m2sa_core.types import Granularity
 
@@ -46,7 +61,7 @@ class ParsedLabel:
 
 
 def parse_label_before(text: str) -> ParsedLabel | None:
-    """The target named at the end of ``text`` (the answer text before a ``{seg}``), if any."""
+    """Return the target named at the end of ``text`` (the answer text before a ``{seg}``), if any."""
     m = LABEL_RE.search(text)
     if m is None:
         return None
@@ -66,7 +81,7 @@ def split_category(category_name: str) -> tuple[str, str]:
 
 
 def make_label(object_name: str, instance: int, part_name: str = "") -> str:
-    """The answer-text label of a target: ``mug_2`` or ``television_set_1's button``."""
+    """Return the answer-text label of a target: ``mug_2`` or ``television_set_1's button``."""
     base = f"{object_name}_{instance}" if instance > 0 else object_name
     return f"{base}'s {part_name}" if part_name else base
 
@@ -77,6 +92,6 @@ def category_of(object_name: str, part_name: str = "") -> str:
 
 
 def label_segments(template: str, placeholder: str = "{seg}") -> list[str]:
-    """The text before each placeholder (from the previous one), in answer order."""
+    """Return the text before each placeholder (from the previous one), in answer order."""
     pieces = template.split(placeholder)
     return pieces[:-1]

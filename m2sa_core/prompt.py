@@ -1,5 +1,22 @@
-"""The prompt vocabulary: special tokens and ids, the LLaVA v1 template, the segmentation
-request, command sanitising, and conversation building and tokenizing.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The prompt vocabulary, the one place prompts are built.
+
+Special tokens and ids, the LLaVA v1 template, the segmentation request, command
+sanitising, and conversation building and tokenizing.
 
 A checkpoint of the authors' was trained on exactly this text layout, so training,
 evaluation and inference must all build prompts here and nowhere else. It sits beside
@@ -42,7 +59,8 @@ RESERVED_REWRITES = {
 
 
 class SanitizedCommand(str):
-    """A command :func:`sanitize_command` has made safe already, which it passes through as it is.
+    """
+    A command :func:`sanitize_command` has made safe already, which it passes through as it is.
 
     A caller that must look at the cleaned text before the model does (the ROS node
     refuses a command of control characters alone at once) cleans it once, with
@@ -56,7 +74,8 @@ def sanitized(command: str) -> SanitizedCommand:
 
 
 def sanitize_command(command: str) -> str:
-    """Make user text safe to embed in the prompt.
+    """
+    Make user text safe to embed in the prompt.
 
     Control characters become spaces and reserved markers are rewritten, so a command
     can neither inject [SEG] tokens (extra masks) nor fake a conversation turn.
@@ -76,7 +95,8 @@ def image_prefix(use_im_start_end: bool) -> str:
 
 
 def with_request(command: str, seg_request: str = "") -> str:
-    """The user's text followed by the checkpoint's segmentation request, if it has one.
+    """
+    Return the user's text followed by the checkpoint's segmentation request, if it has one.
 
     The authors trained every segmentation question with a request appended ("... Please
     output segmentation mask."), and their VQA data teaches that a question without it
@@ -87,13 +107,14 @@ def with_request(command: str, seg_request: str = "") -> str:
 
 
 def build_prompt(command: str, use_im_start_end: bool = False, seg_request: str = "") -> str:
-    """The text up to and including "ASSISTANT:", ready for generation."""
+    """Return the text up to and including "ASSISTANT:", ready for generation."""
     user = image_prefix(use_im_start_end) + "\n" + with_request(command, seg_request)
     return f"{SYSTEM}{SEP}{ROLES[0]}: {user}{SEP}{ROLES[1]}:"
 
 
 def build_conversation(command: str, answer: str, use_im_start_end: bool = False) -> tuple[str, str]:
-    """(prompt, answer_with_eos): the prompt is unsupervised, the answer part is supervised.
+    """
+    (prompt, answer_with_eos): the prompt is unsupervised, the answer part is supervised.
 
     The answer carries its [SEG] tokens already (``{seg}`` placeholders replaced). The
     command is used as given (any request already in it).
@@ -102,7 +123,8 @@ def build_conversation(command: str, answer: str, use_im_start_end: bool = False
 
 
 def build_dialogue(turns: list[tuple[str, str]], use_im_start_end: bool = False) -> tuple[str, list[tuple[int, int]]]:
-    """Several (question, answer) turns as one LLaVA v1 text; the image comes with the first question.
+    """
+    Several (question, answer) turns as one LLaVA v1 text; the image comes with the first question.
 
     Returns the text and, per turn, the character span of its supervised part (the
     answer after "ASSISTANT:" up to and including its ``</s>``).
@@ -121,7 +143,8 @@ def build_dialogue(turns: list[tuple[str, str]], use_im_start_end: bool = False)
 
 
 def tokenize_prompt(tokenizer, prompt: str) -> list[int]:
-    """Token ids of a prompt: BOS, the text pieces, IMAGE_PLACEHOLDER_ID where ``<image>`` was.
+    """
+    Token ids of a prompt: BOS, the text pieces, IMAGE_PLACEHOLDER_ID where ``<image>`` was.
 
     The pieces around the image are tokenized separately so the placeholder can never be
     merged with neighbouring text; training and inference both come through here, so the
@@ -137,7 +160,8 @@ def tokenize_prompt(tokenizer, prompt: str) -> list[int]:
 
 
 def tokenize_conversation(tokenizer, prompt: str, answer: str) -> tuple[list[int], list[int]]:
-    """(input_ids, labels) for one turn; labels are IGNORE_INDEX except on the answer.
+    """
+    (input_ids, labels) for one turn; labels are IGNORE_INDEX except on the answer.
 
     ``answer`` is the second element of :func:`build_conversation` (leading space,
     [SEG] tokens, trailing ``</s>``), so only the assistant's tokens, [SEG] and EOS
@@ -154,7 +178,8 @@ def tokenize_dialogue(tokenizer, turns: list[tuple[str, str]], use_im_start_end:
 
 
 def tokenize_dialogue_text(tokenizer, text: str, spans: list[tuple[int, int]]) -> tuple[list[int], list[int]]:
-    """Token ids of the whole text at once, labels on the tokens of the supervised spans.
+    """
+    Token ids of the whole text at once, labels on the tokens of the supervised spans.
 
     The text is tokenized in one piece, as the authors' training does: a sentencepiece
     tokenizer gives other ids at a cut ("ASSISTANT:" and " It" tokenized apart make

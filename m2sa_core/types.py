@@ -1,4 +1,20 @@
-"""Result types shared by inference, evaluation and the ROS layer.
+# noqa: A005 - m2sa_core.types, a package's module: an absolute import never shadows the standard library's types.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Result types shared by inference, evaluation and the ROS layer.
 
 They are plain dataclasses over numpy so that the ROS node, the evaluator and a
 researcher's notebook all read the same thing without importing torch or rclpy.
@@ -6,14 +22,15 @@ researcher's notebook all read the same thing without importing torch or rclpy.
 
 from __future__ import annotations
 
-import enum
 from dataclasses import dataclass, field
+import enum
 
 import numpy as np
 
 
 class MaskType(str, enum.Enum):
-    """Which shape a command asks for: the visible pixels or the complete (amodal) shape.
+    """
+    Which shape a command asks for: the visible pixels or the complete (amodal) shape.
 
     String-valued, so data files, checkpoints and messages keep the plain "modal" /
     "amodal" they always had, and a member compares equal to its string. The order is
@@ -36,7 +53,8 @@ class MaskType(str, enum.Enum):
 
     @classmethod
     def from_logits(cls, modal: float, amodal: float) -> "MaskType":
-        """The one mask-type rule: amodal only when its logit is strictly greater.
+        """
+        Return the one mask-type rule: amodal only when its logit is strictly greater.
 
         An untrained (zero) head ties and keeps the visible mask, so checkpoints from
         before the head existed behave as they did.
@@ -49,7 +67,8 @@ MASK_TYPES = tuple(t.value for t in _MASK_TYPE_ORDER)  # ("modal", "amodal"): va
 
 
 class Cancelled(RuntimeError):
-    """``should_stop`` asked the generation (or the whole command) to stop.
+    """
+    ``should_stop`` asked the generation (or the whole command) to stop.
 
     Here rather than in a torch module so that callers (the node) can catch it without
     importing torch.
@@ -91,12 +110,12 @@ class Target:
 
     @property
     def requested_mask(self) -> np.ndarray:
-        """The shape the command asked for: the complete one for "amodal", else the visible one."""
+        """Return the shape the command asked for: the complete one for "amodal", else the visible one."""
         return self.amodal_mask if self._asked_complete else self.mask
 
     @property
     def requested_score(self) -> float:
-        """The predicted quality of :attr:`requested_mask`."""
+        """Return the predicted quality of :attr:`requested_mask`."""
         return self.amodal_score if self._asked_complete else self.score
 
     @property
@@ -139,8 +158,10 @@ class TrackedTarget:
 
 @dataclass
 class TrackPrompts:
-    """A command's targets as SAM prompts, reusable on any frame of the same camera
-    (:func:`m2sa_core.inference.tracking.track_frame`).
+    """
+    A command's targets as SAM prompts, reusable on any frame of the same camera.
+
+    :func:`m2sa_core.inference.tracking.track_frame` prompts a frame with them.
 
     ``embeddings`` row i prompts target i; rows and ``targets`` are in answer order.
     """

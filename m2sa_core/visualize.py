@@ -1,6 +1,23 @@
-"""Draw a Result over its image: each target's mask tinted in its own colour, outlined,
-with its label - what RViz shows from the node's `overlay` topic, what the demo saves
-and what evaluation reports use for qualitative figures. Pure numpy/OpenCV.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Draw a Result over its image.
+
+Each target's mask tinted in its own colour, outlined, with its label - what RViz
+shows from the node's `overlay` topic, what the demo saves and what evaluation
+reports use for qualitative figures. Pure numpy/OpenCV.
 """
 
 from __future__ import annotations
@@ -8,9 +25,8 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 import cv2
-import numpy as np
-
 from m2sa_core.types import Target
+import numpy as np
 
 # Distinct, saturated colours (RGB), readable on typical indoor scenes; cycled beyond 10.
 PALETTE: tuple[tuple[int, int, int], ...] = (
@@ -20,7 +36,7 @@ PALETTE: tuple[tuple[int, int, int], ...] = (
 
 
 def target_colour(index: int) -> tuple[int, int, int]:
-    """The colour of the index-th target: stable, so target 0 is always the same red."""
+    """Return the colour of the index-th target: stable, so target 0 is always the same red."""
     return PALETTE[index % len(PALETTE)]
 
 
@@ -71,8 +87,11 @@ def label_size(image: np.ndarray, text: str, scale: float | None = None) -> tupl
 
 def draw_label(image: np.ndarray, text: str, anchor: tuple[int, int],
                colour: tuple[int, int, int], scale: float | None = None) -> None:
-    """Write ``text`` on a filled box of ``colour`` at ``anchor`` (x, y: box top-left),
-    kept inside the image; in place. Scale follows the image size unless given."""
+    """
+    Write ``text`` on a filled box of ``colour`` at ``anchor`` (x, y: box top-left), kept inside the image; in place.
+
+    Scale follows the image size unless given.
+    """
     h, w = image.shape[:2]
     scale, thickness = _label_style(image, scale)
     (tw, th), baseline = cv2.getTextSize(text, cv2.FONT_HERSHEY_SIMPLEX, scale, thickness)
@@ -87,7 +106,8 @@ def draw_label(image: np.ndarray, text: str, anchor: tuple[int, int],
 
 def dashed_outline(image: np.ndarray, mask: np.ndarray, colour: tuple[int, int, int], dash: int = 6,
                    gap: int = 4, thickness: int = 1) -> None:
-    """Draw the outline of ``mask`` as a dashed line, in place.
+    """
+    Draw the outline of ``mask`` as a dashed line, in place.
 
     Dashes, not a fill, so a complete (amodal) shape reads as "extends behind" without
     hiding the visible mask tinted underneath.
@@ -103,7 +123,7 @@ def dashed_outline(image: np.ndarray, mask: np.ndarray, colour: tuple[int, int, 
     for contour in contours:
         points = contour[:, 0, :]
         for start in range(0, len(points), period):
-            segment = points[start : start + dash + 1]
+            segment = points[start:start + dash + 1]
             if len(segment) > 1:
                 cv2.polylines(image, [segment.reshape(-1, 1, 2)], False, colour, thickness)
             else:
@@ -113,7 +133,8 @@ def dashed_outline(image: np.ndarray, mask: np.ndarray, colour: tuple[int, int, 
 
 def overlay_targets(image: np.ndarray, targets: Iterable[Target], alpha: float = 0.5,
                     labels: bool = True, amodal: bool = False, amodal_outline: bool = True) -> np.ndarray:
-    """RGB uint8 image with every target's mask tinted and labelled; input untouched.
+    """
+    RGB uint8 image with every target's mask tinted and labelled; input untouched.
 
     ``amodal=True`` tints the amodal masks (where a target has one) instead of the
     visible ones, for R2SM / AmodalReasonSeg figures. Otherwise, with
@@ -148,7 +169,8 @@ def overlay_targets(image: np.ndarray, targets: Iterable[Target], alpha: float =
 
 def _place_label(shape: tuple[int, ...], size: tuple[int, int], x: int, top: int,
                  placed: list[tuple[int, int, int, int]]) -> tuple[int, int, int, int]:
-    """Box (x0, y0, x1, y1) for a label of ``size`` at a mask whose top-left is (x, top).
+    """
+    Box (x0, y0, x1, y1) for a label of ``size`` at a mask whose top-left is (x, top).
 
     Just above the mask, so the label names the target without covering it (small
     parts are often narrower than their names), moved further up, else down into the

@@ -1,4 +1,19 @@
-"""The ``segment`` action's feedback: the stage and the answer so far, once per change.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The ``segment`` action's feedback: the stage and the answer so far, once per change.
 
 The model reports two things as a command runs: its stage ("encoding", "generating",
 "decoding"; "waiting_for_image" before it) and, token by token, the answer decoded so
@@ -16,7 +31,8 @@ from typing import Callable
 
 
 class AnswerFeedback:
-    """Feedback for one goal: ``update(stage, partial)`` publishes when either changed.
+    """
+    Feedback for one goal: ``update(stage, partial)`` publishes when either changed.
 
     ``partial`` "" means no text yet, or none with this update (a stage change). A
     partial answer that is a prefix of the one already sent (the decoder taking back a
@@ -42,5 +58,5 @@ class AnswerFeedback:
 
     @property
     def answer(self) -> str:
-        """The answer so far, as last sent."""
+        """Return the answer so far, as last sent."""
         return self._answer

@@ -1,4 +1,19 @@
-"""Service and action callbacks that hold an executor thread until their one result comes.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Service and action callbacks that hold an executor thread until their one result comes.
 
 rclpy answers a service, and sends an action's result, only when the callback returns,
 so ``segment`` (service and action) and ``track`` wait inside their callbacks. Two
@@ -10,9 +25,9 @@ waits for the ones in flight before it destroys the servers, so no reply is lost
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+import threading
 from typing import Any, Callable
 
 
@@ -26,7 +41,7 @@ class BlockingCalls:
 
     @contextmanager
     def admit(self) -> Iterator[bool]:
-        """``with calls.admit() as admitted``: counted in while inside; False when the cap is reached."""
+        """Count a call in while inside the block; what ``with`` gives is False at the cap."""
         with self._cond:
             admitted = self.limit is None or self._count < self.limit
             if admitted:
@@ -40,7 +55,7 @@ class BlockingCalls:
                     self._cond.notify_all()
 
     def too_many(self) -> str:
-        """The error of a call refused at the cap."""
+        """Return the error of a call refused at the cap."""
         return f"queue full: {self.limit} service/action calls already waiting"
 
     def wait_idle(self, timeout_s: float) -> None:
@@ -50,7 +65,8 @@ class BlockingCalls:
 
 
 class Answer:
-    """A request's one result, awaited by the callback that took the call.
+    """
+    A request's one result, awaited by the callback that took the call.
 
     Set it as the request's ``on_done``; ``then`` runs after the result is in (the track
     action starts its track from the answer there).
@@ -68,7 +84,7 @@ class Answer:
             self._then(msg)
 
     def wait(self, alive: Callable[[], bool]) -> Any:
-        """The result, or None when ``alive()`` turns false first (the context shut down)."""
+        """Return the result, or None when ``alive()`` turns false first (the context shut down)."""
         while not self._done.wait(0.2):
             if not alive():
                 break

@@ -1,4 +1,19 @@
-"""One node, several cameras: what belongs to each camera, and the camera names.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+One node, several cameras: what belongs to each camera, and the camera names.
 
 A robot has a head camera and a wrist camera; one node per camera would load one copy
 of the model per camera (2 x 16 GB for 7B). With the ``cameras`` parameter one node
@@ -13,41 +28,21 @@ Plain data and names only; the node creates the ROS entities and stores them her
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from m2sa_ros.camera_names import check_camera_names, MAX_CAMERAS  # noqa: F401 - their old home
 from m2sa_ros.centroids import StampedBuffer
+from m2sa_ros.depth_health import DepthHealth
 from m2sa_ros.diagnostics import NodeStats
 from m2sa_ros.latest_frame import LatestFrame
 from m2sa_ros.tracks import TrackSet
 
-# A relative ROS name of one or more tokens ("head", "arm/wrist"): letters, digits and
-# underscores, not starting with a digit. Checked here so a bad name is one clear line
-# at configure rather than rcl's exception at the first create_subscription.
-_NAME_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(/[A-Za-z_][A-Za-z0-9_]*)*$")
-MAX_CAMERAS = 16
-
-
-def check_camera_names(names: Any) -> str | None:
-    """A complaint about a ``cameras`` value (a list of names), or None when it is fine."""
-    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) for n in names):
-        return "expected a list of camera names, e.g. ['head', 'wrist']"
-    if len(names) > MAX_CAMERAS:
-        return f"at most {MAX_CAMERAS} cameras, got {len(names)}"
-    bad = [n for n in names if not _NAME_RE.match(n)]
-    if bad:
-        return (f"invalid camera name(s) {', '.join(repr(n) for n in bad)}: use letters, digits and '_' "
-                f"(not starting with a digit), tokens separated by '/'")
-    duplicates = sorted({n for n in names if names.count(n) > 1})
-    if duplicates:
-        return f"duplicate camera name(s) {', '.join(repr(n) for n in duplicates)}"
-    return None
-
 
 @dataclass(eq=False)
 class Camera:
-    """One camera's inputs, outputs and state inside the node.
+    """
+    One camera's inputs, outputs and state inside the node.
 
     ``name`` is "" for the single-camera node (topics ``image``, ``result``, ...) and
     the camera's name otherwise (``head/image``, ``head/result``, ...). The frame keys
@@ -60,6 +55,7 @@ class Camera:
     latest: LatestFrame = field(init=False)
     depth: StampedBuffer = field(default_factory=lambda: StampedBuffer(capacity=10))
     camera_info: StampedBuffer = field(default_factory=lambda: StampedBuffer(capacity=10))
+    depth_health: DepthHealth = field(default_factory=DepthHealth)  # bound / missing / refused, for diagnostics
     tracks: TrackSet = field(default_factory=TrackSet)
     stats: NodeStats = field(default_factory=NodeStats)
     # ROS entities, created by the node (configure: publishers; activate: the rest).
@@ -67,6 +63,9 @@ class Camera:
     overlay_pub: Any = None
     markers_pub: Any = None
     points_pub: Any = None  # target_points: the result's target clouds merged, for RViz
+    # vision_msgs Detection2DArray / Detection3DArray (publish_detections; None without vision_msgs).
+    detections_2d_pub: Any = None
+    detections_3d_pub: Any = None
     interfaces: list[Any] = field(default_factory=list)  # subscriptions and the service
     action_server: Any = None
     track_server: Any = None
@@ -87,15 +86,25 @@ class Camera:
         return self.name
 
     def topic(self, name: str) -> str:
-        """The relative name of one of its topics, services or actions."""
+        """Return the relative name of one of its topics, services or actions."""
         return f"{self.name}/{name}" if self.name else name
 
     def image_topic(self, compressed: bool) -> str:
-        """The relative name of the image topic it listens on (``use_compressed``)."""
+        """Return the relative name of the image topic it listens on (``use_compressed``)."""
         return self.topic("image/compressed" if compressed else "image")
+
+    def depth_topic(self, compressed: bool) -> str:
+        """
+        Return the relative name of the depth topic it listens on.
+
+        With ``use_compressed_depth``, image_transport's compressedDepth beside the raw topic
+        (sensor_msgs/CompressedImage).
+        """
+        return self.topic("depth/compressedDepth" if compressed else "depth")
 
     def clear(self) -> None:
         """Forget frames and depth (cleanup): a later configure starts fresh."""
         self.latest.clear()
         self.depth.clear()
         self.camera_info.clear()
+        self.depth_health.clear()

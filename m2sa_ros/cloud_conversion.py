@@ -1,4 +1,19 @@
-"""A target's points (N, 3 float32) <-> sensor_msgs/PointCloud2, without sensor_msgs_py.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+A target's points (N, 3 float32) <-> sensor_msgs/PointCloud2, without sensor_msgs_py.
 
 Grasp planners (GPD, Contact-GraspNet, MoveIt grasp generators) take a PointCloud2, so
 each target's visible points go out as one: an unorganised cloud (height 1, width N)
@@ -49,7 +64,8 @@ def points_to_cloud(points: np.ndarray, header: Any = None):
 
 
 def cloud_to_points(msg: Any, what: str = "points", skip_nans: bool = True) -> np.ndarray:
-    """PointCloud2 -> (N, 3) float32 x, y, z in the cloud's row-major order.
+    """
+    PointCloud2 -> (N, 3) float32 x, y, z in the cloud's row-major order.
 
     ``skip_nans`` drops points with a non-finite coordinate (what a non-dense cloud uses
     for "no return"). Missing x/y/z fields, a field beyond the point step, a count other
@@ -65,6 +81,9 @@ def cloud_to_points(msg: Any, what: str = "points", skip_nans: bool = True) -> n
     if height * width == 0:
         return np.empty((0, 3), np.float32)
     data = bytes(msg.data)
+    if _own_layout(msg, by_name, len(data)):  # what points_to_cloud writes: one view, no record dtype
+        points = np.frombuffer(data, "<f4").reshape(-1, 3).astype(np.float32)
+        return points[np.isfinite(points).all(axis=1)] if skip_nans else points
     if row_step < width * point_step:
         raise CloudConversionError(f"{what}: row_step {row_step} < width {width} x point_step {point_step}")
     if len(data) != row_step * height:
@@ -92,3 +111,29 @@ def cloud_to_points(msg: Any, what: str = "points", skip_nans: bool = True) -> n
     if skip_nans:
         points = points[np.isfinite(points).all(axis=1)]
     return points
+
+
+def _own_layout(msg: Any, by_name: dict[str, Any], size: int) -> bool:
+    """Return the cloud is x, y, z little-endian FLOAT32 at offsets 0, 4, 8, packed (points_to_cloud's)."""
+    return (int(msg.point_step) == POINT_STEP and not msg.is_bigendian and len(by_name) == 3
+            and all(int(by_name[n].offset) == 4 * i and int(by_name[n].datatype) == FLOAT32
+                    and int(by_name[n].count) == 1 for i, n in enumerate("xyz"))
+            and int(msg.row_step) == POINT_STEP * int(msg.width) and size == int(msg.row_step) * int(msg.height))
+
+
+def transform_cloud(msg: Any, transform: Any, frame_id: str):
+    """
+    Return a PointCloud2's x, y, z moved by ``transform`` (m2sa_core RigidTransform) into ``frame_id``.
+
+    The result is this module's x, y, z FLOAT32 layout (an empty cloud stays empty and
+    well-formed) under a header of its own: ``frame_id`` and the cloud's stamp, copied,
+    because a result's targets share the image's header object and that one must keep
+    the optical frame (the masks are in it). The arithmetic is float64 (RigidTransform).
+    """
+    from builtin_interfaces.msg import Time
+    from std_msgs.msg import Header
+
+    stamp = msg.header.stamp
+    header = Header(stamp=Time(sec=int(stamp.sec), nanosec=int(stamp.nanosec)), frame_id=frame_id)
+    points = cloud_to_points(msg, what="target points")
+    return points_to_cloud(transform.apply(points) if len(points) else points, header)

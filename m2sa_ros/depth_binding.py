@@ -1,17 +1,33 @@
-"""The depth step: a frame's registered depth and intrinsics, bound once, measuring its targets.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The depth step: a frame's registered depth and intrinsics, bound once, measuring its targets.
 
 Depth and camera_info arrive on their own topics (centroids.StampedBuffer keeps the
 last few); a command's frame is bound to the pair nearest to its stamp before the model
 runs, because a 30 Hz depth stream keeps a third of a second in the buffer and a 7B
 model takes longer than that. :func:`bind_depth` is the one place that decides whether
 that depth may be used with the colour image - the checks themselves are
-target_geometry.register_depth's (frame, image size, camera_info size) - and says once
-per camera and problem why not: a wrong point is worse than none.
+target_geometry.register_depth's (frame, image size, camera_info size), and the
+camera_info's own frame - and says why not, naming the cause (depth_health.py decides
+when): a wrong point is worse than none, and a missing one should not go unexplained.
 
 What it binds, :class:`TargetMeasure`, measures every target of the result from its
-*visible* mask with the same depth: the v2 ``centroid`` (centroids.mask_centroid: the
+*visible* mask with the same depth: the v2 ``centroid`` (m2sa_core.geometry.centroid: the
 median depth of the eroded mask, unchanged so v2 clients read the same numbers) and the
-v3 geometry (target_geometry: the oriented box, the normal and the points). Without
+v3 geometry (m2sa_core.geometry.target: the oriented box, the normal and the points). Without
 depth nothing is bound and nothing is computed, so a camera without depth pays nothing.
 Pure numpy and message fields: rclpy is never imported.
 """
@@ -19,19 +35,24 @@ Pure numpy and message fields: rclpy is never imported.
 from __future__ import annotations
 
 from dataclasses import dataclass
+import re
 from typing import Any, Callable
 
+from m2sa_core.geometry.camera_model import PinholeCameraModel
+from m2sa_core.geometry.centroid import mask_centroid
+from m2sa_core.geometry.registered_depth import DepthMismatch, register_depth, RegisteredDepth
+from m2sa_core.geometry.target import GeometryParams, target_geometry, TargetGeometry
+from m2sa_ros.centroids import StampedBuffer
+from m2sa_ros.compressed_depth import decode_compressed_depth, is_compressed_depth
+from m2sa_ros.depth_health import BOUND, DepthHealth, DepthOutcome, MISSING, REFUSED
+from m2sa_ros.image_conversion import depth_to_metres, ImageConversionError
 import numpy as np
-
-from m2sa_ros.centroids import Intrinsics, StampedBuffer, mask_centroid
-from m2sa_ros.image_conversion import ImageConversionError, depth_to_metres
-from m2sa_ros.target_geometry import (DepthMismatch, GeometryParams, RegisteredDepth, TargetGeometry,
-                                      register_depth, target_geometry)
 
 
 @dataclass(frozen=True)
 class TargetMeasure:
-    """A frame's registered depth and how its targets are measured with it.
+    """
+    A frame's registered depth and how its targets are measured with it.
 
     ``with_points`` is the ``target_points`` parameter: without it the cloud is not
     downsampled (the voxel grid is most of the geometry's cost) and not sent.
@@ -43,41 +64,102 @@ class TargetMeasure:
     with_points: bool = True
 
     def centroid(self, mask: np.ndarray) -> tuple[float, float, float] | None:
-        """The v2 centroid of a visible mask (see centroids.mask_centroid)."""
-        return mask_centroid(mask, self.depth.depth_m, self.depth.intrinsics, erosion_px=self.centroid_erosion_px)
+        """Return the v2 centroid of a visible mask (see m2sa_core.geometry.centroid)."""
+        return mask_centroid(mask, self.depth.depth_m, self.depth.camera, erosion_px=self.centroid_erosion_px)
 
     def geometry(self, mask: np.ndarray) -> TargetGeometry:
-        """The v3 geometry of a visible mask (see target_geometry's rules)."""
+        """Return the v3 geometry of a visible mask (see m2sa_core.geometry.target's rules)."""
         return target_geometry(mask, self.depth, self.geometry_params)
 
 
 def bind_depth(frame: Any, depth: StampedBuffer, camera_info: StampedBuffer, *, tolerance_s: float,
                allow_frame_mismatch: bool, centroid_erosion_px: int, target_points: bool,
-               target_points_voxel: float, depth_topic: str, where: str,
-               warn_once: Callable[[str, str], None]) -> tuple[TargetMeasure | None, str]:
-    """Bind the depth frame and intrinsics nearest to ``frame`` (a latest_frame.Frame).
+               target_points_voxel: float, depth_topic: str, where: str, image_rectified: bool = True,
+               warn_once: Callable[[str, str], None], camera_info_topic: str = "camera_info",
+               health: DepthHealth | None = None, missing_frames: int = 5) -> tuple[TargetMeasure | None, str]:
+    """
+    Bind the depth frame and intrinsics nearest to ``frame`` (a latest_frame.Frame).
 
     Returns (measure, "bound") or (None, why): "missing" when no depth / camera_info is
     within ``tolerance_s`` yet (worth another look after the model ran), "refused" when
-    the ones there cannot be used: said once through ``warn_once(key, text)``, keyed by
-    ``where`` (the camera's name) and the problem, so each camera's problem is said once.
+    the ones there cannot be used. ``health`` (the camera's DepthHealth) counts the
+    outcome and decides what to say through ``warn_once(key, text)``, naming the cause
+    (depth_health.py's rules); without it a refusal is said once per camera (``where``)
+    and problem. The depth may be a sensor_msgs/Image or a compressedDepth
+    CompressedImage (``use_compressed_depth``).
     """
-    tolerance = int(tolerance_s * 1e9)
-    depth_msg = depth.nearest(frame.stamp_ns, tolerance)
-    info = camera_info.nearest(frame.stamp_ns, tolerance)
-    if depth_msg is None or info is None:
-        return None, "missing"
+    measure, outcome = _bind(frame, depth, camera_info, tolerance_ns=int(tolerance_s * 1e9),
+                             allow_frame_mismatch=allow_frame_mismatch, centroid_erosion_px=centroid_erosion_px,
+                             target_points=target_points, target_points_voxel=target_points_voxel,
+                             depth_topic=depth_topic, camera_info_topic=camera_info_topic,
+                             image_rectified=image_rectified)
+    if health is not None:
+        said = health.record(frame.key, outcome, missing_frames)
+        if said is not None:
+            warn_once(f"depth:{where}:{said[0]}", said[1])
+    elif outcome.state == REFUSED:
+        warn_once(f"depth:{where}:{outcome.reason}", f"no centroids: {outcome.reason}")
+    return measure, outcome.state
+
+
+def _bind(frame: Any, depth: StampedBuffer, camera_info: StampedBuffer, *, tolerance_ns: int,
+          allow_frame_mismatch: bool, centroid_erosion_px: int, target_points: bool, target_points_voxel: float,
+          depth_topic: str, camera_info_topic: str,
+          image_rectified: bool = True) -> tuple[TargetMeasure | None, DepthOutcome]:
+    """Return the measure, or None and why not (the outcome's cause and one-line reason)."""
+    found_depth, found_info = depth.closest(frame.stamp_ns), camera_info.closest(frame.stamp_ns)
+    missing = (_missing(found_depth, tolerance_ns, depth_topic, "depth")
+               or _missing(found_info, tolerance_ns, camera_info_topic, "camera_info"))
+    if missing is not None:
+        return None, missing
+    assert found_depth is not None and found_info is not None
+    depth_msg, info = found_depth[1], found_info[1]
     depth_frame, colour_frame = depth_msg.header.frame_id, frame.header.frame_id
+    info_frame = info.header.frame_id
+    if info_frame and colour_frame and info_frame != colour_frame and not allow_frame_mismatch:
+        return None, DepthOutcome(REFUSED, "camera_info_frame", (
+            f"camera_info on {camera_info_topic} refused: it is in frame '{info_frame}' but the colour image is in "
+            f"'{colour_frame}'; publish the colour camera's camera_info (registered depth shares it), or set "
+            "allow_depth_frame_mismatch:=true if it is the colour camera's anyway"))
+    depth_m = None
     try:
-        depth_m = depth_to_metres(depth_msg, what=depth_topic)
-        intrinsics = Intrinsics.from_k(info.k, info.width or depth_m.shape[1], info.height or depth_m.shape[0])
-        registered = register_depth(depth_m, intrinsics, (frame.height, frame.width), depth_frame, colour_frame,
+        if is_compressed_depth(depth_msg):
+            depth_m = decode_compressed_depth(depth_msg, what=depth_topic)
+        else:
+            depth_m = depth_to_metres(depth_msg, what=depth_topic)
+        camera = PinholeCameraModel.from_msg(info, rectified=image_rectified, size=depth_m.shape[::-1])
+        registered = register_depth(depth_m, camera, (frame.height, frame.width), depth_frame, colour_frame,
                                     allow_frame_mismatch)
     except (ImageConversionError, ValueError) as exc:  # DepthMismatch is a ValueError
+        frame_mismatch = bool(depth_frame and colour_frame and depth_frame != colour_frame)
         hint = ""
-        if isinstance(exc, DepthMismatch) and depth_frame and colour_frame and depth_frame != colour_frame:
-            hint = ", or set allow_depth_frame_mismatch:=true if it is registered anyway"
-        warn_once(f"depth:{where}:{exc}", f"no centroids: depth on {depth_topic} refused: {exc}{hint}")
-        return None, "refused"
+        if isinstance(exc, DepthMismatch) and frame_mismatch and not allow_frame_mismatch:
+            cause, hint = "depth_frame", ", or set allow_depth_frame_mismatch:=true if it is registered anyway"
+        elif isinstance(exc, ImageConversionError):
+            cause = "decode:" + re.sub(r"\d+", "N", str(exc))  # one cause per kind of fault, whatever its sizes
+        elif isinstance(exc, DepthMismatch) and depth_m is not None and depth_m.shape[:2] != (frame.height,
+                                                                                              frame.width):
+            cause = "depth_size"
+        elif isinstance(exc, DepthMismatch):
+            cause = "camera_info_size"
+        else:
+            cause = "invalid"
+        return None, DepthOutcome(REFUSED, cause, f"depth on {depth_topic} refused: {exc}{hint}")
     params = GeometryParams(voxel_m=float(target_points_voxel) if target_points else 0.0)
-    return TargetMeasure(registered, int(centroid_erosion_px), params, bool(target_points)), "bound"
+    return TargetMeasure(registered, int(centroid_erosion_px), params, bool(target_points)), DepthOutcome(BOUND)
+
+
+def _missing(found: tuple[int, Any] | None, tolerance_ns: int, topic: str, what: str) -> DepthOutcome | None:
+    """Why the nearest ``what`` (depth or camera_info) cannot be used for the frame, or None."""
+    if found is None:
+        return DepthOutcome(MISSING, f"no_{what}", f"no {what} received on {topic}; targets get no centroid or "
+                            "pose (a camera without depth can ignore this)")
+    offset = found[0]
+    if abs(offset) <= tolerance_ns:
+        return None
+    off_ms, tol_ms = abs(offset) / 1e6, tolerance_ns / 1e6
+    side = "before" if offset < 0 else "after"
+    return DepthOutcome(MISSING, f"{what}_late", (
+        f"the {what} on {topic} nearest the colour image is stamped {off_ms:.0f} ms {side} it, "
+        f"{off_ms - tol_ms:.0f} ms outside depth_tolerance ({tol_ms:.0f} ms); check the stamps, or raise "
+        "depth_tolerance"))

@@ -1,4 +1,19 @@
-"""Node health for /diagnostics: what an operator checks in rqt_robot_monitor.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Node health for /diagnostics: what an operator checks in rqt_robot_monitor.
 
 :class:`NodeStats` is updated by the worker (latency, errors) and read by a timer that
 publishes a diagnostic_msgs/DiagnosticArray. diagnostic_updater is not on PyPI, and
@@ -7,9 +22,9 @@ the node needs one status per camera only, so it is built here directly.
 
 from __future__ import annotations
 
-import threading
 from collections import deque
 from dataclasses import dataclass, field
+import threading
 from typing import Any, Mapping, Sequence
 
 OK, WARN, ERROR = 0, 1, 2  # diagnostic_msgs/DiagnosticStatus levels (bytes in the message)
@@ -25,6 +40,10 @@ class NodeStats:
     queue_full: int = 0
     last_error: str = ""
     last_latency_ms: float = 0.0
+    # target_frame (frame_transform.py): results moved into it, results left in the optical frame.
+    tf_transformed: int = 0
+    tf_failed: int = 0
+    tf_last_error: str = ""
     _latencies: deque = field(default_factory=deque)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -42,6 +61,15 @@ class NodeStats:
                 if error.startswith("queue full"):
                     self.queue_full += 1
 
+    def record_transform(self, moved: bool, error: str = "") -> None:
+        """One result's target_frame outcome: moved into it, or left in the optical frame (``error``)."""
+        with self._lock:
+            if moved:
+                self.tf_transformed += 1
+            else:
+                self.tf_failed += 1
+                self.tf_last_error = error
+
     @property
     def mean_latency_ms(self) -> float:
         with self._lock:
@@ -52,12 +80,14 @@ class NodeStats:
         with self._lock:
             return {"results": self.results, "errors": self.errors, "queue_full": self.queue_full,
                     "last_error": self.last_error, "last_latency_ms": self.last_latency_ms,
-                    "mean_latency_ms": mean}
+                    "mean_latency_ms": mean, "tf_transformed": self.tf_transformed,
+                    "tf_failed": self.tf_failed, "tf_last_error": self.tf_last_error}
 
 
 def status_level(state: str, untrained: bool, queue_depth: int, max_queue: int,
                  configure_error: str = "") -> tuple[int, str]:
-    """(level, one-line summary) of the node's lifecycle ``state``.
+    """
+    (level, one-line summary) of the node's lifecycle ``state``.
 
     ``state`` is "unconfigured", "configuring", "inactive" or "active". A node left
     unconfigured on purpose (``autostart: false``, or cleaned up to swap models) is not
@@ -80,14 +110,17 @@ def status_level(state: str, untrained: bool, queue_depth: int, max_queue: int,
 
 def node_statuses(name: str, cameras: Sequence[Any], worker: Any, *, state: str, configure_error: str,
                   untrained: bool, model: str, device: str, max_queue: int, stats: NodeStats,
-                  batches: Mapping[int, int], cache: Any) -> list[tuple[str, int, str, dict[str, Any]]]:
-    """The node's (name, level, message, values) statuses: one for a single camera, one per camera with several.
+                  batches: Mapping[int, int], cache: Any,
+                  now_ns: int = 0) -> list[tuple[str, int, str, dict[str, Any]]]:
+    """
+    Return the node's (name, level, message, values) statuses: one for a single camera, one per camera with several.
 
     ``cameras`` have ``name``, ``lane`` and their own ``stats``; ``worker`` (None while
     inactive) tells each lane's queue depth and whether it is busy; ``stats`` counts all
     cameras together, which is what the single camera reports; ``max_queue`` is the
     configured one (0 unconfigured). The model and its batches are shared, so with
-    several cameras the same model and batch figures stand under every camera.
+    several cameras the same model and batch figures stand under every camera. Depth is
+    always per camera (:func:`depth_values`, ages against ``now_ns``, the node's clock).
     """
     several = len(cameras) > 1
     statuses = []
@@ -95,6 +128,9 @@ def node_statuses(name: str, cameras: Sequence[Any], worker: Any, *, state: str,
         snapshot = camera.stats.snapshot() if several else stats.snapshot()
         depth = worker.depth_of(camera.lane) if worker else 0
         level, message = status_level(state, untrained, depth, worker.max_queue if worker else 0, configure_error)
+        health = camera.depth_health.snapshot()
+        if level == OK and state == "active" and health["depth_last_state"] == "refused":
+            level, message = WARN, f"depth refused: {health['depth_last_reason']}"
         values: dict[str, Any] = {
             "model": model,
             "device": device,
@@ -108,7 +144,12 @@ def node_statuses(name: str, cameras: Sequence[Any], worker: Any, *, state: str,
             "errors": snapshot["errors"],
             "queue_full": snapshot["queue_full"],
             "last_error": snapshot["last_error"],
+            "tf_transformed": snapshot["tf_transformed"],
+            "tf_failed": snapshot["tf_failed"],
+            "tf_last_error": snapshot["tf_last_error"],
+            "image_age_ms": image_age_ms(camera, now_ns),
         }
+        values.update(depth_values(camera, now_ns, health))
         if several:
             values = {"camera": camera.name, **values, "cameras": ", ".join(c.name for c in cameras),
                       "batched_calls": sum(batches.values()),
@@ -119,6 +160,35 @@ def node_statuses(name: str, cameras: Sequence[Any], worker: Any, *, state: str,
     return statuses
 
 
+def image_age_ms(camera: Any, now_ns: int) -> float | str:
+    """
+    Return how old the camera's newest colour image is (ms from its stamp to ``now_ns``).
+
+    "none received" before the first: what tells an operator whose commands end "no image
+    yet" whether the node is subscribed to a camera that is not publishing, or to none.
+    """
+    frame = camera.latest.get()
+    return "none received" if frame is None else (now_ns - frame.stamp_ns) / 1e6
+
+
+def depth_values(camera: Any, now_ns: int, health: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """
+    Return one camera's depth values for /diagnostics.
+
+    Frames whose depth was bound / missing / refused (depth_health.py), the last frame's
+    state and reason, and how old the newest depth and camera_info are (ms from their stamp
+    to ``now_ns``; "none received" before the first).
+
+    What an operator reads when targets have no 3-D: nothing received, stamps far from the
+    colour image's (an old age), or depth that is there but refused (the reason).
+    """
+    values = dict(health if health is not None else camera.depth_health.snapshot())
+    for key, buffer in (("depth_age_ms", camera.depth), ("camera_info_age_ms", camera.camera_info)):
+        stamp = buffer.newest_stamp()
+        values[key] = "none received" if stamp is None else (now_ns - stamp) / 1e6
+    return values
+
+
 def build_diagnostics(name: str, hardware_id: str, level: int, message: str,
                       values: Mapping[str, Any], stamp: Any = None):
     """diagnostic_msgs/DiagnosticArray with one status of ``values`` as key/value pairs."""
@@ -127,7 +197,8 @@ def build_diagnostics(name: str, hardware_id: str, level: int, message: str,
 
 def build_diagnostics_array(statuses: Sequence[tuple[str, int, str, Mapping[str, Any]]], hardware_id: str,
                             stamp: Any = None):
-    """diagnostic_msgs/DiagnosticArray of several (name, level, message, values) statuses.
+    """
+    diagnostic_msgs/DiagnosticArray of several (name, level, message, values) statuses.
 
     A node serving several cameras reports one status per camera, each named after its
     camera, so rqt_robot_monitor shows which camera is backed up or failing.

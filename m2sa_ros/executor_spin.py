@@ -1,4 +1,19 @@
-"""Spin an executor through rclpy's destroy-while-waiting race.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Spin an executor through rclpy's destroy-while-waiting race.
 
 The executor builds its wait set in one pass: it marks every entity in use, then adds
 each to the wait set. A subscription or publisher destroyed from another thread in
@@ -20,7 +35,8 @@ from rclpy.executors import Executor
 
 def spin_through_destroyed_entities(executor: Executor,
                                     on_race: Callable[[InvalidHandle], None] | None = None) -> int:
-    """``executor.spin()`` that survives entities destroyed while it waits.
+    """
+    ``executor.spin()`` that survives entities destroyed while it waits.
 
     Returns how many times the race was met (for diagnostics and tests). Ends when
     ``spin()`` does, on the executor's shutdown or its context's (a ``spin()`` entered

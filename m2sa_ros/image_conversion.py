@@ -1,4 +1,19 @@
-"""sensor_msgs images <-> numpy arrays, with cv_bridge's semantics but without cv_bridge.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+sensor_msgs images <-> numpy arrays, with cv_bridge's semantics but without cv_bridge.
 
 cv_bridge is not on PyPI, and the node only needs a handful of conversions: camera
 images to RGB uint8 (what the Segmenter eats), depth images to metres (for centroids),
@@ -79,7 +94,8 @@ class ImageConversionError(ValueError):
 
 
 def _raw_array(msg: Any, base_dtype: str, channels: int, what: str) -> np.ndarray:
-    """View the message data as (height, width[, channels]) honouring step and byte order.
+    """
+    View the message data as (height, width[, channels]) honouring step and byte order.
 
     A padded ``step`` (row stride larger than width * pixel size) is common on GPUs and
     some drivers; the padding bytes are dropped here. ``channels`` is per pixel, except
@@ -129,7 +145,8 @@ def _to_8bit(array: np.ndarray) -> np.ndarray:
 
 
 def image_to_rgb(msg: Any, what: str = "image") -> np.ndarray:
-    """sensor_msgs/Image -> contiguous RGB uint8 array (H, W, 3), as cv_bridge gives it.
+    """
+    sensor_msgs/Image -> contiguous RGB uint8 array (H, W, 3), as cv_bridge gives it.
 
     The colour conversion runs at the source depth, then 16-bit results are scaled to 8
     bits (cv_bridge's order: for Bayer patterns it matters). Alpha is dropped.
@@ -169,7 +186,8 @@ def depth_to_metres(msg: Any, what: str = "depth") -> np.ndarray:
 
 
 def compressed_to_rgb(msg: Any, what: str = "image/compressed") -> np.ndarray:
-    """sensor_msgs/CompressedImage -> RGB uint8, decoded exactly as sent (no re-encoding).
+    """
+    sensor_msgs/CompressedImage -> RGB uint8, decoded exactly as sent (no re-encoding).
 
     image_transport's compressed plugin encodes colour images in BGR order ("rgb8; png
     compressed bgr8"), which is what OpenCV decodes, so the result is converted from
@@ -204,6 +222,32 @@ def rgb_to_msg(rgb: np.ndarray, header: Any = None):
     if header is not None:
         msg.header = header
     msg.data = np.ascontiguousarray(rgb).tobytes()
+    return msg
+
+
+def depth_to_msg(depth_m: np.ndarray, header: Any = None, encoding: str = "32FC1"):
+    """
+    Convert float metres (H, W; NaN/inf/<=0 = no depth) into a sensor_msgs/Image, as :func:`depth_to_metres` reads it.
+
+    32FC1 metres (NaN kept) or 16UC1 millimetres (0 = no depth).
+    """
+    from m2sa_core.data.synthetic.depth import to_16uc1
+    from sensor_msgs.msg import Image
+
+    depth_m = np.asarray(depth_m)
+    if depth_m.ndim != 2:
+        raise ImageConversionError(f"depth_to_msg: expected a 2-D depth image, got shape {depth_m.shape}")
+    if encoding == "16UC1":
+        data = to_16uc1(depth_m).astype("<u2")
+    elif encoding == "32FC1":
+        data = np.ascontiguousarray(depth_m, dtype="<f4")
+    else:
+        raise ImageConversionError(f"depth_to_msg: encoding must be 32FC1 or 16UC1, got '{encoding}'")
+    msg = Image(height=depth_m.shape[0], width=depth_m.shape[1], encoding=encoding, is_bigendian=0,
+                step=depth_m.shape[1] * data.itemsize)
+    if header is not None:
+        msg.header = header
+    msg.data = data.tobytes()
     return msg
 
 

@@ -1,4 +1,19 @@
-"""Keep-latest camera frame: the image a command refers to.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Keep-latest camera frame: the image a command refers to.
 
 A command means "what the camera sees now", so the node keeps exactly one frame - the
 newest - and never a backlog (a queue of stale frames would make every answer late).
@@ -8,10 +23,10 @@ the slot then holds the error, and the next command is answered with it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import itertools
 import threading
 import time
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,7 +53,8 @@ class Frame:
 
 
 class LatestFrame:
-    """A one-slot, thread-safe holder of the newest :class:`Frame`.
+    """
+    A one-slot, thread-safe holder of the newest :class:`Frame`.
 
     :meth:`wait` lets a command that arrives before the first image wait a little
     (``wait_for_image``) instead of failing at once at start-up.
@@ -70,7 +86,7 @@ class LatestFrame:
             return self._frame
 
     def wait(self, timeout: float, should_stop=lambda: False, poll: float = 0.05) -> Frame | None:
-        """The latest frame, waiting up to ``timeout`` s for the first one (None if none)."""
+        """Return the latest frame, waiting up to ``timeout`` s for the first one (None if none)."""
         deadline = time.monotonic() + max(0.0, timeout)
         with self._cond:
             while self._frame is None and not should_stop():

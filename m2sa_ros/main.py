@@ -1,4 +1,19 @@
-"""The node's process: ``m2sa-perception`` and ``ros2 run m2sa_ros perception_node``.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The node's process: ``m2sa-perception`` and ``ros2 run m2sa_ros perception_node``.
 
 Owns what belongs to the process rather than to the node: the GIL switch interval, the
 executor and its threads, and the way SIGINT / SIGTERM end it (:class:`ShutdownRequest`).
@@ -11,14 +26,13 @@ import sys
 import threading
 from typing import Any
 
+from m2sa_core.cli_errors import cli_entry
+from m2sa_ros.executor_spin import spin_through_destroyed_entities
+from m2sa_ros.node_params import check_params_files
+from m2sa_ros.perception_node import PerceptionNode
 import rclpy
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
-
-from m2sa_core.cli_errors import cli_entry
-from m2sa_ros.node_params import check_params_files
-from m2sa_ros.perception_node import PerceptionNode
-from m2sa_ros.executor_spin import spin_through_destroyed_entities
 
 # The worker thread runs the model's thousands of small torch operations, and each one
 # lets go of the GIL. With Python's default 5 ms switch interval, each can then wait up to
@@ -36,7 +50,8 @@ def prefer_the_model_thread() -> None:
 
 
 class ShutdownRequest:
-    """SIGINT / SIGTERM -> one orderly shutdown; repeated signals are only counted.
+    """
+    SIGINT / SIGTERM -> one orderly shutdown; repeated signals are only counted.
 
     In a terminal, Ctrl-C reaches every process of the foreground group, so the node gets
     SIGINT at once; ``ros2 launch -n`` forwards its own a few hundred ms later, and launch
@@ -69,7 +84,8 @@ class ShutdownRequest:
         self.event.set()
 
     def ignore_from_now_on(self) -> None:
-        """Ignore SIGINT and SIGTERM for the rest of the process (its exit is under way).
+        """
+        Ignore SIGINT and SIGTERM for the rest of the process (its exit is under way).
 
         SIGKILL still ends a process whose teardown hangs, as ``ros2 launch`` sends it.
         """
@@ -78,7 +94,8 @@ class ShutdownRequest:
 
 
 def executor_threads(max_queue: Any, names: Any) -> tuple[int, int]:
-    """(blocking-call cap, executor threads) for the node's parameters.
+    """
+    (blocking-call cap, executor threads) for the node's parameters.
 
     Threads: sensors and commands (per camera), lifecycle services, diagnostics, timers,
     plus one per service/action call that can usefully wait (per camera: the running
@@ -92,7 +109,8 @@ def executor_threads(max_queue: Any, names: Any) -> tuple[int, int]:
 
 @cli_entry("m2sa-perception")
 def main(args: list[str] | None = None) -> int:
-    """Console entry point ``m2sa-perception`` (and ``ros2 run m2sa_ros perception_node``).
+    """
+    Console entry point ``m2sa-perception`` (and ``ros2 run m2sa_ros perception_node``).
 
     Takes the standard ROS arguments: ``--ros-args -p name:=value --params-file FILE
     -r from:=to``. Exits 0 on SIGINT or SIGTERM after answering every pending command.

@@ -1,4 +1,19 @@
-"""Targets as visualization_msgs/MarkerArray, for RViz: centroid, label, oriented box, approach arrow.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Targets as visualization_msgs/MarkerArray, for RViz: centroid, label, oriented box, approach arrow.
 
 A planner reads the geometry from SegmentationResult; a person debugging the robot wants
 to see it in 3-D next to the point cloud. Each result becomes one array: a DELETEALL
@@ -6,9 +21,12 @@ first (so targets of the previous command vanish), then per target with a centro
 sphere and a text label (its label and score), and per target with a pose its oriented
 box (a translucent CUBE with the target's pose and size) and its approach direction (an
 ARROW from the box centre along the box's z axis, the surface normal pointing towards
-the camera). All in the source image's frame (the colour camera's optical frame) and
-stamped with its stamp; one colour per target, the same on all its markers. Pure
-message building, no node state.
+the camera). All in the frame of the result's 3-D values (``geometry_frame_id``: the
+colour camera's optical frame, or ``target_frame`` when the node moved them there) and
+stamped with the image's stamp; one colour per target, the same on all its markers. The
+label floats above its sphere: -y in an optical frame (y points down in the image), +z
+in any other frame (REP 103: base_link, odom and map have z up). Pure message building,
+no node state.
 """
 
 from __future__ import annotations
@@ -31,22 +49,27 @@ PALETTE = ((0.90, 0.10, 0.29), (0.24, 0.71, 0.29), (0.00, 0.51, 0.78), (0.96, 0.
 
 
 def target_markers(result: Any) -> Any:
-    """m2sa_ros/SegmentationResult -> MarkerArray: DELETEALL, then per target a sphere and a
-    label when it has a centroid and a box and an arrow when it has a pose."""
+    """
+    Turn an m2sa_ros/SegmentationResult into a MarkerArray.
+
+    DELETEALL, then per target a sphere and a label when it has a centroid, and a box and
+    an arrow when it has a pose.
+    """
+    from m2sa_ros.geometry_conversion import approach, geometry_header
     from visualization_msgs.msg import Marker, MarkerArray
 
-    from m2sa_ros.geometry_conversion import approach
-
+    header = geometry_header(result)
+    optical = header.frame_id == result.header.frame_id
     array = MarkerArray()
     clear = Marker(action=Marker.DELETEALL)
-    clear.header = result.header
+    clear.header = header
     array.markers.append(clear)
     for i, target in enumerate(result.targets):
         r, g, b = PALETTE[i % len(PALETTE)]
 
         def marker(ns: str, kind: int, alpha: float, **fields: Any) -> Any:
             m = Marker(ns=ns, id=i, type=kind, action=Marker.ADD, **fields)
-            m.header = result.header
+            m.header = header
             m.pose.orientation.w = 1.0
             m.color.r, m.color.g, m.color.b, m.color.a = r, g, b, alpha
             return m
@@ -57,8 +80,8 @@ def target_markers(result: Any) -> Any:
             sphere.scale.x = sphere.scale.y = sphere.scale.z = SPHERE_DIAMETER_M
             label = marker(LABEL_NS, Marker.TEXT_VIEW_FACING, 1.0, text=f"{target.label} {target.score:.2f}")
             label.pose.position.x = target.centroid.x
-            label.pose.position.y = target.centroid.y - SPHERE_DIAMETER_M  # optical frame: y down = above
-            label.pose.position.z = target.centroid.z
+            label.pose.position.y = target.centroid.y - (SPHERE_DIAMETER_M if optical else 0.0)  # y down
+            label.pose.position.z = target.centroid.z + (0.0 if optical else SPHERE_DIAMETER_M)  # z up
             label.scale.z = LABEL_HEIGHT_M
             array.markers.extend([sphere, label])
         if target.has_pose:

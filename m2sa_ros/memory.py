@@ -1,4 +1,19 @@
-"""Handing memory back: the heap to the OS between commands, CUDA's cache after a failure.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Handing memory back: the heap to the OS between commands, CUDA's cache after a failure.
 
 Every command allocates and frees many tensors on the worker thread while the executor
 threads allocate camera frames; glibc keeps freed pages inside its per-thread arenas,
@@ -24,7 +39,7 @@ from typing import Callable
 
 
 def _load_malloc_trim() -> Callable[[int], int] | None:
-    """glibc's malloc_trim, or None on a C library without it (musl, macOS)."""
+    """Return glibc's malloc_trim, or None on a C library without it (musl, macOS)."""
     name = ctypes.util.find_library("c")
     if name is None:
         return None
@@ -79,7 +94,7 @@ def trim_heap_now() -> bool:
 
 
 def is_out_of_memory(exc: BaseException) -> bool:
-    """An allocation failure: torch.OutOfMemoryError (CUDA and other devices) or MemoryError (host)."""
+    """Return an allocation failure: torch.OutOfMemoryError (CUDA and other devices) or MemoryError (host)."""
     torch = sys.modules.get("torch")
     if isinstance(exc, MemoryError):
         return True
@@ -87,7 +102,8 @@ def is_out_of_memory(exc: BaseException) -> bool:
 
 
 def release_memory(device: str) -> None:
-    """Give back what a failed call held: collect reference cycles, empty the CUDA cache.
+    """
+    Give back what a failed call held: collect reference cycles, empty the CUDA cache.
 
     Tensors of a call that raised can sit in a cycle through the exception's traceback,
     so only a collection frees them; on CUDA the allocator then still keeps the blocks

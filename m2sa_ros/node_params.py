@@ -1,4 +1,19 @@
-"""The perception node's parameters: one table for names, defaults, docs and checks.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The perception node's parameters: one table for names, defaults, docs and checks.
 
 Declaring (the node, with ranges and read-only marks in the descriptors), validating
 (at configure and on every ``ros2 param set``), the shipped config/perception.yaml and
@@ -23,13 +38,14 @@ refusing what a user reads as a number helps nobody.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
+import re
 from typing import Any, Callable, Mapping
 
-from m2sa_ros.cameras import check_camera_names
+from m2sa_core.shipped_model import SHIPPED_MODEL_RELATIVE
+from m2sa_ros.camera_names import check_camera_names
 
 _DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?|xpu(:\d+)?)$")
 DTYPES = ("", "float32", "bfloat16", "float16")  # "" and m2sa_core.inference.DTYPE_NAMES, without importing torch
@@ -56,7 +72,7 @@ class ParamSpec:
 
 def _range(name: str, default: Any, description: str, minimum: float, maximum: float,
            runtime: bool = False) -> ParamSpec:
-    """A numeric parameter with an inclusive range (checked here and by ROS itself)."""
+    """Return a numeric parameter with an inclusive range (checked here and by ROS itself)."""
     def check(v: Any) -> str | None:
         if v < minimum:
             return f"must be >= {minimum}"
@@ -71,6 +87,15 @@ def _check_device(v: str) -> str | None:
     return None if _DEVICE_RE.match(v) else "must be cpu, cuda, cuda:N, mps or xpu[:N]"
 
 
+def _check_frame_id(v: str) -> str | None:
+    """Return a tf2 frame id: tf2 refuses a leading '/', and whitespace is never part of one."""
+    if v.startswith("/"):
+        return "a tf2 frame id must not start with '/'"
+    if any(c.isspace() for c in v):
+        return "a tf2 frame id has no whitespace"
+    return None
+
+
 def _one_of(options: tuple[str, ...]) -> Callable[[Any], str | None]:
     return lambda v: None if v in options else "must be one of " + ", ".join(repr(o) for o in options)
 
@@ -78,19 +103,20 @@ def _one_of(options: tuple[str, ...]) -> Callable[[Any], str | None]:
 PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("model_path", "", "Local checkpoint directory, anything Segmenter.from_pretrained "
               "loads (never downloaded). Empty: `preset` if set, else the shipped "
-              "models/m2sa-tiny-synth."),
-    ParamSpec("preset", "", "Build this preset (tiny, 7b, 13b) with random weights when no "
-              "model_path is given: for tests and benchmarks, outputs are meaningless."),
-    ParamSpec("device", "cpu", "Torch device for the model: cpu, cuda, cuda:N, mps.", _check_device),
+              f"{SHIPPED_MODEL_RELATIVE}."),
+    ParamSpec("preset", "", "Build this preset (tiny, tiny-authors, 7b, 13b) with random weights when no "
+              "model_path is given: for tests and benchmarks, outputs are meaningless (tiny-authors: the tiny "
+              "shapes with the authors' prompt and preprocessing, as 7b and 13b have them)."),
+    ParamSpec("device", "cpu", "Torch device for the model: cpu, cuda, cuda:N, mps, xpu or xpu:N.", _check_device),
     ParamSpec("dtype", "", "Model dtype: float32, bfloat16, float16; empty = bfloat16 on GPU, "
-              "float32 on CPU. float32 keeps the shipped tiny model's CPU figures on a GPU; in bfloat16 the "
-              "model shipped before it (run 41) named other targets in 4 of 353 held-out answers (target count "
-              "-0.011), in float16 its masks lost 0.008-0.013 gIoU (bench/RESULTS.md).", _one_of(DTYPES)),
+              "float32 on CPU. float32 gives the shipped tiny model's answers on a GPU word for word as on "
+              "the CPU, at no cost a model this small can measure; bfloat16 rewords some answers (and may "
+              "name other targets), float16 coarsens the masks (figures: bench/RESULTS.md).", _one_of(DTYPES)),
     _range("cpu_threads", 1, "Threads torch gives the model's CPU work (0 = torch's default, one "
            "per core). One, because on cores the robot's other processes also use, threads that wait "
-           "for each other at every operation stall: the shipped model took 5x as long a command with "
-           "two threads as with one beside three busy processes, and 10 % less idle "
-           "(bench/bench_cpu_contention.py).", 0, 1024),
+           "for each other at every operation stall: a command beside busy processes takes several "
+           "times as long with one thread per core, while an idle machine gains little from them "
+           "(bench/bench_cpu_contention.py, figures in bench/RESULTS.md).", 0, 1024),
     ParamSpec("quantization", "none", "Load the language model quantized (bitsandbytes): none, int8 "
               "(LLM.int8) or int4 (NF4); vision towers and SAM stay in dtype. 13b fits a 24 GB GPU "
               "with int8.", _one_of(QUANTIZATIONS)),
@@ -110,14 +136,22 @@ PARAMETERS: tuple[ParamSpec, ...] = (
            "failing with 'no image yet' (0 = fail at once).", 0.0, 60.0, runtime=True),
     ParamSpec("publish_overlay", True, "Publish `overlay` (rgb8, masks tinted per target) when "
               "someone subscribes.", runtime=True),
+    ParamSpec("publish_detections", True, "Publish `detections_2d` and `detections_3d` (vision_msgs "
+              "Detection2DArray / Detection3DArray, one detection per target: the mask's ROI, the 3-D box) "
+              "beside every result, for the tools that read vision_msgs (RViz plugins, trackers). Needs "
+              "vision_msgs; without it one warning, and the node runs without them."),
     ParamSpec("use_compressed", False, "Subscribe to `image/compressed` (sensor_msgs/CompressedImage, "
               "decoded exactly as sent) instead of `image`."),
-    ParamSpec("image_reliability", "best_effort", "Reliability of the image subscriptions: "
-              "best_effort (sensor-data QoS) or reliable.", _one_of(RELIABILITIES)),
+    ParamSpec("use_compressed_depth", False, "Subscribe to `depth/compressedDepth` (sensor_msgs/CompressedImage "
+              "as image_transport's compressedDepth sends it: 16UC1 PNG or RVL, 32FC1 as quantised inverse depth) "
+              "instead of `depth`: what robots record to keep bags small."),
+    ParamSpec("image_reliability", "best_effort", "Reliability of the image, depth and camera_info "
+              "subscriptions: best_effort (sensor-data QoS) or reliable. The default of their "
+              "`qos_overrides.<topic>.subscription.reliability`, which sets one topic alone.", _one_of(RELIABILITIES)),
     ParamSpec("amodal", False, "Also output amodal (complete, occlusion-filled) masks for every "
               "target, not only when the command asks for the complete shape."),
-    _range("max_queue", 4, "Commands waiting for the model beyond the running one; more get "
-           "'queue full'.", 1, 64),
+    _range("max_queue", 4, "Commands waiting for the model beyond the running one (per camera); more "
+           "get 'queue full'.", 1, 64),
     _range("max_batch", 4, "Several cameras only: most commands one model call answers when commands "
            "wait together, taken round-robin one per camera per round, so every waiting camera gets in "
            "(1 = no batching).", 1, 64),
@@ -125,18 +159,37 @@ PARAMETERS: tuple[ParamSpec, ...] = (
            runtime=True),
     _range("depth_tolerance", 0.05, "Largest stamp difference (s) between the colour image and "
            "the depth / camera_info used for its centroids.", 0.0, 10.0, runtime=True),
+    _range("depth_missing_frames", 5, "Frames in a row without usable depth before a warning names the "
+           "cause (none received, stamps outside depth_tolerance); depth often comes a few ms after its "
+           "image, so one frame without it is no fault. A refused depth is said at its first frame.",
+           1, 100_000, runtime=True),
     _range("centroid_erosion_px", 3, "Mask erosion (pixels) before taking the median depth, "
            "so border pixels do not pull the centroid to the background.", 0, 100, runtime=True),
-    ParamSpec("allow_depth_frame_mismatch", False, "Use depth whose frame_id differs from the colour "
-              "image's (only when you know it is registered to the colour camera anyway); else such "
-              "depth gives no centroid, pose or points and one warning.", runtime=True),
+    ParamSpec("image_rectified", True, "The colour image (and the depth registered to it) is rectified "
+              "(image_rect, as depth_image_proc assumes): pixels are back-projected through camera_info's P. "
+              "false: it is the raw image, back-projected through K and D (plumb_bob, rational_polynomial or "
+              "equidistant; another distortion model refuses the depth with one warning).", runtime=True),
+    ParamSpec("allow_depth_frame_mismatch", False, "Use depth and camera_info whose frame_id differs from "
+              "the colour image's (only when you know they are the colour camera's anyway: registered depth "
+              "shares the colour camera's camera_info); else they give no centroid, pose or points and one "
+              "warning.", runtime=True),
     ParamSpec("target_points", True, "Fill each target's `points` (its visible points as a PointCloud2, "
               "what grasp planners start from); off: the clouds stay empty and the result small, while "
               "pose, size and has_pose are still set from the depth.", runtime=True),
     _range("target_points_voxel", 0.005, "Voxel size (metres) the target points are downsampled to: "
            "the mean point of each occupied cube (0 = every valid pixel's point). 5 mm keeps a button's "
-           "shape and cuts an object's cloud 3x at 640x480, 9x at 1280x720 (bench/RESULTS.md).", 0.0, 0.1,
+           "shape while the cloud of an object shrinks several times, the more the larger the image "
+           "(bench/RESULTS.md).", 0.0, 0.1,
            runtime=True),
+    ParamSpec("target_frame", "", "Frame the targets' 3-D values (centroid, pose, points, markers, "
+              "target_points) are given in, e.g. base_link or odom: moved there with tf2 at the image's "
+              "stamp, never the latest transform, which on a moving robot is a later instant's. Empty: "
+              "the colour camera's optical frame. Masks stay in image space; when the transform is missing "
+              "or late the result stays in the optical frame and says why (transform_error).",
+              _check_frame_id, runtime=True),
+    _range("tf_timeout", 0.1, "Longest wait (s) for target_frame's transform at an image's stamp, "
+           "after the model ran on it: long enough for the transform sample after the image to arrive, "
+           "short enough that a missing transform delays each result by no more.", 0.0, 10.0, runtime=True),
     _range("diagnostics_period", 1.0, "Seconds between /diagnostics messages.", 0.05, 3600.0, runtime=True),
     _range("heap_trim_period", 5.0, "When idle, hand freed heap pages back to the OS (glibc "
            "malloc_trim) at most this often, in seconds; keeps RSS flat over long runs "
@@ -170,17 +223,23 @@ class NodeParams:
     max_image_age: float
     wait_for_image: float
     publish_overlay: bool
+    publish_detections: bool
     use_compressed: bool
+    use_compressed_depth: bool
     image_reliability: str
     amodal: bool
     max_queue: int
     max_batch: int
     max_command_length: int
     depth_tolerance: float
+    depth_missing_frames: int
     centroid_erosion_px: int
+    image_rectified: bool
     allow_depth_frame_mismatch: bool
     target_points: bool
     target_points_voxel: float
+    target_frame: str
+    tf_timeout: float
     diagnostics_period: float
     heap_trim_period: float
     cameras: tuple[str, ...]
@@ -205,7 +264,7 @@ def check_value(spec: ParamSpec, value: Any) -> tuple[Any, str | None]:
 
 
 def _check_list(spec: ParamSpec, value: Any) -> tuple[Any, str | None]:
-    """A string-array parameter as a tuple: rcl gives None for an empty YAML list, [] an empty byte array."""
+    """Return a string-array parameter as a tuple: rcl gives None for an empty YAML list, [] an empty byte array."""
     if value is None:
         value = ()
     elif isinstance(value, (str, bytes)) or not hasattr(value, "__iter__"):
@@ -233,7 +292,8 @@ def validate(values: Mapping[str, Any]) -> NodeParams:
 
 
 def ros_type(spec: ParamSpec) -> int:
-    """The rcl_interfaces ParameterType a parameter is declared with, from its default's type.
+    """
+    Return the rcl_interfaces ParameterType a parameter is declared with, from its default's type.
 
     Spelled out because rclpy infers a type from the value, and an empty list infers as a
     byte array: ``cameras`` (a string array, empty by default) would be shown as one.
@@ -247,7 +307,8 @@ def ros_type(spec: ParamSpec) -> int:
 
 
 def ros_value(spec: ParamSpec, value: Any) -> Any:
-    """``value`` as the parameter stores it: an integer given for a double becomes a float.
+    """
+    ``value`` as the parameter stores it: an integer given for a double becomes a float.
 
     Applied to start-up overrides and to every set, so a double stays a double however
     its value was written (YAML and ros2cli read ``1`` as an integer). Any other value is
@@ -259,7 +320,8 @@ def ros_value(spec: ParamSpec, value: Any) -> Any:
 
 
 def descriptor(spec: ParamSpec) -> Any:
-    """The rcl_interfaces ParameterDescriptor of a parameter: type, description, range, read-only.
+    """
+    Return the rcl_interfaces ParameterDescriptor of a parameter: type, description, range, read-only.
 
     Statically typed (see the module docstring). The description ends with when a new
     value takes effect; a read-only parameter's says "start-up only" rather than
@@ -268,7 +330,7 @@ def descriptor(spec: ParamSpec) -> Any:
     from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 
     kind = "applied at once" if spec.runtime else ("start-up only" if spec.read_only else
-                                                    "load-time: takes effect at the next configure")
+                                                   "load-time: takes effect at the next configure")
     desc = ParameterDescriptor(description=f"{spec.description} [{kind}]", type=ros_type(spec),
                                dynamic_typing=False, read_only=spec.read_only)
     if spec.minimum is not None and spec.maximum is not None:
@@ -281,13 +343,23 @@ def descriptor(spec: ParamSpec) -> Any:
 
 
 def check_params_files(argv: Sequence[str]) -> None:
-    """Fail early, naming the file, when a ``--params-file`` is missing or is not YAML.
+    """
+    Fail early, naming the file, when a ``--params-file`` is missing or is not YAML.
 
     rcl would refuse it too, but only after logging its own multi-line complaint; a user
     who mistyped a path should read one line that names it.
     """
     import yaml
 
+    class Loader(yaml.SafeLoader):
+        """
+        Also reads the files launch_ros writes.
+
+        It dumps a launch's parameters with yaml.dump, which tags every list (``cameras:="[head, wrist]"``)
+        ``!!python/tuple``; rcl reads those as arrays.
+        """
+
+    Loader.add_constructor("tag:yaml.org,2002:python/tuple", yaml.SafeLoader.construct_sequence)
     for flag, path in zip(argv, argv[1:]):
         if flag != "--params-file":
             continue
@@ -295,8 +367,7 @@ def check_params_files(argv: Sequence[str]) -> None:
         if not file.is_file():
             raise ParameterError(f"--params-file {path}: no such file")
         try:
-            yaml.safe_load(file.read_text(encoding="utf-8"))
+            yaml.load(file.read_text(encoding="utf-8"), Loader=Loader)  # a SafeLoader: builds no objects
         except (OSError, UnicodeDecodeError, yaml.YAMLError) as err:
             raise ParameterError(f"--params-file {path}: not a readable YAML file: {' '.join(str(err).split())}") \
                 from err
-

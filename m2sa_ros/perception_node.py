@@ -1,4 +1,19 @@
-"""perception_node: camera images + language commands in, labelled masks out.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+perception_node: camera images + language commands in, labelled masks out.
 
 A thin rclpy lifecycle node over ``m2sa_core.inference.Segmenter`` (docs/ARCHITECTURE.md,
 docs/ROS_INTERFACE.md). What it adds is robotics plumbing only. This module is the
@@ -8,9 +23,10 @@ lifecycle and the wiring; each concern it wires is a module of its own:
   loads the model (model_source.py), activate opens the topics / service / actions and
   starts the worker (worker.py), deactivate closes the topics and service (the actions
   stay until cleanup, refusing goals while inactive), cleanup frees the model and the
-  GPU cache (memory.py); ``autostart`` does configure + activate at start-up. The
-  lifecycle services and /diagnostics have callback groups of their own, so a model
-  that takes minutes to load blocks neither;
+  GPU cache (memory.py); ``autostart`` does configure + activate at start-up. From
+  activate to deactivate the node keeps the bond heartbeat Nav2's lifecycle manager
+  watches (lifecycle_bond.py). The lifecycle services and /diagnostics have callback
+  groups of their own, so a model that takes minutes to load blocks neither;
 * inputs: the keep-latest image, converted once in its own callback group, never
   waiting on the model (latest_frame.py); depth and camera_info buffers (centroids.py),
   bound to a command's frame and measuring its targets' centroids and 3-D geometry
@@ -32,54 +48,63 @@ Run it as ``m2sa-perception --ros-args --params-file config/perception.yaml`` or
 """
 from __future__ import annotations
 
+from collections import Counter
 import functools
 import threading
 import time
 import traceback
-import uuid
-from collections import Counter
 from typing import Any, Callable
+import uuid
 
 from diagnostic_msgs.msg import DiagnosticArray
-from rcl_interfaces.msg import SetParametersResult
-from rclpy.action import ActionServer, CancelResponse, GoalResponse
-from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
-from rclpy.lifecycle import LifecycleNode, LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
-from rclpy.node import Node
-from rclpy.parameter import Parameter
-from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
-from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
-from std_msgs.msg import String
-from visualization_msgs.msg import MarkerArray
-
 from m2sa_ros.action import Segment as SegmentAction
 from m2sa_ros.action import Track as TrackAction
 from m2sa_ros.answer_feedback import AnswerFeedback
 from m2sa_ros.blocking_calls import Answer, BlockingCalls
 from m2sa_ros.cameras import Camera
-from m2sa_ros.diagnostics import NodeStats, build_diagnostics_array, node_statuses
-from m2sa_ros.image_conversion import ImageConversionError, compressed_to_rgb, image_to_rgb
+from m2sa_ros.detection_conversion import detection_types
+from m2sa_ros.diagnostics import build_diagnostics_array, node_statuses, NodeStats
+from m2sa_ros.goal_status_repeat import GoalStatusRepeater, REPEAT_PERIOD_S
+from m2sa_ros.image_conversion import compressed_to_rgb, image_to_rgb, ImageConversionError
 from m2sa_ros.latest_frame import Frame
+from m2sa_ros.lifecycle_bond import LifecycleBond
 from m2sa_ros.memory import release_memory, trim_heap_now
-from m2sa_ros.model_source import ModelSource, load_segmenter, resolve_model_source
+from m2sa_ros.model_source import load_segmenter, ModelSource, resolve_model_source
 from m2sa_ros.msg import Command, SegmentationResult
-from m2sa_ros.node_params import PARAMETERS, SPECS, NodeParams, ParameterError, check_value, validate
+from m2sa_ros.node_params import check_value, NodeParams, ParameterError, PARAMETERS, SPECS, validate
 from m2sa_ros.pipeline import CommandPipeline, Prepared, Request
 from m2sa_ros.rclpy_compat import add_set_parameters_callbacks
 from m2sa_ros.result_conversion import error_result
 from m2sa_ros.ros_parameters import check_set, declare_parameters, prepare_set
 from m2sa_ros.shutdown_delivery import ActionResultGrace, wait_results_acked
 from m2sa_ros.srv import Segment as SegmentSrv
-from m2sa_ros.track_action import TrackFrame, TrackGoals
-from m2sa_ros.worker import CommandWorker, Job
+from m2sa_ros.topic_qos import (
+    camera_entities,
+    default_qos,
+    follow_default,
+    overridable,
+    override_problems,
+    PUBLISHER,
+    SUBSCRIPTION,
+    unknown_overrides,
+)
+from m2sa_ros.track_action import TrackGoals
+from m2sa_ros.worker import CommandWorker
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.action import ActionServer, CancelResponse, GoalResponse
+from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallbackGroup
+from rclpy.lifecycle import LifecycleNode, LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import QoSProfile
+from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
+from std_msgs.msg import String
+from visualization_msgs.msg import MarkerArray
 
-# Request, Prepared and TrackFrame are imported from here by callers of the node.
-__all__ = ["NODE_NAME", "PerceptionNode", "Prepared", "Request", "SegmenterFactory", "TrackFrame", "load_segmenter"]
+# Request and Prepared are imported from here by callers of the node.
+__all__ = ["NODE_NAME", "PerceptionNode", "Prepared", "Request", "SegmenterFactory", "load_segmenter"]
 
 NODE_NAME = "perception_node"
-RESULT_QOS = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
-# Commands are tiny and must not be dropped when a planner sends several at once.
-COMMAND_QOS = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
 
 # (params, model source) -> an object with Segmenter's segment() and cache_stats.
 SegmenterFactory = Callable[[NodeParams, ModelSource], Any]
@@ -108,6 +133,7 @@ class PerceptionNode(LifecycleNode):
         self._cameras: list[Camera] = [self._new_camera("")]
         self._warned: set[str] = set()
         self._result_grace = ActionResultGrace()  # shutdown: ended goals' results leave first
+        self._bond = LifecycleBond(self)  # Nav2's lifecycle manager: heartbeat while active
         self._configuring = False
         self._configure_error = ""
         self.stats = NodeStats()  # all cameras; each camera has its own too
@@ -124,8 +150,13 @@ class PerceptionNode(LifecycleNode):
 
         self._request_group = ReentrantCallbackGroup()  # blocking service / action callbacks
         self._diag_group = MutuallyExclusiveCallbackGroup()  # never behind a model load
-        self._diag_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self._diag_pub = self._diagnostics_publisher()
         self._diag_timer = self.create_timer(1.0, self._publish_diagnostics, callback_group=self._diag_group)
+        # Goal statuses again while goals run: a client that took the first status before
+        # the goal response (and so dropped it) learns its goal executes (goal_status_repeat.py).
+        self._status_repeater = GoalStatusRepeater()
+        self._status_repeat_timer = self.create_timer(REPEAT_PERIOD_S, self._status_repeater.repeat,
+                                                      callback_group=MutuallyExclusiveCallbackGroup())
 
         autostart = self._refused_overrides.get("autostart", self.get_parameter("autostart").value)
         self._autostart_timer = None
@@ -136,7 +167,8 @@ class PerceptionNode(LifecycleNode):
 
     @property
     def blocking_call_limit(self) -> int | None:
-        """How many service/action callbacks may wait for a result at once (None = no cap).
+        """
+        How many service/action callbacks may wait for a result at once (None = no cap).
 
         main() sizes its executor and sets this so blocked calls can never take the
         threads that image and lifecycle callbacks need.
@@ -157,11 +189,11 @@ class PerceptionNode(LifecycleNode):
 
     @property
     def cameras(self) -> list[Camera]:
-        """The cameras served: one nameless camera unless ``cameras`` names several."""
+        """Return the cameras served: one nameless camera unless ``cameras`` names several."""
         return list(self._cameras)
 
     def camera(self, name: str = "") -> Camera:
-        """A camera by name ("" = the first, the single camera's)."""
+        """Return a camera by name ("" = the first, the single camera's)."""
         if not name:
             return self._cameras[0]
         for camera in self._cameras:
@@ -191,6 +223,7 @@ class PerceptionNode(LifecycleNode):
         try:
             values = {spec.name: self.get_parameter(spec.name).value for spec in PARAMETERS}
             params = validate({**values, **self._refused_overrides})
+            self._check_qos_overrides(params)
         except ParameterError as exc:
             self._configure_error = str(exc)
             self.get_logger().error(f"configure failed: {exc}")
@@ -209,18 +242,94 @@ class PerceptionNode(LifecycleNode):
             return TransitionCallbackReturn.FAILURE
         self._source = source
         self._pipeline.load(segmenter, params)
+        if params.target_frame:  # tf2's listener only for a node that moves its results
+            self._pipeline.frames.listen(self)
         self.get_logger().info(f"model {source.source} loaded on {params.device} in "
                                f"{time.monotonic() - started:.1f} s")
         if tuple(c.name for c in self._cameras) != (params.cameras or ("",)):
             self._cameras = [self._new_camera(name) for name in params.cameras or ("",)]
         for camera in self._cameras:
-            camera.result_pub = self.create_lifecycle_publisher(SegmentationResult, camera.topic("result"),
-                                                                RESULT_QOS)
-            camera.overlay_pub = self.create_lifecycle_publisher(Image, camera.topic("overlay"), 1)
-            camera.markers_pub = self.create_lifecycle_publisher(MarkerArray, camera.topic("markers"), RESULT_QOS)
-            camera.points_pub = self.create_lifecycle_publisher(PointCloud2, camera.topic("target_points"), RESULT_QOS)
+            camera.result_pub = self._lifecycle_publisher(SegmentationResult, camera.topic("result"))
+            camera.overlay_pub = self._lifecycle_publisher(Image, camera.topic("overlay"))
+            camera.markers_pub = self._lifecycle_publisher(MarkerArray, camera.topic("markers"))
+            camera.points_pub = self._lifecycle_publisher(PointCloud2, camera.topic("target_points"))
+        self._create_detection_publishers(params)
         self._restart_diagnostics_timer(params.diagnostics_period)
         return super().on_configure(state)
+
+    def _create_detection_publishers(self, params: NodeParams) -> None:
+        """
+        Each camera's ``detections_2d`` / ``detections_3d`` when asked for and vision_msgs is there.
+
+        vision_msgs is imported only here, only when ``publish_detections`` is on: it is
+        optional, and a robot without it gets one warning and the node's other outputs.
+        """
+        if not params.publish_detections:
+            return
+        try:
+            detection_2d_array, detection_3d_array = detection_types()
+        except ImportError as exc:
+            self.get_logger().warning(f"publish_detections: vision_msgs is not installed ({exc}), so no "
+                                      "detections_2d / detections_3d; install it (ros-<distro>-vision-msgs) "
+                                      "or set publish_detections:=false")
+            return
+        for camera in self._cameras:
+            camera.detections_2d_pub = self._lifecycle_publisher(detection_2d_array, camera.topic("detections_2d"))
+            camera.detections_3d_pub = self._lifecycle_publisher(detection_3d_array, camera.topic("detections_3d"))
+
+    # ------------------------------------------------------------------ QoS (topic_qos.py)
+    def _qos(self, topic: str, entity: str) -> QoSProfile:
+        """``topic``'s default QoS, its declared-but-not-given overrides brought to that default."""
+        params = self._params
+        profile = default_qos(topic, entity, params.image_reliability if params else "best_effort")
+        follow_default(self, self.resolve_topic_name(topic), entity, profile)
+        return profile
+
+    def _subscribe(self, msg_type: Any, topic: str, callback: Callable[[Any], None], group: Any) -> Any:
+        """Return a subscription with ``topic``'s default QoS, overridable per topic (qos_overrides.*)."""
+        return self.create_subscription(msg_type, topic, callback, self._qos(topic, SUBSCRIPTION),
+                                        qos_overriding_options=overridable(), callback_group=group)
+
+    def _lifecycle_publisher(self, msg_type: Any, topic: str) -> Any:
+        """Return a lifecycle publisher with ``topic``'s default QoS, overridable per topic (qos_overrides.*)."""
+        return self.create_lifecycle_publisher(msg_type, topic, self._qos(topic, PUBLISHER),
+                                               qos_overriding_options=overridable())
+
+    def _diagnostics_publisher(self) -> Any:
+        """
+        Create the /diagnostics publisher, whose QoS can be overridden too.
+
+        A bad override of it is said and its default kept (the node is being built: there is
+        no transition to fail).
+        """
+        problems = override_problems(self, [("/diagnostics", PUBLISHER)])
+        if problems:
+            self.get_logger().error(f"invalid QoS override(s): {'; '.join(problems)}; /diagnostics keeps its "
+                                    "default QoS")
+            return self.create_publisher(DiagnosticArray, "/diagnostics", default_qos("/diagnostics", PUBLISHER, ""))
+        return self.create_publisher(DiagnosticArray, "/diagnostics", default_qos("/diagnostics", PUBLISHER, ""),
+                                     qos_overriding_options=overridable())
+
+    def _check_qos_overrides(self, params: NodeParams) -> None:
+        """
+        Raise ParameterError naming every given QoS override rclpy would refuse.
+
+        Rclpy refuses it when the entity is created (mid-transition, with a traceback). One
+        warning for overrides of topics the node does not have (a typo there would be
+        silently ignored).
+        """
+        entities = [("/diagnostics", PUBLISHER)]
+        for name in params.cameras or ("",):
+            entities += [(self.resolve_topic_name(topic), entity) for topic, entity in camera_entities(
+                lambda t, name=name: f"{name}/{t}" if name else t, use_compressed=params.use_compressed,
+                use_compressed_depth=params.use_compressed_depth, detections=params.publish_detections)]
+        problems = override_problems(self, entities)
+        if problems:
+            raise ParameterError("invalid QoS overrides: " + "; ".join(problems))
+        unknown = unknown_overrides(self, entities)
+        if unknown:
+            self._warn_once("qos:" + ",".join(unknown), "QoS override(s) for no topic of this node, ignored: "
+                            + ", ".join(unknown))
 
     def _restart_diagnostics_timer(self, period: float) -> None:
         self.destroy_timer(self._diag_timer)
@@ -233,46 +342,41 @@ class PerceptionNode(LifecycleNode):
         if ret != TransitionCallbackReturn.SUCCESS:
             return ret
         several = len(self._cameras) > 1
-        self._pipeline.worker = CommandWorker(self._run_job, self._reject_job, params.max_queue,
-                                              on_handler_error=self._job_crashed,
-                                              lanes=tuple(c.lane for c in self._cameras),
-                                              batch_handler=self._run_batch if several else None,
+        # Each job carries its handler (the pipeline for commands, the track action for
+        # tracked frames): the node wires the worker and dispatches nothing itself.
+        self._pipeline.worker = CommandWorker(params.max_queue, lanes=tuple(c.lane for c in self._cameras),
                                               max_batch=params.max_batch if several else 1)
         # Active before any subscription opens: a client may send a command the moment it
         # sees the command subscription matched, while the rest of activation still runs.
-        self._pipeline.active = True
+        self._pipeline.active, self._pipeline.closed_reason = True, None
         for camera in self._cameras:
             self._open_camera(camera, params)
         listening = "; ".join(f"{self._pipeline.image_topic(c)}, {self.resolve_topic_name(c.topic('command'))} and "
                               f"{self.resolve_topic_name(c.topic('command_stamped'))}" for c in self._cameras)
         self.get_logger().info(f"active: listening on {listening}")
+        self._bond.start()  # last, as nav2_util::LifecycleNode does: the manager bonds once activate returns
         return TransitionCallbackReturn.SUCCESS
 
     def _open_camera(self, camera: Camera, params: NodeParams) -> None:
         """Subscriptions, service and actions of one camera, under its namespace."""
-        reliability = (ReliabilityPolicy.RELIABLE if params.image_reliability == "reliable"
-                       else ReliabilityPolicy.BEST_EFFORT)
-        image_qos = QoSProfile(depth=1, history=HistoryPolicy.KEEP_LAST, reliability=reliability)
-        depth_qos = QoSProfile(depth=5, history=HistoryPolicy.KEEP_LAST, reliability=reliability)
         on = functools.partial
+        sensors = camera.sensor_group
         if params.use_compressed:
-            image_sub = self.create_subscription(CompressedImage, camera.topic("image/compressed"),
-                                                 on(self._on_compressed, camera=camera), image_qos,
-                                                 callback_group=camera.sensor_group)
+            image_sub = self._subscribe(CompressedImage, camera.image_topic(True),
+                                        on(self._on_compressed, camera=camera), sensors)
         else:
-            image_sub = self.create_subscription(Image, camera.topic("image"), on(self._on_image, camera=camera),
-                                                 image_qos, callback_group=camera.sensor_group)
+            image_sub = self._subscribe(Image, camera.image_topic(False), on(self._on_image, camera=camera), sensors)
+        # compressedDepth (image_transport's, beside the raw topic) is decoded when bound, not here:
+        # only the depth nearest a command's frame is ever decoded.
+        depth_type = CompressedImage if params.use_compressed_depth else Image
         camera.interfaces = [
             image_sub,
-            self.create_subscription(Image, camera.topic("depth"), on(self._on_depth, camera=camera), depth_qos,
-                                     callback_group=camera.sensor_group),
-            self.create_subscription(CameraInfo, camera.topic("camera_info"), on(self._on_camera_info, camera=camera),
-                                     depth_qos, callback_group=camera.sensor_group),
-            self.create_subscription(String, camera.topic("command"), on(self._on_command, camera=camera),
-                                     COMMAND_QOS, callback_group=camera.command_group),
-            self.create_subscription(Command, camera.topic("command_stamped"),
-                                     on(self._on_command_stamped, camera=camera), COMMAND_QOS,
-                                     callback_group=camera.command_group),
+            self._subscribe(depth_type, camera.depth_topic(params.use_compressed_depth),
+                            on(self._on_depth, camera=camera), sensors),
+            self._subscribe(CameraInfo, camera.topic("camera_info"), on(self._on_camera_info, camera=camera), sensors),
+            self._subscribe(String, camera.topic("command"), on(self._on_command, camera=camera), camera.command_group),
+            self._subscribe(Command, camera.topic("command_stamped"), on(self._on_command_stamped, camera=camera),
+                            camera.command_group),
             self.create_service(SegmentSrv, camera.topic("segment"), on(self._on_service, camera=camera),
                                 callback_group=self._request_group),
         ]
@@ -283,18 +387,28 @@ class PerceptionNode(LifecycleNode):
         # from an executor task after the execute callback returns, so destroying the
         # server at deactivate could drop the result of a goal that deactivate ended.
         camera.action_server = ActionServer(
-            self, SegmentAction, camera.topic("segment"), execute_callback=on(self._on_goal, camera=camera),
+            self, SegmentAction, camera.topic("segment"),
+            execute_callback=self._repeating_statuses(on(self._on_goal, camera=camera)),
             goal_callback=on(self._goal_response, camera.topic("segment")),
             cancel_callback=lambda _goal: CancelResponse.ACCEPT,
             callback_group=self._request_group)
         camera.track_server = ActionServer(
-            self, TrackAction, camera.topic("track"), execute_callback=on(self._tracking.execute, camera=camera),
+            self, TrackAction, camera.topic("track"),
+            execute_callback=self._repeating_statuses(on(self._tracking.execute, camera=camera)),
             goal_callback=on(self._goal_response, camera.topic("track")),
             cancel_callback=lambda _goal: CancelResponse.ACCEPT,
             callback_group=self._request_group)
 
+    def _repeating_statuses(self, execute: Callable[[Any], Any]) -> Callable[[Any], Any]:
+        """Return ``execute`` with its goal's statuses published again while it runs."""
+        def run(goal_handle: Any) -> Any:
+            with self._status_repeater.running(goal_handle):
+                return execute(goal_handle)
+        return run
+
     def _goal_response(self, action: str, _goal: Any) -> GoalResponse:
-        """Accept a goal while active; else refuse it and log why.
+        """
+        Accept a goal while active; else refuse it and log why.
 
         rclpy's action client only learns "rejected", with no reason, so the node's log
         is the one place that can say it was the lifecycle state.
@@ -331,7 +445,7 @@ class PerceptionNode(LifecycleNode):
 
     def _close_interfaces(self, reason: str) -> None:
         """Stop taking commands, answer every pending one, then drop the interfaces."""
-        self._pipeline.active = False
+        self._pipeline.active, self._pipeline.closed_reason = False, f"cancelled: {reason}"
         for camera in self._cameras:
             camera.tracks.end_all(reason)  # before the worker stops: the tracks end with this reason
         worker = self._pipeline.worker
@@ -342,6 +456,7 @@ class PerceptionNode(LifecycleNode):
         self._calls.wait_idle(10.0)
         for camera in self._cameras:
             self._close_camera(camera)
+        self._bond.stop()  # after the answers, as Nav2's nodes destroy theirs at the end of deactivate
 
     def _close_camera(self, camera: Camera) -> None:
         for entity in camera.interfaces:
@@ -359,7 +474,8 @@ class PerceptionNode(LifecycleNode):
         self._result_grace.wait(self._action_servers())
 
     def _destroy_actions(self) -> None:
-        """Destroy the action servers once the results of ended goals have gone out.
+        """
+        Destroy the action servers once the results of ended goals have gone out.
 
         Called at cleanup, shutdown and close, long after deactivate ended the goals
         in the usual sequence.
@@ -372,7 +488,8 @@ class PerceptionNode(LifecycleNode):
             camera.action_server = camera.track_server = None
 
     def _release(self) -> None:
-        """Drop the model and everything it holds, and hand the memory back.
+        """
+        Drop the model and everything it holds, and hand the memory back.
 
         Dropping the reference is not enough on CUDA: PyTorch's caching allocator keeps
         the freed blocks for itself, so a cleanup followed by configuring another model
@@ -380,11 +497,14 @@ class PerceptionNode(LifecycleNode):
         that saw activations) are collected first so the blocks are really free.
         """
         for camera in self._cameras:
-            for pub in (camera.result_pub, camera.overlay_pub, camera.markers_pub, camera.points_pub):
+            for pub in (camera.result_pub, camera.overlay_pub, camera.markers_pub, camera.points_pub,
+                        camera.detections_2d_pub, camera.detections_3d_pub):
                 if pub is not None:
                     self.destroy_lifecycle_publisher(pub)
             camera.result_pub = camera.overlay_pub = camera.markers_pub = camera.points_pub = None
+            camera.detections_2d_pub = camera.detections_3d_pub = None
             camera.clear()
+        self._pipeline.frames.close()
         device = self._params.device if self._params is not None else "cpu"
         had_model = self._pipeline.unload()
         self._warned.clear()
@@ -393,7 +513,8 @@ class PerceptionNode(LifecycleNode):
             trim_heap_now()
 
     def stop(self, reason: str = "node shutting down") -> None:
-        """Answer every pending command and close the interfaces; the node stays alive.
+        """
+        Answer every pending command and close the interfaces; the node stays alive.
 
         Its answers go out while the caller's executor still spins the node: the result
         topic's subscribers acknowledge them, and goals' results leave their servers.
@@ -408,14 +529,19 @@ class PerceptionNode(LifecycleNode):
         self._destroy_actions()
         self.destroy_node()
 
+    def destroy_node(self) -> None:
+        """Destroy the node; a bond still beating is ended first (its thread would publish on a destroyed node)."""
+        self._bond.stop()
+        super().destroy_node()
+
     @property
     def _params(self) -> NodeParams | None:
-        """The configured parameters (None while unconfigured); the pipeline owns them."""
+        """Return the configured parameters (None while unconfigured); the pipeline owns them."""
         return self._pipeline.params
 
     @property
     def _segmenter(self) -> Any:
-        """The loaded model (None while unconfigured); the pipeline owns it."""
+        """Return the loaded model (None while unconfigured); the pipeline owns it."""
         return self._pipeline.segmenter
 
     # ------------------------------------------------------------------ parameters
@@ -437,6 +563,8 @@ class PerceptionNode(LifecycleNode):
         if not changes:
             return
         self._pipeline.update_params(changes)
+        if changes.get("target_frame"):
+            self._pipeline.frames.listen(self)
         if "diagnostics_period" in changes:
             self._restart_diagnostics_timer(changes["diagnostics_period"])
         self.get_logger().info("applied " + ", ".join(f"{k}={v!r}" for k, v in changes.items()))
@@ -459,7 +587,7 @@ class PerceptionNode(LifecycleNode):
             self._warn_once(f"image:{camera.name}:{error}", f"bad image: {error}")
         self._tracking.schedule(camera)
 
-    def _on_depth(self, msg: Image, camera: Camera | None = None) -> None:
+    def _on_depth(self, msg: Image | CompressedImage, camera: Camera | None = None) -> None:
         (camera or self._cameras[0]).depth.push(_stamp_ns(msg.header), msg)
 
     def _on_camera_info(self, msg: CameraInfo, camera: Camera | None = None) -> None:
@@ -476,7 +604,7 @@ class PerceptionNode(LifecycleNode):
                                       camera=camera or self._cameras[0]))
 
     def _on_command_stamped(self, msg: Command, camera: Camera | None = None) -> None:
-        """A command with the planner's request id; its stamp (when set) is when it was given."""
+        """Accept a command with the planner's request id; its stamp (when set) is when it was given."""
         stamp = _stamp_ns(msg.header)
         self._pipeline.accept(Request(request_id=msg.request_id or self._new_request_id(), command=msg.text,
                                       source="topic",
@@ -539,32 +667,6 @@ class PerceptionNode(LifecycleNode):
             return error_result("node shutting down", request_id=req.request_id, command=req.command)
         return result
 
-    # ------------------------------------------------------------------ the worker's jobs
-    # A command goes through the pipeline; a track's next frame through the track action.
-    def _run_job(self, job: Job) -> None:
-        if isinstance(job.payload, TrackFrame):
-            self._tracking.run_frame(job.payload)
-        else:
-            self._pipeline.run(job)
-
-    def _run_batch(self, jobs: list[Job]) -> None:
-        for job in jobs:  # the worker never batches tracked frames; should one come, it still runs
-            if isinstance(job.payload, TrackFrame):
-                self._tracking.run_frame(job.payload)
-        self._pipeline.run_batch([job for job in jobs if not isinstance(job.payload, TrackFrame)])
-
-    def _reject_job(self, job: Job, reason: str) -> None:
-        if isinstance(job.payload, TrackFrame):
-            self._tracking.reject(job.payload)
-        else:
-            self._pipeline.reject(job, reason)
-
-    def _job_crashed(self, job: Job, exc: BaseException) -> None:
-        if isinstance(job.payload, TrackFrame):
-            self._tracking.crashed(job.payload, exc)
-        else:
-            self._pipeline.crashed(job, exc)
-
     # ------------------------------------------------------------------ outputs
     def lifecycle_state(self) -> str:
         """unconfigured, configuring, inactive or active (what /diagnostics reports)."""
@@ -583,7 +685,8 @@ class PerceptionNode(LifecycleNode):
             untrained=bool(source and source.is_preset and loaded),
             model=source.source if source and loaded else "", device=params.device if params else "",
             max_queue=params.max_queue if params else 0, stats=self.stats, batches=self._pipeline.batch_counts(),
-            cache=getattr(segmenter, "cache_stats", None) if loaded else None)
+            cache=getattr(segmenter, "cache_stats", None) if loaded else None,
+            now_ns=self.get_clock().now().nanoseconds)
         try:
             self._diag_pub.publish(build_diagnostics_array(
                 statuses, params.device if params else "none", stamp=self.get_clock().now().to_msg()))
@@ -597,7 +700,7 @@ class PerceptionNode(LifecycleNode):
 
 
 def _conversion_error(exc: BaseException, what: str) -> str:
-    """The text of a conversion failure: ours name the field; anything else names its type."""
+    """Return the text of a conversion failure: ours name the field; anything else names its type."""
     if isinstance(exc, ImageConversionError):
         return str(exc)
     return f"{what}: could not convert the image: {type(exc).__name__}: {exc}"

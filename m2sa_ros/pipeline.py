@@ -1,13 +1,33 @@
-"""The command pipeline: from an accepted command to its one SegmentationResult.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The command pipeline: from an accepted command to its one SegmentationResult.
 
 Every way a command arrives (topic, service, action, a track's first answer) becomes a
 :class:`Request` and takes the same road, so "exactly one result per command, with the
 command's request id" holds in one place: intake answers at once what needs no model
 (node not active, empty or too long, queue full); the worker thread then binds the
 request's frame and depth (:class:`Prepared`), runs the model, and delivers the result,
-overlay, markers and target points on the request's camera. Commands and tracked frames
-(track_action.py) turn a model result into its message through the one :meth:`CommandPipeline.convert`,
-so both carry the same centroids and 3-D geometry.
+its vision_msgs detections, overlay, markers and target points on the request's camera.
+The pipeline is the handler of its commands' worker jobs (``run``, ``run_batch``,
+``reject``, ``crashed``).
+Tracked frames (track_action.py) go through :meth:`CommandPipeline.track` and
+:meth:`CommandPipeline.publish_tracked`: the same depth binding and the one conversion
+(:meth:`CommandPipeline.convert`), so they carry the same centroids and 3-D geometry as
+a command, while the track action never touches the model, the parameters, the worker
+or the counters itself.
 
 The node hands the pipeline what it needs - the segmenter and parameters (again after
 every runtime change), the worker, its logger and counters - and the pipeline never
@@ -17,23 +37,25 @@ function that resolves a topic name.
 
 from __future__ import annotations
 
+from collections import Counter
 import dataclasses
+from dataclasses import dataclass, field
 import threading
 import time
 import traceback
-from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from m2sa_core.prompt import sanitized
 from m2sa_core.types import Cancelled
 from m2sa_core.visualize import overlay_targets
 from m2sa_ros.cameras import Camera
-from m2sa_ros.depth_binding import TargetMeasure, bind_depth
+from m2sa_ros.depth_binding import bind_depth, TargetMeasure
+from m2sa_ros.detection_conversion import to_detection2d_array, to_detection3d_array
 from m2sa_ros.diagnostics import NodeStats
+from m2sa_ros.frame_transform import ResultFrames
+from m2sa_ros.geometry_conversion import merged_cloud
 from m2sa_ros.image_conversion import rgb_to_msg
 from m2sa_ros.latest_frame import Frame
-from m2sa_ros.geometry_conversion import merged_cloud
 from m2sa_ros.markers import target_markers
 from m2sa_ros.memory import HeapTrimmer, is_out_of_memory, release_memory
 from m2sa_ros.msg import SegmentationResult
@@ -69,12 +91,28 @@ class Request:
             return self._finished
 
     def claim_finish(self) -> bool:
-        """True exactly once: the guard behind "one result per command"."""
+        """Return True exactly once: the guard behind "one result per command"."""
         with self._lock:
             if self._finished:
                 return False
             self._finished = True
             return True
+
+
+@dataclass(frozen=True)
+class TrackStep:
+    """
+    One tracked frame through the model (:meth:`CommandPipeline.track`).
+
+    On success ``result`` and ``state`` are the model's, ``msg`` the frame's result;
+    after a model failure ``error`` says what failed (``model failure: ...``), ``msg``
+    is the error result and ``result`` / ``state`` are None.
+    """
+
+    msg: SegmentationResult
+    result: Any = None
+    state: Any = None
+    error: str = ""
 
 
 @dataclass
@@ -89,7 +127,8 @@ class Prepared:
 
 
 class CommandPipeline:
-    """Requests in, one SegmentationResult each out, on the request's camera.
+    """
+    Requests in, one SegmentationResult each out, on the request's camera.
 
     ``segmenter`` and ``params`` are None while the node is unconfigured (the pipeline
     is their one owner: :meth:`load`, :meth:`unload`, :meth:`update_params`), ``worker``
@@ -104,15 +143,21 @@ class CommandPipeline:
         self.worker: CommandWorker | None = None
         self.heap = HeapTrimmer(0.0)  # the configured one replaces it
         self.active = False
+        # Why the node stopped taking commands ("cancelled: node shutting down (SIGINT)"),
+        # None until it first does: a goal the action server accepted just before the
+        # close reaches accept() after it and gets this answer, as the ones it queued did.
+        self.closed_reason: str | None = None
         self.stats = stats  # all cameras; each camera has its own too
         self._batch_sizes = batch_sizes  # batched model calls by their size (several cameras)
         self._batch_lock = threading.Lock()  # the worker counts, the diagnostics timer reads
         self._logger = logger
         self._topic_name = topic_name
         self._warn_once = warn_once
+        # target_frame's tf2 lookups; the node starts its listener (ResultFrames.listen).
+        self.frames = ResultFrames(warn_once)
 
     def load(self, segmenter: Any, params: NodeParams) -> None:
-        """A configured node's model and parameters (configure)."""
+        """Take a configured node's model and parameters (configure)."""
         self.segmenter, self.params = segmenter, params
         self.heap = HeapTrimmer(params.heap_trim_period)
 
@@ -123,7 +168,8 @@ class CommandPipeline:
         return had_model
 
     def update_params(self, changes: dict[str, Any]) -> NodeParams:
-        """Runtime parameter changes, in force from the next command; the new parameters.
+        """
+        Runtime parameter changes, in force from the next command; the new parameters.
 
         The segmenter's own thresholds are set here too, so that a command never runs with
         the node's new value and the model's old one longer than this call.
@@ -140,13 +186,18 @@ class CommandPipeline:
             segmenter.duplicate_iou = segmenter.model.config.duplicate_instance_iou if value < 0 else value
         return self.params
 
+    @property
+    def loaded(self) -> bool:
+        """Tell whether a model and its parameters are there: the node is configured."""
+        return self.segmenter is not None and self.params is not None
+
     def batch_counts(self) -> dict[int, int]:
-        """A copy of the batch sizes counted so far, safe to read beside the worker."""
+        """Return a copy of the batch sizes counted so far, safe to read beside the worker."""
         with self._batch_lock:
             return dict(self._batch_sizes)
 
     def image_topic(self, camera: Camera) -> str:
-        """The resolved name of the image topic ``camera`` listens on."""
+        """Return the resolved name of the image topic ``camera`` listens on."""
         return self._topic_name(camera.image_topic(bool(self.params and self.params.use_compressed)))
 
     # ------------------------------------------------------------------ intake
@@ -158,7 +209,8 @@ class CommandPipeline:
         # it is): control characters alone count as empty.
         req.prompt_text = sanitized(req.command)
         if not self.active or params is None or worker is None:
-            self.finish(req, error_result("node is not active", request_id=req.request_id, command=req.command))
+            self.finish(req, error_result(self.closed_reason or "node is not active", request_id=req.request_id,
+                                          command=req.command))
             return
         if not req.prompt_text:
             self.finish(req, self.error(req, "empty command"))
@@ -168,14 +220,24 @@ class CommandPipeline:
                 req, f"command too long: {len(req.command)} characters > max_command_length "
                      f"{params.max_command_length}"))
             return
-        if not worker.submit(Job(payload=req, stop_when=stop_when, lane=camera.lane)):
+        if not worker.submit(Job(payload=req, handler=self, stop_when=stop_when, lane=camera.lane)):
             where = f" for camera {camera.name}" if camera.name else ""
             self.finish(req, self.error(
                 req, f"queue full: {worker.max_queue} commands already waiting{where} (max_queue)"))
 
+    def submit(self, job: Job) -> bool:
+        """
+        Queue a job of another handler (a tracked frame) behind the commands.
+
+        False (nothing queued) while the node takes no work or the job's lane is
+        full.
+        """
+        worker = self.worker
+        return self.active and worker is not None and worker.submit(job)
+
     def error(self, req: Request, error: str, frame: Frame | None = None,
               inference_ms: float = 0.0) -> SegmentationResult:
-        """The error result of ``req``, with the header and size of the frame it refers to."""
+        """Return the error result of ``req``, with the header and size of the frame it refers to."""
         frame = frame if frame is not None else (req.frame or req.camera.latest.get())
         if frame is None:
             return error_result(error, request_id=req.request_id, command=req.command,
@@ -191,7 +253,7 @@ class CommandPipeline:
 
     # ------------------------------------------------------------------ the worker's run
     def resolve_frame(self, req: Request, job: Job) -> tuple[Frame | None, str]:
-        """The frame a request refers to, or the reason it cannot be used."""
+        """Return the frame a request refers to, or the reason it cannot be used."""
         params = self.params
         assert params is not None
         frame = req.frame
@@ -220,36 +282,60 @@ class CommandPipeline:
         return bind_depth(frame, camera.depth, camera.camera_info, tolerance_s=params.depth_tolerance,
                           allow_frame_mismatch=params.allow_depth_frame_mismatch,
                           centroid_erosion_px=params.centroid_erosion_px, target_points=params.target_points,
-                          target_points_voxel=params.target_points_voxel,
-                          depth_topic=self._topic_name(camera.topic("depth")), where=camera.name,
-                          warn_once=self._warn_once)
+                          target_points_voxel=params.target_points_voxel, image_rectified=params.image_rectified,
+                          depth_topic=self._topic_name(camera.depth_topic(params.use_compressed_depth)),
+                          camera_info_topic=self._topic_name(camera.topic("camera_info")), where=camera.name,
+                          warn_once=self._warn_once, health=camera.depth_health,
+                          missing_frames=params.depth_missing_frames)
 
     def measure_after_model(self, frame: Frame, camera: Camera, measure: TargetMeasure | None,
                             depth_state: str) -> TargetMeasure | None:
-        """The measure bound before the model ran, or, when its depth had not come yet
-        ("missing"), bound again now: a camera's depth often comes a few ms after its colour
-        image, and a frame is taken the moment it arrives. Bound before as well, because
-        the depth buffer keeps only the last few frames and a long model call may outlive it."""
+        """
+        Return the measure bound before the model ran, or, when its depth had not come yet ("missing"), bound again now.
+
+        A camera's depth often comes a few ms after its colour image, and a frame is taken
+        the moment it arrives. Bound before as well, because the depth buffer keeps only the
+        last few frames and a long model call may outlive it.
+        """
         if depth_state == "missing":
             measure, _ = self.bind_depth(frame, camera)
         return measure
 
-    @staticmethod
-    def convert(result: Any, *, request_id: str, command: str, frame: Frame, inference_ms: float,
-                measure: TargetMeasure | None) -> SegmentationResult:
-        """A model result on ``frame`` -> its SegmentationResult, measured with the bound depth.
+    def convert(self, result: Any, *, request_id: str, command: str, frame: Frame, inference_ms: float,
+                measure: TargetMeasure | None, camera: Camera | None = None) -> SegmentationResult:
+        """
+        Return a model result on ``frame`` -> its SegmentationResult, measured with the bound depth.
 
         The one conversion of commands and tracked frames: each target's centroid and
-        geometry come from its visible mask and ``measure`` (None: no depth, no 3-D).
+        geometry come from its visible mask and ``measure`` (None: no depth, no 3-D), and
+        are then moved into ``target_frame`` (:meth:`to_target_frame`).
         """
-        return result_to_msg(result, request_id=request_id, command=command, header=frame.header,
-                             image_shape=frame.rgb.shape, inference_ms=inference_ms,
-                             centroid_fn=measure.centroid if measure is not None else None,
-                             geometry_fn=measure.geometry if measure is not None else None,
-                             with_points=measure.with_points if measure is not None else False)
+        msg = result_to_msg(result, request_id=request_id, command=command, header=frame.header,
+                            image_shape=frame.rgb.shape, inference_ms=inference_ms,
+                            centroid_fn=measure.centroid if measure is not None else None,
+                            geometry_fn=measure.geometry if measure is not None else None,
+                            with_points=measure.with_points if measure is not None else False)
+        self.to_target_frame(msg, camera)
+        return msg
+
+    def to_target_frame(self, msg: SegmentationResult, camera: Camera | None) -> None:
+        """
+        Move ``msg``'s 3-D values into ``target_frame`` at its image's stamp (worker thread).
+
+        Waits at most ``tf_timeout`` (frame_transform.py); counted per camera and in all.
+        """
+        params = self.params
+        if params is None:
+            return
+        found = self.frames.apply(msg, params.target_frame, params.tf_timeout, where=camera.name if camera else "")
+        if found is not None:
+            for stats in (self.stats, camera.stats if camera is not None else None):
+                if stats is not None:
+                    stats.record_transform(found.transform is not None, msg.transform_error)
 
     def prepare(self, job: Job) -> Prepared | None:
-        """Worker thread: choose the request's frame and bind its depth; None when it was answered here.
+        """
+        Worker thread: choose the request's frame and bind its depth; None when it was answered here.
 
         Answered here: node not configured, cancelled, no usable frame.
         """
@@ -314,7 +400,8 @@ class CommandPipeline:
         self._release_after_failure(out_of_memory)
 
     def run_batch(self, jobs: list[Job]) -> None:
-        """Worker thread: commands of several cameras answered by one batched model call.
+        """
+        Worker thread: commands of several cameras answered by one batched model call.
 
         Each request gets its own frame (its camera's), its own result on its camera's
         topic and exactly one answer. A request cancelled meanwhile is answered at once
@@ -371,7 +458,8 @@ class CommandPipeline:
         self._after_model()
 
     def _model_failed(self, rows: list[Prepared], exc: Exception, started: float) -> bool:
-        """Every request of a failed model call gets ``model failure: ...``; True when out of memory.
+        """
+        Every request of a failed model call gets ``model failure: ...``; True when out of memory.
 
         Called inside the caller's ``except`` (for the traceback); the caller gives the
         memory back after it, when the exception is unreachable.
@@ -395,12 +483,12 @@ class CommandPipeline:
             self.heap.maybe_trim()
 
     def reject(self, job: Job, reason: str) -> None:
-        """A queued command the worker will never run (node deactivating)."""
+        """Answer a queued command the worker will never run (node deactivating)."""
         req: Request = job.payload
         self.finish(req, self.error(req, reason))
 
     def crashed(self, job: Job, exc: BaseException) -> None:
-        """The worker's handler raised on a command: answer it, unless a batch did already."""
+        """Answer a command the worker's handler raised on, unless a batch did already."""
         req: Request = job.payload
         if req.finished:  # a batch failed after this request was answered
             return
@@ -408,14 +496,51 @@ class CommandPipeline:
                            f"{''.join(traceback.format_exception(exc))}")
         self.finish(req, self.error(req, f"internal error: {type(exc).__name__}: {exc}"))
 
+    # ------------------------------------------------------------------ tracked frames
+    def track(self, frame: Frame, camera: Camera, prompts: Any, state: Any, *, use_previous_mask: bool,
+              request_id: str, command: str) -> TrackStep | None:
+        """
+        Re-segment ``frame`` from a track's prompts with SAM alone (worker thread).
+
+        By ``Segmenter.track``, measured with ``camera``'s depth; None when no model is loaded.
+
+        A model failure is the step's ``error`` (logged here, memory handed back after an
+        out-of-memory), so the track ends with it and the node goes on.
+        """
+        segmenter = self.segmenter
+        if segmenter is None or self.params is None or frame.rgb is None:
+            return None
+        measure, depth_state = self.bind_depth(frame, camera)
+        started = time.monotonic()
+        try:
+            result, new_state = segmenter.track(frame.rgb, prompts, state, use_previous_mask=use_previous_mask,
+                                                frame_key=frame.key or None)
+            elapsed = (time.monotonic() - started) * 1000.0
+            msg = self.convert(result, request_id=request_id, command=command, frame=frame, inference_ms=elapsed,
+                               measure=self.measure_after_model(frame, camera, measure, depth_state), camera=camera)
+        except Exception as exc:  # noqa: BLE001 - a model failure ends the track, not the node
+            self._logger.error(f"model failure on track {request_id}: {traceback.format_exc()}")
+            error = f"model failure: {type(exc).__name__}: {exc}"
+            out_of_memory = is_out_of_memory(exc)
+        else:
+            return TrackStep(msg=msg, result=result, state=new_state)
+        # Outside the except block, as for commands: what the exception held can be freed.
+        self._release_after_failure(out_of_memory)
+        return TrackStep(msg=error_result(error, request_id=request_id, command=command, header=frame.header,
+                                          height=frame.height, width=frame.width), error=error)
+
+    def publish_tracked(self, msg: SegmentationResult, camera: Camera) -> None:
+        """Publish a tracked frame's result on ``camera``'s result topic, counted like a command's."""
+        self._count_and_publish(msg, camera, f"tracked frame of {msg.request_id}")
+
     # ------------------------------------------------------------------ delivery
     def _deliver(self, ready: Prepared, result: Any, elapsed: float) -> None:
-        """A model result -> the request's one SegmentationResult, overlay and markers."""
+        """Deliver a model result as the request's one SegmentationResult, overlay and markers."""
         req, frame, camera = ready.req, ready.frame, ready.req.camera
         measure = self.measure_after_model(frame, camera, ready.measure, ready.depth_state)
         try:
             msg = self.convert(result, request_id=req.request_id, command=req.command, frame=frame,
-                               inference_ms=elapsed, measure=measure)
+                               inference_ms=elapsed, measure=measure, camera=camera)
         except Exception as exc:  # noqa: BLE001 - e.g. a model returning wrong-sized masks
             self._logger.error(f"could not convert the result of {req.request_id}: {traceback.format_exc()}")
             self.finish(req, self.error(req, f"model failure: {exc}", frame, elapsed))
@@ -431,24 +556,55 @@ class CommandPipeline:
             self._logger.error(f"request {req.request_id} answered twice; second answer dropped")
             return
         camera = req.camera
-        self.stats.record(msg.success, msg.inference_ms, msg.error)
-        camera.stats.record(msg.success, msg.inference_ms, msg.error)
         if not msg.success:
             # repr: user text with newlines or escape codes must not forge log lines.
             where = f"camera {camera.name}: " if camera.name else ""
             self._logger.warning(f"{where}{req.source} command {req.request_id} "
                                  f"{req.command[:80]!r}: {msg.error}")
+        self._count_and_publish(msg, camera, f"the result of {req.request_id}")
+        if req.on_done is not None:
+            req.on_done(msg)
+
+    def _count_and_publish(self, msg: SegmentationResult, camera: Camera, what: str) -> None:
+        """
+        Count ``msg`` in the node's and ``camera``'s diagnostics, publish it and its detections.
+
+        A command's result and a tracked frame's go out the same way, so /diagnostics and
+        the topics agree whichever produced them; a failed publish (``what`` names it in the
+        log) loses that message only, never the request's answer to its caller.
+        """
+        self.stats.record(msg.success, msg.inference_ms, msg.error)
+        camera.stats.record(msg.success, msg.inference_ms, msg.error)
         pub = camera.result_pub
         if pub is not None:
             try:
                 pub.publish(msg)
             except Exception as exc:  # noqa: BLE001 - e.g. the context went down meanwhile
-                self._logger.error(f"could not publish the result of {req.request_id}: {exc}")
-        if req.on_done is not None:
-            req.on_done(msg)
+                self._logger.error(f"could not publish {what}: {exc}")
+        self._publish_detections(msg, camera)
+
+    def _publish_detections(self, msg: SegmentationResult, camera: Camera) -> None:
+        """
+        Publish a successful result's targets as vision_msgs detections, right behind the result.
+
+        On ``camera``'s ``detections_2d`` / ``detections_3d`` (detection_conversion.py).
+
+        Failed results publish none: their empty target list says nothing about the
+        scene, and an empty array would tell a tracker that the objects had gone.
+        """
+        if not msg.success:
+            return
+        for pub, convert in ((camera.detections_2d_pub, to_detection2d_array),
+                             (camera.detections_3d_pub, to_detection3d_array)):
+            if pub is None:
+                continue
+            try:
+                pub.publish(convert(msg))
+            except Exception as exc:  # noqa: BLE001 - the result itself went out; e.g. the context went down
+                self._warn_once(f"detections:{type(exc).__name__}", f"detections not published: {exc}")
 
     def publish_views(self, frame: Frame, result: Any, msg: SegmentationResult, camera: Camera) -> None:
-        """The RViz overlay, markers and merged target points of one result, each only while someone listens."""
+        """Publish the RViz overlay, markers and merged target points of one result, each while someone listens."""
         params, pub = self.params, camera.overlay_pub
         if params is not None and pub is not None and params.publish_overlay and pub.get_subscription_count() > 0:
             try:

@@ -1,4 +1,19 @@
-"""What the node needs from rclpy that ROS 2 Humble's rclpy (3.3) lacks, given there too.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+What the node needs from rclpy that ROS 2 Humble's rclpy (3.3) lacks, given there too.
 
 Iron's rclpy added pre-set and post-set parameter callbacks
 (``Node.add_pre_set_parameters_callback`` and ``Node.add_post_set_parameters_callback``);
@@ -31,7 +46,8 @@ EMPTY_AFTER_PRE_SET = "nothing left to set: the pre-set callback returned no par
 def add_set_parameters_callbacks(node: Node, *, pre: PreSetCallback | None = None,
                                  on_set: OnSetCallback | None = None,
                                  post: PostSetCallback | None = None) -> None:
-    """Register the three parameter callbacks of a set, on any rclpy from Humble on.
+    """
+    Register the three parameter callbacks of a set, on any rclpy from Humble on.
 
     ``pre`` may rewrite the parameters being set (e.g. an integer given for a double),
     ``on_set`` accepts or refuses them, ``post`` sees them once they are stored. Declaring
@@ -53,7 +69,8 @@ def add_set_parameters_callbacks(node: Node, *, pre: PreSetCallback | None = Non
 
 def emulate_pre_post_set_callbacks(node: Node, *, pre: PreSetCallback | None = None,
                                    post: PostSetCallback | None = None) -> None:
-    """Run ``pre`` and ``post`` around the node's setters, in the order Iron's rclpy does.
+    """
+    Run ``pre`` and ``post`` around the node's setters, in the order Iron's rclpy does.
 
     For Humble, whose rclpy has neither callback. Every set reaches the node through
     ``set_parameters`` (rclpy's API) or ``set_parameters_atomically`` (also what the
@@ -82,4 +99,3 @@ def emulate_pre_post_set_callbacks(node: Node, *, pre: PreSetCallback | None = N
 
     node.set_parameters_atomically = set_parameters_atomically  # type: ignore[method-assign]
     node.set_parameters = set_parameters  # type: ignore[method-assign]
-

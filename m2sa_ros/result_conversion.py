@@ -1,4 +1,19 @@
-"""m2sa_core Result -> m2sa_ros/SegmentationResult, and the error result.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+m2sa_core Result -> m2sa_ros/SegmentationResult, and the error result.
 
 Kept apart from the node so the mapping of every field (granularity and mask-type
 constants, bbox, masks as mono8 0/255, centroid flags, truncation) is in one small place
@@ -14,11 +29,10 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-import numpy as np
-
-from m2sa_core.types import Result, Target, mask_bbox
+from m2sa_core.types import mask_bbox, Result, Target
 from m2sa_ros.geometry_conversion import fill_geometry
 from m2sa_ros.image_conversion import mask_to_msg
+import numpy as np
 
 # (mask) -> (x, y, z) | None; the node binds the depth frame and intrinsics.
 CentroidFn = Callable[[np.ndarray], "tuple[float, float, float] | None"]
@@ -33,6 +47,8 @@ def _base(header: Any, height: int, width: int, request_id: str, command: str):
                              command=command)
     if header is not None:
         msg.header = header
+        # v4: the 3-D values are in the image's (optical) frame until frame_transform moves them.
+        msg.geometry_frame_id = header.frame_id
     return msg
 
 
@@ -55,8 +71,12 @@ def mask_type_constant(mask_type: str) -> int:
 
 def target_to_msg(target: Target, header: Any, centroid: "tuple[float, float, float] | None",
                   geometry: Any = None, with_points: bool = True):
-    """One target; ``centroid`` and ``geometry`` (a TargetGeometry or None) must come from
-    ``target.mask`` (the visible pixels); ``with_points`` is the ``target_points`` parameter."""
+    """
+    Convert one target.
+
+    ``centroid`` and ``geometry`` (a TargetGeometry or None) must come from ``target.mask``
+    (the visible pixels); ``with_points`` is the ``target_points`` parameter.
+    """
     from m2sa_ros.msg import Target as TargetMsg
 
     msg = TargetMsg(label=target.label, object_name=target.object_name,
@@ -83,10 +103,12 @@ def result_to_msg(result: Result, *, request_id: str, command: str, header: Any,
                   image_shape: Sequence[int], inference_ms: float,
                   centroid_fn: CentroidFn | None = None, geometry_fn: GeometryFn | None = None,
                   with_points: bool = True):
-    """A successful SegmentationResult; masks must have the source image's size.
+    """
+    Return a successful SegmentationResult; masks must have the source image's size.
 
     ``centroid_fn`` and ``geometry_fn`` measure a visible mask with the depth bound to
-    the frame (None: no depth, nothing measured, has_centroid / has_pose false)."""
+    the frame (None: no depth, nothing measured, has_centroid / has_pose false).
+    """
     height, width = int(image_shape[0]), int(image_shape[1])
     msg = _base(header, height, width, request_id, command)
     for i, target in enumerate(result.targets):

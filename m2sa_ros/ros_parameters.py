@@ -1,27 +1,45 @@
-"""The node's parameters on the ROS side: declared with their types, every set screened.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The node's parameters on the ROS side: declared with their types, every set screened.
 
 node_params.py says what the parameters are and checks values without ROS; this is
 where they meet rclpy. Declaring takes care of what rclpy would get wrong on its own
 (an empty string array typed as bytes) and remembers the overrides it refused, so
 configure can name the value given instead of failing on a default. A set is screened
 before rclpy's own checks, because rclpy tells only the client why it refused: the
-node's log says it once, whichever check refuses.
+node's log says it once, whichever check refuses. An override the node does not declare
+(``mask_treshold``) would be ignored without a word by rclpy; it gets one warning naming
+the nearest declared name.
 """
 
 from __future__ import annotations
 
+import difflib
 from typing import Any
 
+from m2sa_ros.node_params import check_value, descriptor, PARAMETERS, ParamSpec, ros_value, SPECS
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 
-from m2sa_ros.node_params import PARAMETERS, SPECS, ParamSpec, check_value, descriptor, ros_value
-
 
 def declare_parameters(node: Node) -> dict[str, Any]:
-    """Declare every parameter on ``node``; the overrides ROS refused, by name (out of range, wrong type).
+    """
+    Declare every parameter on ``node``; the overrides ROS refused, by name (out of range, wrong type).
 
     The default is declared in place of a refused override meanwhile, and configure
     fails naming the value given.
@@ -34,11 +52,47 @@ def declare_parameters(node: Node) -> dict[str, Any]:
         except (InvalidParameterValueException, InvalidParameterTypeException):
             refused[spec.name] = override.value if override is not None else None
             _declare(node, spec, spec.default)
+    warn_unknown_overrides(node)
     return refused
 
 
+# rclpy declares a QoS override's parameter when the publisher or subscription it names is
+# created (m2sa_ros/topic_qos.py checks those); every other parameter exists by now.
+QOS_OVERRIDES_PREFIX = "qos_overrides."
+
+
+def unknown_overrides(given: list[str], declared: list[str]) -> list[tuple[str, str | None]]:
+    """
+    (override, nearest declared name or None) for each start-up override not declared.
+
+    ``difflib``'s ratio (0.6 and up) finds a typo's parameter (``mask_treshold`` ->
+    ``mask_threshold``, ``max_que`` -> ``max_queue``) and nothing for an unrelated name.
+    """
+    known = set(declared)
+    return [(name, next(iter(difflib.get_close_matches(name, declared, n=1)), None))
+            for name in given if name not in known and not name.startswith(QOS_OVERRIDES_PREFIX)]
+
+
+def warn_unknown_overrides(node: Node) -> list[str]:
+    """
+    Warn once per override the node does not declare; return their names.
+
+    An override comes from ``-p``, a params file for this node or ``/**``, or a launch
+    file. The node starts anyway:
+    rclpy ignores them, which left a mistyped name without effect and without a word.
+    """
+    declared = sorted(node.list_parameters([], 0).names)  # ours and rclpy's (use_sim_time, ...)
+    # rclpy keeps the start-up overrides in _parameter_overrides, with no public accessor.
+    unknown = unknown_overrides(list(node._parameter_overrides), declared)
+    for name, nearest in unknown:
+        hint = f"did you mean {nearest}?" if nearest else "`ros2 param list` shows the node's parameters"
+        node.get_logger().warning(f"parameter '{name}' is not a parameter of this node and is ignored; {hint}")
+    return [name for name, _ in unknown]
+
+
 def _declare(node: Node, spec: ParamSpec, value: Any) -> None:
-    """Declare one parameter with ``value``, statically typed as its descriptor says.
+    """
+    Declare one parameter with ``value``, statically typed as its descriptor says.
 
     An empty string array needs three steps: rclpy infers a type from the value, and an
     empty list infers as a byte array. So it is declared by type (no value yet), given
@@ -57,7 +111,8 @@ def _declare(node: Node, spec: ParamSpec, value: Any) -> None:
 
 
 def prepare_set(node: Node, parameters: list[Parameter]) -> list[Parameter]:
-    """Before any set: an integer for a double becomes a float; a set that will be refused is logged.
+    """
+    Before any set: an integer for a double becomes a float; a set that will be refused is logged.
 
     rclpy checks type, range and read-only itself, before the node's own checks, and
     tells only the client; one warning here names every refused value and why, once,

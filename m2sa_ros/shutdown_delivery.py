@@ -1,4 +1,19 @@
-"""Letting the last answers leave before the node goes: result topics and action results.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Letting the last answers leave before the node goes: result topics and action results.
 
 A shutdown answers every pending command, and those answers must reach their clients
 while an executor still spins the node: a reliable result topic until its subscribers
@@ -8,10 +23,10 @@ are bounded; the process is ending, so each is best effort.
 
 from __future__ import annotations
 
-import time
-import weakref
 from collections.abc import Iterable
+import time
 from typing import Any
+import weakref
 
 
 def wait_results_acked(publishers: Iterable[Any], timeout_s: float = 2.0) -> None:
@@ -30,7 +45,8 @@ def wait_results_acked(publishers: Iterable[Any], timeout_s: float = 2.0) -> Non
 
 
 class ActionResultGrace:
-    """Waits until the results of ended goals have had time to go out, once per goal.
+    """
+    Waits until the results of ended goals have had time to go out, once per goal.
 
     A goal's result leaves from an executor task that rclpy schedules when the result
     future completes, so a completed future is not yet a sent result; a short grace after

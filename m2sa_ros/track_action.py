@@ -1,4 +1,19 @@
-"""The ``track`` action: a command answered once by the full model, then followed frame by frame.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The ``track`` action: a command answered once by the full model, then followed frame by frame.
 
 The first answer goes through the command pipeline like any command, keeping the
 model's [SEG] prompts; every new camera frame after it is re-segmented from those
@@ -7,39 +22,45 @@ frames share the one worker queue with commands, at most one waiting per track, 
 commands still get through. The goal ends once - cancel, timeout, every target lost, a
 failure or the node stopping - with one final result and the reason; the per-track
 decisions (when a frame is due, when a target is lost) live in tracks.py. A tracked
-frame binds its own depth and goes through the pipeline's one conversion, so its
-targets carry centroids, poses and points like a command's: a track's targets move in 3-D.
+frame binds its own depth and goes through the pipeline's one conversion
+(``CommandPipeline.track``), so its targets carry centroids, poses and points like a
+command's: a track's targets move in 3-D.
+
+What the track action asks of the pipeline is narrow: accept, refuse and answer a
+command (the first answer), queue a frame (``submit``), run one tracked frame
+(``track``) and publish its result (``publish_tracked``, ``publish_views``). The model,
+the parameters, the worker and the counters stay the pipeline's. :class:`TrackGoals`
+is the worker's handler of tracked frames (``run``, ``reject``, ``crashed``).
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import time
 import traceback
-import uuid
-from dataclasses import dataclass
 from typing import Any, Callable
+import uuid
 
 from m2sa_ros.action import Track as TrackGoal
 from m2sa_ros.blocking_calls import Answer, BlockingCalls
 from m2sa_ros.cameras import Camera
-from m2sa_ros.memory import is_out_of_memory, release_memory
 from m2sa_ros.msg import SegmentationResult
 from m2sa_ros.pipeline import CommandPipeline, Request
-from m2sa_ros.result_conversion import error_result
 from m2sa_ros.tracks import CANCELLED, ERROR_PREFIX, LOST, TIMEOUT, Track, TrackSettings
 from m2sa_ros.worker import Job
 
 
 @dataclass(frozen=True)
 class TrackFrame:
-    """A worker job: the next new camera frame of one track (the newest when it runs)."""
+    """A worker job's payload: the next new camera frame of one track (the newest when it runs)."""
 
     track: Track
     camera: Camera
 
 
 class TrackGoals:
-    """Runs ``track`` goals on the node's pipeline and worker.
+    """
+    Runs ``track`` goals on the node's pipeline; the handler of their frames' worker jobs.
 
     ``now_ns`` is the node's clock (a goal's arrival), ``alive`` whether its context
     still runs; the blocking-call cap is shared with the ``segment`` service and action.
@@ -54,7 +75,8 @@ class TrackGoals:
         self._alive = alive
 
     def execute(self, goal_handle: Any, camera: Camera) -> Any:
-        """The execute callback: the command once with the full model, then every new frame.
+        """
+        Return the execute callback: the command once with the full model, then every new frame.
 
         Blocks its executor thread until the track ends (like the ``segment`` action, it
         counts against the blocking-call cap); the worker delivers the answer and the
@@ -121,65 +143,50 @@ class TrackGoals:
 
     def schedule(self, camera: Camera) -> None:
         """Queue the newest frame for each track that wants it (image callback, after each tracked frame)."""
-        worker, frame = self._pipeline.worker, camera.latest.get()
-        if worker is None or frame is None or not self._pipeline.active or frame.error:
+        frame = camera.latest.get()
+        if frame is None or frame.error or not self._pipeline.active:
             return
         for track in camera.tracks.due(frame.key, time.monotonic()):
-            job = Job(payload=TrackFrame(track, camera), bounded=False, lane=camera.lane, batchable=False)
-            if not worker.submit(job):
+            job = Job(payload=TrackFrame(track, camera), handler=self, bounded=False, lane=camera.lane,
+                      batchable=False)
+            if not self._pipeline.submit(job):
                 track.dropped()
 
-    def run_frame(self, job: TrackFrame) -> None:
+    # ------------------------------------------------------------------ the worker's handler
+    def run(self, job: Job) -> None:
         """Worker thread: one tracked frame of a track on the newest frame of its camera."""
-        track, camera, pipeline = job.track, job.camera, self._pipeline
-        segmenter, params, frame = pipeline.segmenter, pipeline.params, camera.latest.get()
-        if segmenter is None or params is None or frame is None or frame.rgb is None:
+        track, camera = job.payload.track, job.payload.camera
+        pipeline, frame = self._pipeline, camera.latest.get()
+        if not pipeline.loaded or frame is None or frame.rgb is None:
             track.dropped()
             return
         if not track.take(frame.key, time.monotonic()):
             return
-        measure, depth_state = pipeline.bind_depth(frame, camera)
-        started = time.monotonic()
-        try:
-            result, state = segmenter.track(frame.rgb, track.prompts, track.state,
-                                            use_previous_mask=track.settings.use_previous_mask,
-                                            frame_key=frame.key or None)
-            elapsed = (time.monotonic() - started) * 1000.0
-            msg = pipeline.convert(result, request_id=track.request_id, command=track.command, frame=frame,
-                                   inference_ms=elapsed,
-                                   measure=pipeline.measure_after_model(frame, camera, measure, depth_state))
-        except Exception as exc:  # noqa: BLE001 - a model failure ends the track, not the node
-            self._logger.error(f"model failure on track {track.request_id}: {traceback.format_exc()}")
-            error = f"model failure: {type(exc).__name__}: {exc}"
-            out_of_memory = is_out_of_memory(exc)
-            del exc
-            last = error_result(error, request_id=track.request_id, command=track.command, header=frame.header,
-                                height=frame.height, width=frame.width)
-            track.end(ERROR_PREFIX + error, last=last)
-            if out_of_memory:
-                release_memory(params.device)
+        step = pipeline.track(frame, camera, track.prompts, track.state,
+                              use_previous_mask=track.settings.use_previous_mask,
+                              request_id=track.request_id, command=track.command)
+        if step is None:  # unloaded meanwhile (a worker that outlived its stop)
+            track.dropped()
+            return
+        if step.error:
+            track.end(ERROR_PREFIX + step.error, last=step.msg)
             return
 
         def deliver(seq: int) -> None:
-            pipeline.stats.record(True, msg.inference_ms, "")
-            camera.stats.record(True, msg.inference_ms, "")
-            pub = camera.result_pub
-            if pub is not None:
-                pub.publish(msg)
-            track.handle.publish_feedback(TrackGoal.Feedback(result=msg, frame_seq=seq))
+            pipeline.publish_tracked(step.msg, camera)
+            track.handle.publish_feedback(TrackGoal.Feedback(result=step.msg, frame_seq=seq))
 
-        if track.record(result, state, msg, deliver):
-            pipeline.publish_views(frame, result, msg, camera)
+        if track.record(step.result, step.state, step.msg, deliver):
+            pipeline.publish_views(frame, step.result, step.msg, camera)
         self.schedule(camera)  # a newer frame may have come while this one ran
 
-    @staticmethod
-    def reject(job: TrackFrame) -> None:
-        """A queued frame the worker will never run: the track itself ends with the node's reason."""
-        job.track.dropped()
+    def reject(self, job: Job, reason: str) -> None:
+        """End the track of a queued frame the worker will never run, with the node's reason."""
+        job.payload.track.dropped()
 
-    def crashed(self, job: TrackFrame, exc: BaseException) -> None:
-        """The worker's handler raised on a tracked frame: the track ends with the error."""
-        track = job.track
+    def crashed(self, job: Job, exc: BaseException) -> None:
+        """End the track with the error the worker's handler raised on a tracked frame."""
+        track = job.payload.track
         self._logger.error(f"internal error on track {track.request_id}: "
                            f"{''.join(traceback.format_exception(exc))}")
         track.dropped()

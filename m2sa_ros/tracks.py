@@ -1,4 +1,19 @@
-"""Per-track state of the ``track`` action, apart from DDS so it can be tested alone.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Per-track state of the ``track`` action, apart from DDS so it can be tested alone.
 
 A track is one command answered by the full model, then followed on new camera frames
 with ``Segmenter.track`` (SAM alone). The node owns the plumbing (goal handles, the
@@ -19,8 +34,8 @@ frames wait in that camera's queue.
 from __future__ import annotations
 
 import dataclasses
-import threading
 from dataclasses import dataclass
+import threading
 from typing import Any, Callable
 
 from m2sa_core.inference.tracking import LostRule
@@ -69,7 +84,8 @@ class TrackSettings:
 
 
 class Track:
-    """One running track: from "answering" (the command) to "tracking" to ended.
+    """
+    One running track: from "answering" (the command) to "tracking" to ended.
 
     Thread-safe: the worker thread runs frames, the image callback asks for them, the
     goal's callback checks cancel and timeout; one lock orders them, so no tracked
@@ -106,7 +122,8 @@ class Track:
             return self._queued
 
     def answered(self, prompts: Any, frame_key: Any, answer: Any, deliver: Callable[[], None]) -> bool:
-        """The command's answer: deliver it as frame 0 and start following; False if already ended.
+        """
+        Return the command's answer: deliver it as frame 0 and start following; False if already ended.
 
         An answer naming no target ends the track at once with :data:`LOST`.
         """
@@ -130,12 +147,13 @@ class Track:
             return True
 
     def dropped(self) -> None:
-        """A queued frame will not run (the worker refused or rejected it)."""
+        """Note that a queued frame will not run (the worker refused or rejected it)."""
         with self._lock:
             self._queued = False
 
     def take(self, frame_key: Any, now: float) -> bool:
-        """The worker starts the queued frame on ``frame_key``: False when there is nothing to do.
+        """
+        Return the worker starts the queued frame on ``frame_key``: False when there is nothing to do.
 
         Nothing to do: the track ended meanwhile, or no newer frame than the last one.
         """
@@ -147,7 +165,8 @@ class Track:
             return True
 
     def record(self, result: Any, state: Any, message: Any, deliver: Callable[[int], None]) -> bool:
-        """A tracked frame's outcome: deliver ``message`` with its sequence number, apply the lost rule.
+        """
+        Return a tracked frame's outcome: deliver ``message`` with its sequence number, apply the lost rule.
 
         Returns False (nothing delivered) when the track ended while the frame ran.
         """

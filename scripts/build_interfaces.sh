@@ -78,5 +78,18 @@ case ":\${AMENT_PREFIX_PATH:-}:" in
   *":$venv:"*) ;;
   *) export AMENT_PREFIX_PATH="$venv\${AMENT_PREFIX_PATH:+:\$AMENT_PREFIX_PATH}" ;;
 esac
+# The upstream packages built from ../shared/ros-src (scripts/build_ros_src.sh): the ament
+# index and the \`ros2\` command; python finds them through a .pth file already.
+ros_src_install="$repo/build/ros-src-$distro/install"
+if [ -d "\$ros_src_install" ]; then
+  case ":\$AMENT_PREFIX_PATH:" in
+    *":\$ros_src_install:"*) ;;
+    *) export AMENT_PREFIX_PATH="\$AMENT_PREFIX_PATH:\$ros_src_install" ;;
+  esac
+  case ":\$PATH:" in
+    *":\$ros_src_install/bin:"*) ;;
+    *) export PATH="\$PATH:\$ros_src_install/bin" ;;
+  esac
+fi
 EOF
 echo "[setup] interfaces installed into $venv_name (a shell: . $venv_name/setup.sh)"

@@ -1,4 +1,19 @@
-"""Print requirements-model.txt: the lock without what a real ROS 2 install provides.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Print requirements-model.txt: the lock without what a real ROS 2 install provides.
 
 On a robot with ROS 2 from apt (/opt/ros/<distro>), the ROS client libraries, the
 interface build tools and colcon come from the system, and installing the `ros-*`

@@ -1,4 +1,19 @@
-"""Test-wide settings.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Test-wide settings.
 
 DDS traffic of the tests stays on this machine (loopback discovery) and on a domain of
 its own, so parallel runs and other ROS graphs on the network never see each other.
@@ -7,8 +22,8 @@ its own, so parallel runs and other ROS graphs on the network never see each oth
 from __future__ import annotations
 
 import os
-import random
 from pathlib import Path
+import random
 
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
 os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 100)))
@@ -31,7 +46,7 @@ ROS_AVAILABLE = _ros_available()
 
 
 def pytest_collection_modifyitems(config, items):
-    """Tests marked `ros` need the built interfaces; `make test` always builds them."""
+    """Skip the tests marked `ros` without the built interfaces; `make test` always builds them."""
     if ROS_AVAILABLE:
         return
     skip = pytest.mark.skip(reason="rclpy / m2sa_ros interfaces not built: run `make setup`")
@@ -42,7 +57,7 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.fixture
 def ros_context():
-    """A fresh rclpy context per test, shut down afterwards even when the test fails."""
+    """Yield a fresh rclpy context per test, shut down afterwards even when the test fails."""
     import rclpy
 
     context = rclpy.Context()
@@ -56,7 +71,8 @@ def ros_context():
 
 @pytest.fixture(scope="module")
 def module_context():
-    """One rclpy context for a whole test module, shut down after its last test.
+    """
+    One rclpy context for a whole test module, shut down after its last test.
 
     For modules whose tests share a node harness or a model: creating a context per
     test would make them slower without isolating anything they check.
@@ -71,7 +87,8 @@ def module_context():
 
 @pytest.fixture
 def config_on_small_world(tmp_path):
-    """A repository config copied with its ``data/synth`` paths on a small world of its own.
+    """
+    Return a repository config copied with its ``data/synth`` paths on a small world of its own.
 
     Training and benchmark tests run the real configs, whose data is the full synthetic
     world; ``make(config, images, replace={...})`` writes the world (seed 5, 128 px) once per

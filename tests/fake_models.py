@@ -1,4 +1,19 @@
-"""Model doubles for node tests that check plumbing, not the network.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Model doubles for node tests that check plumbing, not the network.
 
 They return m2sa_core Results with known box masks, so a test can tell which depth
 frame a centroid came from; one of them is slow (a 7B model's 0.35-1.9 s per command)
@@ -10,9 +25,8 @@ from __future__ import annotations
 import time
 from typing import Any, Callable
 
-import numpy as np
-
 from m2sa_core.types import Granularity, Result, Target
+import numpy as np
 
 
 class BoxSegmenter:

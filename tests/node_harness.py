@@ -1,4 +1,19 @@
-"""The perception node driven by hand: tests call its callbacks and read its results.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The perception node driven by hand: tests call its callbacks and read its results.
 
 Shared by the fuzzing, fault-injection and heap tests. No executor spins: the test is
 the executor; the worker thread is real, so results arrive asynchronously and are
@@ -9,10 +24,10 @@ for waiting on what such a node does, :func:`wait_until`.
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -20,10 +35,12 @@ import numpy as np
 W, H = 32, 24
 
 
-
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
-    """``predicate()``'s first true value, polled every 20 ms; an AssertionError naming
-    ``what`` when none comes within ``timeout`` seconds."""
+    """
+    ``predicate()``'s first true value, polled every 20 ms.
+
+    An AssertionError naming ``what`` when none comes within ``timeout`` seconds.
+    """
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         value = predicate()
@@ -32,14 +49,17 @@ def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = 
         time.sleep(0.02)
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
+
 @contextmanager
 def spinning(context: Any, *nodes: Any, threads: int = 4) -> Iterator[Any]:
-    """``nodes`` served by a multi-threaded executor on a background thread, as in a
-    launched process, so the test can block (a lifecycle transition, a client call) while
-    callbacks run; the executor is shut down and its thread joined on the way out."""
-    from rclpy.executors import MultiThreadedExecutor
+    """
+    Serve ``nodes`` by a multi-threaded executor on a background thread, as in a launched process.
 
+    The test can then block (a lifecycle transition, a client call) while
+    callbacks run; the executor is shut down and its thread joined on the way out.
+    """
     from m2sa_ros.executor_spin import spin_through_destroyed_entities
+    from rclpy.executors import MultiThreadedExecutor
 
     executor = MultiThreadedExecutor(num_threads=threads, context=context)
     for node in nodes:
@@ -54,17 +74,17 @@ def spinning(context: Any, *nodes: Any, threads: int = 4) -> Iterator[Any]:
 
 
 class DirectNode:
-    """A configured, active PerceptionNode whose callbacks the test calls itself.
+    """
+    A configured, active PerceptionNode whose callbacks the test calls itself.
 
     No executor spins: the test is the executor. The worker thread is real, so results
     arrive asynchronously; they are captured at the node's result publisher.
     """
 
     def __init__(self, context: Any, segmenter: Any, namespace: str = "", **params: Any) -> None:
+        from m2sa_ros.perception_node import PerceptionNode
         from rclpy.lifecycle import TransitionCallbackReturn
         from rclpy.parameter import Parameter
-
-        from m2sa_ros.perception_node import PerceptionNode
 
         params = {"autostart": False, "wait_for_image": 0.0, "max_queue": 8, **params}
         self.segmenter = segmenter
@@ -103,7 +123,7 @@ class DirectNode:
 
 
 def image_msg(height: int, width: int, encoding: str, step: int, data: bytes, bigendian: int = 0,
-               stamp: int = 7) -> Any:
+              stamp: int = 7) -> Any:
     from sensor_msgs.msg import Image
 
     msg = Image(height=height, width=width, encoding=encoding, step=step, is_bigendian=bigendian)

@@ -1,5 +1,22 @@
-"""The node as a user runs it: an installed executable in a process of its own, ended
-with the signals a terminal Ctrl-C under ``ros2 launch`` delivers.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The node as a user runs it.
+
+An installed executable in a process of its own, ended with the signals a terminal
+Ctrl-C under ``ros2 launch`` delivers.
 
 In a terminal, Ctrl-C sends SIGINT to the whole foreground process group, so the node
 gets it at once. ``ros2 launch`` (launch's ExecuteProcess) forwards a SIGINT of its own
@@ -13,11 +30,11 @@ variable.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import signal
 import subprocess
 import threading
 import time
-from pathlib import Path
 from typing import Any, Callable
 
 LAUNCH_SIGTERM_AFTER_S = 5.0  # launch's default sigterm_timeout
@@ -79,10 +96,33 @@ def start_active_node(argv: list[str], env: dict[str, str] | None = None, cwd: P
     return node
 
 
+def ctrl_c(proc: subprocess.Popen, must_exit: bool = False, timeout: float = 30.0) -> tuple[int, str]:
+    """
+    SIGINT a process still running (a terminal's Ctrl-C); return its exit code and all it printed.
+
+    A process still there after ``timeout`` s is killed so no test leaves one behind; with
+    ``must_exit`` that is a failure naming its output (a node must end on Ctrl-C), else the
+    kill's code is returned for the test to judge.
+    """
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGINT)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, _ = proc.communicate()
+        if must_exit:
+            raise AssertionError(f"the node did not exit on SIGINT:\n{out}")
+    return proc.returncode, out
+
+
 def ctrl_c_under_launch(proc: subprocess.Popen, second_sigint_after: float,
                         sigterm_after: float = LAUNCH_SIGTERM_AFTER_S) -> list[tuple[float, str]]:
-    """SIGINT now, SIGINT again ``second_sigint_after`` s later, SIGTERM at ``sigterm_after`` s,
-    each only while the process still runs. Returns what was sent and when (s from the first)."""
+    """
+    Send SIGINT now, again ``second_sigint_after`` s later, and SIGTERM at ``sigterm_after`` s.
+
+    Each only while the process still runs. Returns what was sent and when (s from the first).
+    """
     sent: list[tuple[float, str]] = []
     start = time.monotonic()
 
@@ -115,11 +155,14 @@ def wait_done(futures: list[Any], node: NodeProcess, timeout: float) -> None:
 
 
 def hold_pending_goals(client_node: Any, ns: str, node: NodeProcess) -> list[Any]:
-    """PENDING Segment goals the node has accepted and holds: the first runs (it waits for an
-    image that never comes), the others queue behind it. Returns their result futures."""
-    from rclpy.action import ActionClient
+    """
+    PENDING Segment goals the node has accepted and holds.
 
+    The first runs (it waits for an image that never comes), the others queue behind it.
+    Returns their result futures.
+    """
     from m2sa_ros.action import Segment
+    from rclpy.action import ActionClient
 
     client = ActionClient(client_node, Segment, f"{ns}/segment")
     assert client.wait_for_server(timeout_sec=60), node.output
@@ -139,11 +182,13 @@ def assert_clean_exit(node: NodeProcess, sent: list[tuple[float, str]], code: in
 
 
 def answer_then_ctrl_c(ns: str, node: NodeProcess, ros_context: Any, second_sigint_after: float) -> None:
-    """Hold PENDING commands, send the Ctrl-C sequence, and check every command is answered
-    once, naming the signal, and the process exits 0."""
-    from rclpy.node import Node
+    """
+    Hold PENDING commands, send the Ctrl-C sequence, and check what follows.
 
+    Every command is answered once, naming the signal, and the process exits 0.
+    """
     from node_harness import spinning
+    from rclpy.node import Node
 
     client_node = Node("ctrl_c_planner", context=ros_context)
     try:

@@ -1,5 +1,22 @@
-"""A toy scene and a plain fit on one batch: what the model's tests and the benchmarks
-train and run on when the data layer is beside the point.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+A toy scene and a plain fit on one batch.
+
+What the model's tests and the benchmarks train and run on when the data layer is
+beside the point.
 
 Tests import it by name (``from toy_batches import toy_example``); the benchmarks, which
 run from the checkout, as ``tests.toy_batches``.
@@ -7,14 +24,14 @@ run from the checkout, as ``tests.toy_batches``.
 
 from __future__ import annotations
 
+from m2sa_core.model.batch import Example
 import numpy as np
 import torch
 
-from m2sa_core.model.batch import Example
-
 
 def toy_example(seed: int = 0, size: tuple[int, int] = (96, 128)) -> Example:
-    """A scene of coloured rectangles on a grey table with a two-target answer.
+    """
+    Return a scene of coloured rectangles on a grey table with a two-target answer.
 
     Enough structure for a model to overfit (tests, benchmarks); the real synthetic
     world lives in ``m2sa_core.data.synthetic``.
@@ -40,7 +57,8 @@ def toy_example(seed: int = 0, size: tuple[int, int] = (96, 128)) -> Example:
 
 
 def fit_batch(model, batch: dict, steps: int, lr: float = 2e-3, seed: int = 0) -> list[float]:
-    """Plain AdamW on one batch for ``steps`` steps; returns the loss history.
+    """
+    Plain AdamW on one batch for ``steps`` steps; returns the loss history.
 
     For smoke tests and benchmarks that need a model which actually emits [SEG]
     (a random model rarely does); real training lives in ``training/``.

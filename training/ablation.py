@@ -1,5 +1,22 @@
-"""The paper's Table 6 on the synthetic world: multiple vs single [SEG], with and without
-early local feature fusion, same data, budget and seed.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The paper's Table 6 on the synthetic world.
+
+Multiple vs single [SEG], with and without early local feature fusion, same data,
+budget and seed.
 
     python -m training.ablation --config training/tiny/3_m2sa.yaml --out runs/ablation \
         --data-dir data/heldout model.init_from=runs/tiny/2_language/final
@@ -22,17 +39,16 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 import random
 import sys
 import time
-from pathlib import Path
-
-import numpy as np
-from tqdm import tqdm
 
 from m2sa_core.data.builder import SampleBuilder
-from m2sa_core.inference import Segmenter
 from m2sa_core.evaluation.metrics import IoUAccumulator, SegmentationEvaluator
+from m2sa_core.inference import Segmenter
+import numpy as np
+from tqdm import tqdm
 from training.checkpoints import checkpoint_step, latest_intact_checkpoint
 from training.config import DataSourceConfig, load_config
 from training.distributed import DistInfo, resolve_device
@@ -51,8 +67,11 @@ TEST_FILES = ("MMR_test_obj_only.json", "MMR_test_part_only.json", "MMR_test_mix
 
 def score(model_dir: Path, data_dir: Path, max_items: int, device: str = "cpu",
           duplicate_iou: float | None = None) -> dict:
-    """Per-target and union scores of the variant's free answers; ``duplicate_iou`` as
-    ``Segmenter``'s (None: the model's own setting)."""
+    """
+    Per-target and union scores of the variant's free answers.
+
+    ``duplicate_iou`` as ``Segmenter``'s (None: the model's own setting).
+    """
     segmenter = Segmenter.from_pretrained(model_dir, device=device, duplicate_iou=duplicate_iou)
     builder = SampleBuilder(segmenter.tokenizer)
     per_target = SegmentationEvaluator("generative")
@@ -80,15 +99,23 @@ def scores_name(duplicate_iou: float | None) -> str:
 
 
 def resume_step(ckpt_root: Path) -> int:
-    """The step a resumed variant continues from (0 for a fresh one): ``train_s`` times only
-    the invocation that finished, so the table must say which steps that was."""
+    """
+    Return the step a resumed variant continues from (0 for a fresh one).
+
+    ``train_s`` times only the invocation that finished, so the table must say which
+    steps that was.
+    """
     latest = latest_intact_checkpoint(ckpt_root)
     return checkpoint_step(latest) if latest is not None else 0
 
 
 def run_variant(config, run_dir: Path, data_dir: Path, max_items: int, duplicate_iou: float | None = None) -> dict:
-    """Train (or resume) one variant and score it once: the scores are kept beside its
-    model, so a later run (the table over variants trained side by side) reuses them."""
+    """
+    Train (or resume) one variant and score it once.
+
+    The scores are kept beside its model, so a later run (the table over variants
+    trained side by side) reuses them.
+    """
     scores_file = run_dir / scores_name(duplicate_iou)
     if scores_file.exists():
         return json.loads(scores_file.read_text())
@@ -111,7 +138,8 @@ SPLIT_COLUMNS = (("test_obj_only", "obj"), ("test_part_only", "part"), ("test_mi
 
 def variant_config(config_path: str, overrides: list[str], out_dir: Path, seg_mode: str, fusion: bool,
                    steps: int | None):
-    """The stage config with only this variant's differences: ``seg_mode`` and early fusion.
+    """
+    Return the stage config with only this variant's differences: ``seg_mode`` and early fusion.
 
     Fusion is set as one key of ``model.overrides``, so the config's other model overrides
     (stage 3's IoU-head loss weight) stay as the shipped model trained with them; ``steps``
@@ -162,7 +190,7 @@ def markdown(results: list[dict], command: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="m2sa-ablation", description=__doc__,
+    parser = argparse.ArgumentParser(prog="m2sa-ablation", description=__doc__.strip(),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", default="training/tiny/3_m2sa.yaml")
     parser.add_argument("--data-dir", default=None, help="synthetic world whose test splits score the variants "

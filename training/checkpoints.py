@@ -1,4 +1,19 @@
-"""Training checkpoints that survive ``kill -9`` and a truncated disk.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Training checkpoints that survive ``kill -9`` and a truncated disk.
 
 A checkpoint is a directory ``step_XXXXXXXX`` holding the trainable weights
 (safetensors), the optimizer and scheduler states, the RNG states and the step, plus a
@@ -10,20 +25,19 @@ checkpoint wins: a file truncated after the fact is detected and skipped.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import json
 import logging
 import os
+from pathlib import Path
 import pickle
 import random
 import shutil
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from safetensors.torch import load_file, save_file
-
+import torch
 from training.file_hash import file_hexdigest
 
 log = logging.getLogger(__name__)
@@ -123,7 +137,7 @@ def save_checkpoint(root: Path, state: TrainingState, keep: int = 3) -> Path:
 
 
 def checkpoint_step(path: Path) -> int:
-    """The optimizer step a checkpoint directory was written at, read from its name."""
+    """Return the optimizer step a checkpoint directory was written at, read from its name."""
     return int(path.name[len(PREFIX):])
 
 
@@ -172,7 +186,7 @@ def load_checkpoint(path: Path) -> TrainingState:
 
 
 def latest_intact_checkpoint(root: Path) -> Path | None:
-    """The newest checkpoint whose files all match their manifest; damaged ones are logged."""
+    """Return the newest checkpoint whose files all match their manifest; damaged ones are logged."""
     for path in reversed(list_checkpoints(root)):
         problem = verify_checkpoint(path)
         if problem is None:

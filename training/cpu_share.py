@@ -1,4 +1,19 @@
-"""Warn before a CPU training shares its cores with busy processes at more threads than are free.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Warn before a CPU training shares its cores with busy processes at more threads than are free.
 
 Torch's OpenMP threads spin while they wait for each other. Two two-thread trainings on a
 two-core machine do not each run at half speed: they preempt each other's spinning threads
@@ -9,8 +24,8 @@ nothing in a training's own output says why it crawls, so the check runs before 
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+import os
 
 import psutil
 import torch
@@ -41,8 +56,11 @@ SAMPLE_S = 0.3  # long enough to see a busy core, short beside any training's st
 
 
 def measure_cpu_share(interval_s: float = SAMPLE_S) -> CpuShare:
-    """Sample the machine's CPU use for ``interval_s`` while this process sleeps, so what is
-    busy is other processes' work."""
+    """
+    Sample the machine's CPU use for ``interval_s`` while this process sleeps.
+
+    What is busy during that sleep is other processes' work.
+    """
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
     busy_fraction = psutil.cpu_percent(interval=interval_s) / 100.0
     machine_cores = psutil.cpu_count() or cores
@@ -51,9 +69,12 @@ def measure_cpu_share(interval_s: float = SAMPLE_S) -> CpuShare:
 
 
 def warn_if_oversubscribed(device: torch.device, interval_s: float = SAMPLE_S) -> CpuShare | None:
-    """Print the advice when a CPU run would start with more threads than free cores;
-    returns the measurement (None on other devices, whose threads only feed the GPU, and
-    with one thread, which cannot spin against itself: neither pays for the sample)."""
+    """
+    Print the advice when a CPU run would start with more threads than free cores.
+
+    Returns the measurement (None on other devices, whose threads only feed the GPU, and
+    with one thread, which cannot spin against itself: neither pays for the sample).
+    """
     if device.type != "cpu" or torch.get_num_threads() <= 1:
         return None
     share = measure_cpu_share(interval_s)

@@ -1,4 +1,19 @@
-"""Process-group setup for torchrun (DDP) and the collectives evaluation needs.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Process-group setup for torchrun (DDP) and the collectives evaluation needs.
 
 One entry point serves a laptop and a cluster: without torchrun's environment it is a
 single process; under ``torchrun --nproc-per-node N`` it joins the group with gloo on
@@ -7,8 +22,8 @@ CPU and NCCL on GPUs.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
+import os
 
 import torch
 import torch.distributed as dist

@@ -1,4 +1,19 @@
-"""``m2sa-eval``: gIoU / cIoU of a model on MMR-format data, under either protocol.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+``m2sa-eval``: gIoU / cIoU of a model on MMR-format data, under either protocol.
 
     m2sa-eval --model models/m2sa-tiny-synth --data data/synth/MMR_test_mixed.json \
               --image-root data/synth/images --protocol generative --out runs/eval.json
@@ -24,32 +39,32 @@ one), and mask-type accuracy (R2SM, the synthetic world's amodal questions).
 from __future__ import annotations
 
 import argparse
+from dataclasses import dataclass
 import json
 import logging
+from pathlib import Path
 import random
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Iterable, Sequence
 
-import numpy as np
-import torch
-from tqdm import tqdm
-
 from m2sa_core.cli_errors import cli_entry
+from m2sa_core.data.builder import SampleBuilder
 from m2sa_core.evaluation.answer_errors import AnswerErrorCounter
 from m2sa_core.evaluation.answer_errors import markdown as answer_errors_markdown
 from m2sa_core.evaluation.answer_errors import markdown_by_number, markdown_by_question, report_by_question
-from m2sa_core.data.builder import SampleBuilder
-from m2sa_core.prompt import sanitize_command
-from m2sa_core.inference import DEFAULT_MAX_NEW_TOKENS, DTYPE_NAMES, Segmenter, dtype_from_name
-from m2sa_core.types import MaskType
-from m2sa_core.evaluation.metrics import AmodalEvaluator, SegmentationEvaluator, SplitReport, format_report, pair_masks
+from m2sa_core.evaluation.metrics import AmodalEvaluator, format_report, pair_masks, SegmentationEvaluator, SplitReport
+from m2sa_core.evaluation.target_breakdown import markdown as targets_markdown
+from m2sa_core.evaluation.target_breakdown import score_targets
+from m2sa_core.evaluation.target_breakdown import summarise as summarise_targets
+from m2sa_core.evaluation.target_breakdown import target_kind
+from m2sa_core.inference import DEFAULT_MAX_NEW_TOKENS, dtype_from_name, DTYPE_NAMES, Segmenter
 from m2sa_core.model.batch import collate
 from m2sa_core.model.quantization import MODES as QUANTIZATION_MODES
-from m2sa_core.evaluation.target_breakdown import markdown as targets_markdown
-from m2sa_core.evaluation.target_breakdown import score_targets, target_kind
-from m2sa_core.evaluation.target_breakdown import summarise as summarise_targets
+from m2sa_core.prompt import sanitize_command
+from m2sa_core.types import MaskType
+import numpy as np
+import torch
+from tqdm import tqdm
 from training.config import DataSourceConfig
 from training.distributed import DistInfo, init_distributed, shutdown
 from training.sources import open_source
@@ -66,7 +81,11 @@ TABLE_TITLES = {"val": "val", "test_obj_only": "test (obj-only)", "test_part_onl
 
 
 def select_queries(records: Sequence, reasonseg_queries: str = "first") -> list:
-    """ReasonSeg images carry several queries: the authors score only the first of each image."""
+    """
+    Keep the queries the authors score: the first of each ReasonSeg image ("first"), or all.
+
+    ReasonSeg images carry several queries; the authors score only the first of each image.
+    """
     if reasonseg_queries not in REASONSEG_QUERIES:
         raise ValueError(f"reasonseg_queries must be one of {REASONSEG_QUERIES}, got {reasonseg_queries!r}")
     if reasonseg_queries == "all":
@@ -75,7 +94,8 @@ def select_queries(records: Sequence, reasonseg_queries: str = "first") -> list:
 
 
 def eval_command(builder: SampleBuilder, record) -> str:
-    """The user's command for a record, fixed per record so every run asks the same thing.
+    """
+    Return the user's command for a record, fixed per record so every run asks the same thing.
 
     ReasonSeg queries are wrapped in LISA's question templates, as LISA's evaluation does;
     every other dataset's question is already what a user would say to the robot, so it
@@ -127,7 +147,7 @@ def teacher_forced_predictions(segmenter: Segmenter, builder: SampleBuilder, rec
 
 @torch.no_grad()
 def generative_predictions(segmenter: Segmenter, image: np.ndarray, command: str, frame_key: str):
-    """(Result, Predictions) of a free answer; both masks of every target are decoded."""
+    """Return (Result, Predictions) of a free answer; both masks of every target are decoded."""
     timings: dict[str, float] = {}
     entry = segmenter.stages.encode_frame(image, frame_key, timings)
     (generation,) = segmenter.stages.generate(entry.features, [segmenter.prompt_ids(command)], timings)
@@ -141,7 +161,8 @@ def generative_predictions(segmenter: Segmenter, image: np.ndarray, command: str
 
 
 def score_amodal(evaluator: AmodalEvaluator, preds: Predictions, record, requested_gts: list[np.ndarray]) -> None:
-    """Add one record's visible, amodal and mask-type scores where it has their ground truth.
+    """
+    Add one record's visible, amodal and mask-type scores where it has their ground truth.
 
     ``mask_rle`` is the mask the command asks for, so it is the visible ground truth
     unless the command asks for the complete shape.
@@ -165,7 +186,8 @@ def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, spl
                      answers: AnswerErrorCounter | None = None,
                      answer_log: list[dict] | None = None,
                      target_log: list[dict] | None = None) -> dict[str, SplitReport]:
-    """Score ``records`` (this rank takes every world_size-th one) and all-reduce the sums.
+    """
+    Score ``records`` (this rank takes every world_size-th one) and all-reduce the sums.
 
     With ``amodal`` given, visible, amodal and mask-type scores are added to it as well;
     with ``answers`` given, each free answer's kind of mistake about its targets
@@ -234,9 +256,8 @@ def gather_log(entries: list[dict]) -> list[dict]:
 
 def _save_overlay(out_dir: Path, index: int, image: np.ndarray, record, result) -> None:
     import cv2
-    from PIL import Image
-
     from m2sa_core.visualize import overlay_targets
+    from PIL import Image
 
     out_dir.mkdir(parents=True, exist_ok=True)
     tinted = overlay_targets(image, result.targets)
@@ -249,8 +270,8 @@ def _save_overlay(out_dir: Path, index: int, image: np.ndarray, record, result) 
 def markdown_table(reports: dict[str, SplitReport], title: str) -> str:
     """Laid out like the paper's Table 2: one gIoU/cIoU column pair per split."""
     splits = [s for s in TABLE_ORDER if s in reports] + [s for s in reports if s not in TABLE_ORDER]
-    head = "| " + title + " | " + " | ".join(f"{TABLE_TITLES.get(s, s)} gIoU | {TABLE_TITLES.get(s, s)} cIoU"
-                                            for s in splits) + " |"
+    head = "| " + title + " | " + " | ".join(
+        f"{TABLE_TITLES.get(s, s)} gIoU | {TABLE_TITLES.get(s, s)} cIoU" for s in splits) + " |"
     rule = "|---|" + "---:|---:|" * len(splits)
     row = "| " + reports[splits[0]].protocol + " | " + " | ".join(
         f"{100 * reports[s].giou:.1f} | {100 * reports[s].ciou:.1f}" for s in splits) + " |"
@@ -279,7 +300,7 @@ def amodal_markdown(report: dict[str, dict]) -> str:
 
 def evaluate_sources(model, tokenizer, sources: Iterable[DataSourceConfig], protocol: str = "generative",
                      max_items: int = 0, info: DistInfo = DistInfo()) -> dict[str, dict]:
-    """Evaluation during training: the in-memory model on the configured eval sources."""
+    """Evaluate during training: the in-memory model on the configured eval sources."""
     segmenter = Segmenter(model, tokenizer, device=model.device, dtype=model.dtype)
     records = []
     for src in sources:
@@ -293,7 +314,7 @@ def evaluate_sources(model, tokenizer, sources: Iterable[DataSourceConfig], prot
 
 @cli_entry("m2sa-eval")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="m2sa-eval", description=__doc__,
+    parser = argparse.ArgumentParser(prog="m2sa-eval", description=__doc__.strip(),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--model", required=True, help="checkpoint directory (our format)")
     parser.add_argument("--data", nargs="+", help="MMR-format JSON file(s) (not with --protocol tracking)")
@@ -380,7 +401,8 @@ def main(argv: list[str] | None = None) -> int:
             table += markdown_by_question(payload["answers_by_question"])
         by_target = targets_markdown(payload["targets"])
         if by_target:
-            table += "\n\ngIoU by what each target is and by its size (targets only: extra predictions are in no row):\n\n"
+            table += ("\n\ngIoU by what each target is and by its size "
+                      "(targets only: extra predictions are in no row):\n\n")
             table += by_target
         out.with_suffix(".md").write_text(table + "\n")
         print(format_report(reports))

@@ -1,4 +1,19 @@
-"""``m2sa-export``: write a model in our checkpoint format, LoRA merged.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+``m2sa-export``: write a model in our checkpoint format, LoRA merged.
 
 Four inputs, one output format (config.json + model.safetensors + tokenizer files):
 
@@ -22,22 +37,20 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
-import sys
 from pathlib import Path
-
-import torch
+import sys
 
 from m2sa_core.cli_errors import cli_entry
-from m2sa_core.model.checkpoint import (from_pretrained, import_authors_checkpoint,
-                                        import_llava_sam, save_pretrained)
+from m2sa_core.model.checkpoint import from_pretrained, import_authors_checkpoint, import_llava_sam, save_pretrained
 from m2sa_core.model.trainable import has_lora, merge_lora
+import torch
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @cli_entry("m2sa-export")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="m2sa-export", description=__doc__,
+    parser = argparse.ArgumentParser(prog="m2sa-export", description=__doc__.strip(),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     source = parser.add_mutually_exclusive_group(required=True)
     source.add_argument("--model", help="a checkpoint directory of ours")

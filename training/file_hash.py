@@ -1,4 +1,19 @@
-"""Hex digest of a file's bytes, read in fixed-size chunks.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Hex digest of a file's bytes, read in fixed-size chunks.
 
 ``hashlib.file_digest`` does the same but arrived in Python 3.11; the project stays
 importable on Python 3.10, the interpreter of ROS 2 Humble (docs/ROS_INTERFACE.md,

@@ -1,4 +1,19 @@
-"""Fully sharded data parallel (PyTorch FSDP2) for models that do not fit DDP.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Fully sharded data parallel (PyTorch FSDP2) for models that do not fit DDP.
 
 DDP keeps a full copy of the weights, gradients and optimizer state on every GPU; with
 the paper's LoRA split that fits 7B on 80 GB cards, but a larger model, a full
@@ -13,15 +28,18 @@ from __future__ import annotations
 
 import copy
 
-import torch
-from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
-                                                     get_optimizer_state_dict, set_model_state_dict,
-                                                     set_optimizer_state_dict)
-from torch.distributed.device_mesh import init_device_mesh
-from torch.distributed.fsdp import fully_shard
-
 from m2sa_core.model.m2sa import M2SAModel
 from m2sa_core.model.trainable import add_lora, has_lora
+import torch
+from torch.distributed.checkpoint.state_dict import (
+    get_model_state_dict,
+    get_optimizer_state_dict,
+    set_model_state_dict,
+    set_optimizer_state_dict,
+    StateDictOptions,
+)
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import fully_shard
 
 FULL = StateDictOptions(full_state_dict=True, cpu_offload=True)
 
@@ -52,7 +70,8 @@ def load_full_state(model: M2SAModel, optimizer: torch.optim.Optimizer, trainabl
 
 
 def unsharded_copy(model: M2SAModel, build: bool) -> M2SAModel | None:
-    """A plain CPU model with the full weights, e.g. for ``save_pretrained``.
+    """
+    Return a plain CPU model with the full weights, e.g. for ``save_pretrained``.
 
     Gathering is a collective (every rank calls this); only the rank with ``build`` set
     (rank 0) assembles the model, the others get None.

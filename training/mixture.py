@@ -1,4 +1,19 @@
-"""The dataset mixture: which samples make up each optimizer step.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The dataset mixture: which samples make up each optimizer step.
 
 Sampling is a pure function of (seed, step, slot), not the state of an iterator. That
 is what makes three properties cheap: a resumed run sees exactly the samples an
@@ -9,8 +24,8 @@ gradient accumulation sees the same global batch as N processes without it.
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
+import logging
 from typing import Callable, Sequence
 
 import numpy as np
@@ -44,7 +59,8 @@ class Mixture:
                              "dropped silently: fix its path or image_root, or remove it from the config)")
         rates = np.array([s.rate for s in sources], dtype=np.float64)
         if (rates <= 0).any():
-            raise ValueError(f"sample rates must be positive: {dict((s.name, s.rate) for s in sources)}")
+            by_name = {s.name: s.rate for s in sources}
+            raise ValueError(f"sample rates must be positive: {by_name}")
         self.sources = sources
         self.probabilities = rates / rates.sum()
         self.seed = seed
@@ -63,7 +79,8 @@ class Mixture:
 
     def build_group(self, step: int, slot: int, make: Callable[[object, Draw], object], size: int,
                     max_attempts: int = 20) -> list:
-        """The slot's sample and up to ``size - 1`` more questions about the same image.
+        """
+        Return the slot's sample and up to ``size - 1`` more questions about the same image.
 
         The authors' datasets put up to 3 questions of one image in a sample (each its
         own conversation over the shared image); ``size`` 1 is one question per slot.
@@ -104,8 +121,12 @@ class Mixture:
 
     def _build_with_draw(self, step: int, slot: int, make: Callable[[object, Draw], object],
                          max_attempts: int = 20):
-        """``make(record, draw)`` for the slot; a sample that fails to build is reported and
-        replaced by a deterministic redraw, so a bad entry never stops training."""
+        """
+        ``make(record, draw)`` for the slot.
+
+        A sample that fails to build is reported and replaced by a deterministic redraw,
+        so a bad entry never stops training.
+        """
         for attempt in range(max_attempts):
             draw = self.draw(step, slot, attempt)
             source = self.sources[draw.source]
@@ -117,7 +138,7 @@ class Mixture:
 
 
 def _image_key(record) -> str | None:
-    """What identifies a record's image: its file, else its image id; None when it has neither."""
+    """Return what identifies a record's image: its file, else its image id; None when it has neither."""
     path = getattr(record, "image_path", None)
     if path is not None:
         return str(path)

@@ -1,3 +1,17 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Build the model, tokenizer, sample builder and image processor a training run uses."""
 
 from __future__ import annotations
@@ -6,8 +20,6 @@ import logging
 from pathlib import Path
 from typing import Sequence
 
-import torch
-
 from m2sa_core.data.builder import SampleBuilder
 from m2sa_core.data.templates import ANSWER_TEMPLATES, LONG_QUESTION_TEMPLATES, SHORT_QUESTION_TEMPLATES
 from m2sa_core.model.config import M2SAConfig
@@ -15,6 +27,7 @@ from m2sa_core.model.m2sa import M2SAModel
 from m2sa_core.model.preprocess import ImageProcessor
 from m2sa_core.model.presets import attach_tokenizer, get_preset
 from m2sa_core.model.tokenizer import builtin_corpus, train_tokenizer
+import torch
 from training.config import ModelConfig, TrainConfig
 from training.mixture import Source
 from training.sources import open_sources
@@ -79,9 +92,12 @@ def build_training_model(config: TrainConfig, sources: Sequence[Source], device:
 
 
 def preset_config(mc: ModelConfig) -> M2SAConfig:
-    """The config a model built from scratch gets: preset ``mc.preset`` with ``mc.overrides``
-    applied. Stage 1 of the tiny model builds this way, so the shipped model's shapes are
-    this config's (tests/training/test_staged_training.py)."""
+    """
+    Return the config a model built from scratch gets: preset ``mc.preset`` with ``mc.overrides`` applied.
+
+    Stage 1 of the tiny model builds this way, so the shipped model's shapes are this
+    config's (tests/training/test_staged_training.py).
+    """
     model_config = get_preset(mc.preset)
     for key, value in mc.overrides.items():
         _override(model_config, key, value)
@@ -101,10 +117,14 @@ def freeze_prefixes(model, prefixes) -> None:
 
 
 def optimizer_groups(model, lr: float, lr_scale: dict[str, float]) -> list[dict]:
-    """The trainable parameters as AdamW groups: one at ``lr``, one per ``lr_scale`` prefix at
-    its factor of ``lr`` (the longest matching prefix wins). A prefix that names no trainable
-    parameter, or a factor that is not positive, is an error: both are typos that would
-    otherwise train at the wrong rate without a word."""
+    """
+    Return the trainable parameters as AdamW groups.
+
+    One at ``lr``, one per ``lr_scale`` prefix at its factor of ``lr`` (the longest matching
+    prefix wins). A prefix that names no trainable parameter, or a factor that is not
+    positive, is an error: both are typos that would otherwise train at the wrong rate
+    without a word.
+    """
     prefixes = sorted(lr_scale, key=len, reverse=True)
     for prefix, factor in lr_scale.items():
         if not factor > 0:
@@ -135,7 +155,7 @@ def _override(target, dotted: str, value) -> None:
 
 
 def trainable_state(model) -> dict[str, torch.Tensor]:
-    """The parameters that training changes (what a checkpoint must keep)."""
+    """Return the parameters that training changes (what a checkpoint must keep)."""
     return {name: p.detach() for name, p in model.named_parameters() if p.requires_grad}
 
 
@@ -163,7 +183,8 @@ def save_trained_model(model, tokenizer, out_dir: Path) -> None:
 
 
 def model_at_checkpoint(checkpoint: str | Path, device: torch.device | str = "cpu"):
-    """(model, tokenizer) of a training checkpoint (``<out_dir>/checkpoints/step_N``).
+    """
+    (model, tokenizer) of a training checkpoint (``<out_dir>/checkpoints/step_N``).
 
     A checkpoint keeps only what training changes, so the model is rebuilt the way the run
     built it (its ``config.json``: the ``init_from`` model, or a tokenizer trained on its
@@ -186,4 +207,3 @@ def model_at_checkpoint(checkpoint: str | Path, device: torch.device | str = "cp
     model, tokenizer, _, _ = build_training_model(config, sources, torch.device(device))
     load_trainable_state(model, state.trainables)
     return model.eval(), tokenizer
-

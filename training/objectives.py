@@ -1,4 +1,19 @@
-"""What a training step optimises: one :class:`Objective` per ``objective`` of the config.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+What a training step optimises: one :class:`Objective` per ``objective`` of the config.
 
 Staged training (docs/TRAINING.md) runs the same loop, checkpoints and resume for every
 stage; only the samples, their batch, the loss and the in-loop eval differ:
@@ -78,7 +93,7 @@ OBJECTIVES: dict[str, Objective] = {
 
 
 def objective_of(name: str) -> Objective:
-    """The :class:`Objective` called ``name``; a clear error for an unknown one."""
+    """Return the :class:`Objective` called ``name``; a clear error for an unknown one."""
     try:
         return OBJECTIVES[name]
     except KeyError:

@@ -1,14 +1,30 @@
-"""``m2sa-overlap``: refuse to train on an image that an evaluation scores.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+r"""
+``m2sa-overlap``: refuse to train on an image that an evaluation scores.
 
 A figure measured on images the model trained on says nothing about unseen ones, and the
 leak is easy to miss when stages read different data sets: the synthetic world draws image
 k from (seed, k) alone, so a larger world of the same seed holds a smaller one's val and
 test images in its own training split. This reads each training config's ``data``
 sources and compares their image files, byte for byte (SHA-1), with those of the
-evaluation files named by ``--against`` and of the config's own ``eval_data``. File names do not count: two worlds both have a ``000042.png``, and only
-when the bytes agree is it the same image. A re-encoded or resized copy is not caught.
+evaluation files named by ``--against`` and of the config's own ``eval_data``. File names
+do not count: two worlds both have a ``000042.png``, and only when the bytes agree is it
+the same image. A re-encoded or resized copy is not caught.
 
-    m2sa-overlap --config training/tiny/1b_clip.yaml training/tiny/3_m2sa.yaml \\
+    m2sa-overlap --config training/tiny/1b_clip.yaml training/tiny/3_m2sa.yaml \
         --against data/synth/MMR_val.json data/heldout/MMR_test_mixed.json
 
 Exit status 0 when no training image is an evaluation image, 1 when one is (one line per
@@ -18,15 +34,14 @@ config, with the first pair), 2 for a config or file that cannot be read.
 from __future__ import annotations
 
 import argparse
-import sys
 from dataclasses import dataclass
 from pathlib import Path
+import sys
 from typing import Iterable, Sequence
-
-from tqdm import tqdm
 
 from m2sa_core.cli_errors import cli_entry
 from m2sa_core.data.readers import read_dataset
+from tqdm import tqdm
 from training.config import DataSourceConfig, load_config
 from training.file_hash import file_hexdigest
 from training.sources import open_source
@@ -66,12 +81,12 @@ def _sha1(path: Path) -> str:
 
 
 def source_images(source: DataSourceConfig) -> list[Path]:
-    """The image files a configured data source would train on."""
+    """Return the image files a configured data source would train on."""
     return [record.image_path for record in open_source(source).items]
 
 
 def eval_file_images(path: str, image_root: str | None = None) -> list[Path]:
-    """The image files of an evaluation file (MMR, synthetic, R2SM, AmodalReasonSeg, ReasonSeg)."""
+    """Return the image files of an evaluation file (MMR, synthetic, R2SM, AmodalReasonSeg, ReasonSeg)."""
     return [record.image_path for record in read_dataset(path, image_root)]
 
 
@@ -81,7 +96,8 @@ def shared_images(train: dict[str, Path], evaluation: dict[str, tuple[Path, str]
     return sorted(pairs, key=lambda pair: str(pair.train_path))
 
 
-def check_configs(configs: Sequence[str], against: Sequence[str], progress: bool = True) -> dict[str, list[SharedImage]]:
+def check_configs(configs: Sequence[str], against: Sequence[str],
+                  progress: bool = True) -> dict[str, list[SharedImage]]:
     """Per config, the training images that are evaluation images (``against`` and its own eval_data)."""
     digests = ImageDigests(progress)
     fixed: dict[str, tuple[Path, str]] = {}
@@ -111,8 +127,9 @@ def report_line(config: str, shared: list[SharedImage]) -> str:
 
 @cli_entry("m2sa-overlap")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="m2sa-overlap", description=__doc__.splitlines()[0])
-    parser.add_argument("--config", nargs="+", required=True, help="training config(s) (YAML), as m2sa-train reads them")
+    parser = argparse.ArgumentParser(prog="m2sa-overlap", description=__doc__.strip().splitlines()[0])
+    parser.add_argument("--config", nargs="+", required=True,
+                        help="training config(s) (YAML), as m2sa-train reads them")
     parser.add_argument("--against", nargs="*", default=[],
                         help="evaluation files (MMR, R2SM, AmodalReasonSeg JSON or a ReasonSeg folder); "
                              "each config's own eval_data is always compared as well")

@@ -1,4 +1,19 @@
-"""How well SAM segments from prompts: the check of staged training's first stage.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+How well SAM segments from prompts: the check of staged training's first stage.
 
 Every region of a ``mask_annotations`` file is prompted twice, with its exact box and
 with one point at the pixel of its visible mask furthest from the border (the most
@@ -17,15 +32,14 @@ from collections import defaultdict
 from typing import Sequence
 
 import cv2
-import numpy as np
-import torch
-
 from m2sa_core.evaluation.metrics import mask_iou
+from m2sa_core.evaluation.target_breakdown import size_range, SIZE_RANGES
 from m2sa_core.model.m2sa import AMODAL_MASK_TOKEN, VISIBLE_MASK_TOKEN
 from m2sa_core.model.preprocess import ImageProcessor
 from m2sa_core.model.promptable import prompted_mask_logits
-from m2sa_core.evaluation.target_breakdown import SIZE_RANGES, size_range
 from m2sa_core.types import mask_bbox
+import numpy as np
+import torch
 from training.eval_mode import eval_mode
 
 
@@ -50,9 +64,12 @@ def evaluate_promptable(model, records: Sequence, max_items: int = 0) -> dict[st
 
 
 def _region_ious(model, records: Sequence) -> dict[str, list[float]]:
-    """The IoU of every non-empty region of ``records`` from its box and from its central
-    point, keyed by prompt kind and granularity (``box_miou_part``), and from its box by
-    the size of its visible mask in the image's own pixels (``box_miou_small``)."""
+    """
+    Return the IoU of every non-empty region of ``records`` from its box and from its central point.
+
+    Keyed by prompt kind and granularity (``box_miou_part``), and from its box by the size
+    of its visible mask in the image's own pixels (``box_miou_small``).
+    """
     processor = ImageProcessor(model.config)
     scores: dict[str, list[float]] = defaultdict(list)
     for record in records:
@@ -71,8 +88,8 @@ def _region_ious(model, records: Sequence) -> dict[str, list[float]]:
         box_t = torch.tensor([[x, y, x + bw, y + bh] for x, y, bw, bh in boxes], dtype=torch.float32) * scale.repeat(2)
         points = torch.tensor([[central_point(visible[i])] for i in keep], dtype=torch.float32) * scale
         labels = torch.ones(points.shape[:2], dtype=torch.long)
-        for kind, prompt in (("box", dict(boxes=box_t, points=None, point_labels=None)),
-                             ("point", dict(boxes=None, points=points, point_labels=labels))):
+        for kind, prompt in (("box", {"boxes": box_t, "points": None, "point_labels": None}),
+                             ("point", {"boxes": None, "points": points, "point_labels": labels})):
             low_res, _ = prompted_mask_logits(model, embedding, **prompt, upsampling=upsampling)
             both = model.upscale_masks(low_res.flatten(0, 1)[:, None], (rh, rw), (h, w))
             both = (both.unflatten(0, (len(keep), 2)) > 0).cpu().numpy()

@@ -1,4 +1,19 @@
-"""LISA-style single-[SEG] samples, for the paper's Table 6 ablation.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+LISA-style single-[SEG] samples, for the paper's Table 6 ablation.
 
 LISA answers with one [SEG] however many targets a question has, and its one mask must
 cover them all. Turning an M2SA sample into that form (same image, same question, one
@@ -9,15 +24,14 @@ from __future__ import annotations
 
 import dataclasses
 
+from m2sa_core.prompt import build_conversation, SEG_TOKEN, tokenize_conversation
 import numpy as np
-
-from m2sa_core.prompt import SEG_TOKEN, build_conversation, tokenize_conversation
 
 SINGLE_SEG_ANSWER = f"Sure, it is {SEG_TOKEN}."
 
 
 def to_single_seg(sample, tokenizer, use_im_start_end: bool = False):
-    """The same question answered with one [SEG] whose mask is the union of all targets."""
+    """Return the same question answered with one [SEG] whose mask is the union of all targets."""
     prompt, answer_turn = build_conversation(sample.command, SINGLE_SEG_ANSWER, use_im_start_end)
     input_ids, labels = tokenize_conversation(tokenizer, prompt, answer_turn)
     union = sample.masks.any(axis=0, keepdims=True)

@@ -1,4 +1,19 @@
-"""The configured data sources of the training mixture and evaluation, opened.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The configured data sources of the training mixture and evaluation, opened.
 
 Each source's ``kind`` names its reader in the one registry,
 :data:`m2sa_core.data.readers.READERS` (or ``module:function`` for the pluggable
@@ -45,8 +60,11 @@ def open_source(src: DataSourceConfig, strict: bool = False) -> Source:
 
 
 def _filtered(records, src: DataSourceConfig, name: str):
-    """The view ``min_instances``, ``min_targets`` and ``families`` ask for; an empty view is an
-    error naming the filter."""
+    """
+    Return the view ``min_instances``, ``min_targets`` and ``families`` ask for.
+
+    An empty view is an error naming the filter.
+    """
     keep = []
     if src.min_targets > 1:
         keep.append((f"has {src.min_targets} or more targets (min_targets)",
@@ -67,10 +85,14 @@ def _filtered(records, src: DataSourceConfig, name: str):
 
 
 def most_instances_of_one_object(record: SegRecord) -> int:
-    """How many instances of its most listed object an answer names: 3 for "pan_1's bottom,
-    pan_2's bottom and pan_3's bottom", 1 for "mug_1 and mug_1's handle" (one mug). Targets a
-    dataset does not number (``instance`` 0) cannot be told apart, as in
-    :func:`m2sa_core.evaluation.answer_errors.answer_error`: they count as one instance."""
+    """
+    How many instances of its most listed object an answer names.
+
+    3 for "pan_1's bottom, pan_2's bottom and pan_3's bottom", 1 for "mug_1 and mug_1's
+    handle" (one mug). Targets a dataset does not number (``instance`` 0) cannot be told
+    apart, as in :func:`m2sa_core.evaluation.answer_errors.answer_error`: they count as one
+    instance.
+    """
     instances: dict[str, set] = {}
     for target in record.targets:
         instances.setdefault(target.object_name, set()).add(target.instance)

@@ -1,4 +1,19 @@
-"""The in-loop evaluation of each training objective (``eval_every``, and after the last step).
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The in-loop evaluation of each training objective (``eval_every``, and after the last step).
 
 Each stage measures what it trains: M2SA its generative gIoU and cIoU, SAM's promptable
 stage its box- and point-prompt mIoU, the patch-alignment stage CLIP's nearest-word
@@ -29,7 +44,7 @@ def report_eval(config: TrainConfig, step: int, report: dict[str, dict[str, floa
 
 
 def m2sa_eval(model, tokenizer, config: TrainConfig, step: int, info: DistInfo, writer, builder) -> None:
-    """Generative gIoU and cIoU on the eval sources, shared across ranks."""
+    """Log the generative gIoU and cIoU on the eval sources, shared across ranks."""
     from training.evaluate import evaluate_sources
 
     with eval_mode(model):
@@ -58,8 +73,11 @@ def promptable_eval(model, tokenizer, config: TrainConfig, step: int, info: Dist
 
 
 def patch_word_report(model, tokenizer, builder, records: list) -> dict[str, float]:
-    """Nearest-word accuracy of CLIP's patch tokens over ``records`` as one batch, against
-    ``builder``'s candidate words, per true instance word as well (``instance_2``...)."""
+    """
+    Return the nearest-word accuracy of CLIP's patch tokens over ``records`` as one batch.
+
+    Against ``builder``'s candidate words, per true instance word as well (``instance_2``...).
+    """
     from m2sa_core.model.patch_alignment import clip_grid, collate_patch_words, patch_word_accuracy
     from m2sa_core.model.preprocess import ImageProcessor
     import torch
@@ -72,7 +90,8 @@ def patch_word_report(model, tokenizer, builder, records: list) -> dict[str, flo
 
 
 def patch_word_eval(model, tokenizer, config: TrainConfig, step: int, info: DistInfo, writer, builder) -> None:
-    """Nearest-word accuracy of CLIP's patch tokens on the eval sources, on rank 0.
+    """
+    Nearest-word accuracy of CLIP's patch tokens on the eval sources, on rank 0.
 
     The candidate words are the training builder's, so the eval asks the question the
     loss trains: which of the world's words covers this patch.

@@ -1,4 +1,19 @@
-"""How well a command's targets are followed over a camera sequence, and at what cost.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+How well a command's targets are followed over a camera sequence, and at what cost.
 
 Three ways to keep a command's masks current after the camera or the scene moved, each
 scored per frame against the sequence's ground truth (see
@@ -18,20 +33,19 @@ so each mode pays for its own image encodes.
 from __future__ import annotations
 
 import argparse
-import json
-import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+import json
 from pathlib import Path
+import statistics
 
+from m2sa_core.data.synthetic.sequences import MOTIONS, render_sequence, SceneSequence
+from m2sa_core.evaluation.metrics import SegmentationEvaluator
+from m2sa_core.inference import Segmenter
+from m2sa_core.types import Result
 import numpy as np
 from tqdm import tqdm
-
-from m2sa_core.data.synthetic.sequences import MOTIONS, SceneSequence, render_sequence
-from m2sa_core.inference import Segmenter
-from m2sa_core.evaluation.metrics import SegmentationEvaluator
 from training.distributed import DistInfo, resolve_device
-from m2sa_core.types import Result
 
 MODES = ("prompts", "previous_mask", "rerun")
 
@@ -50,7 +64,7 @@ class ModeReport:
 
 
 def _frame_results(segmenter: Segmenter, sequence: SceneSequence, command: str, mode: str) -> list[Result]:
-    """The command's result on every frame of ``sequence`` under ``mode``."""
+    """Return the command's result on every frame of ``sequence`` under ``mode``."""
     segmenter.clear_cache()
     first = segmenter.segment(sequence.frames[0].image, command, keep_prompts=True)
     results, state = [first], None
@@ -121,7 +135,7 @@ def render_sequences(seed: int, count: int, n_frames: int, motion: str, size: in
 
 
 def add_tracking_arguments(parser: argparse.ArgumentParser) -> None:
-    """The options of ``m2sa-eval --protocol tracking`` (rendered sequences, no data files)."""
+    """Add the options of ``m2sa-eval --protocol tracking`` (rendered sequences, no data files)."""
     group = parser.add_argument_group("tracking protocol")
     group.add_argument("--sequences", type=int, default=20, help="rendered held-out sequences")
     group.add_argument("--frames", type=int, default=8, help="frames per sequence")

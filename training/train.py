@@ -1,4 +1,19 @@
-"""``m2sa-train``: train M2SA on a dataset mixture, on one CPU or many GPUs.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+``m2sa-train``: train M2SA on a dataset mixture, on one CPU or many GPUs.
 
     m2sa-train --config training/tiny_synth.yaml [key.sub=value ...] [--resume]
     torchrun --nproc-per-node 4 -m training.train --config training/m2sa_7b.yaml
@@ -10,44 +25,48 @@ so a run can be resumed after ``kill -9`` and reproduced later.
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 import contextlib
 import csv
+from dataclasses import dataclass
+from functools import partial
 import json
 import logging
 import math
+from pathlib import Path
 import random
 import sys
 import time
-from collections.abc import Callable
-from dataclasses import dataclass
-from functools import partial
-from pathlib import Path
 
+from m2sa_core.cli_errors import cli_entry
+from m2sa_core.data.patch_words import check_instance_word_kind
+from m2sa_core.model.batch import collate
+from m2sa_core.model.patch_alignment import clip_grid
+from m2sa_core.model.trainable import split_summary
 import torch
 from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
-
-from m2sa_core.cli_errors import cli_entry
 from training import checkpoints as ckpt
-from m2sa_core.model.batch import collate
-from m2sa_core.data.patch_words import check_instance_word_kind
-from training.config import TrainConfig, config_to_dict, load_config
+from training.config import config_to_dict, load_config, TrainConfig
 from training.cpu_share import warn_if_oversubscribed
-from training.distributed import DistInfo, all_gather_objects, barrier, init_distributed, shutdown
+from training.distributed import all_gather_objects, barrier, DistInfo, init_distributed, shutdown
 from training.mixture import Mixture
-from m2sa_core.model.patch_alignment import clip_grid
-from m2sa_core.model.trainable import split_summary
+from training.model_setup import (
+    build_training_model,
+    load_trainable_state,
+    optimizer_groups,
+    save_trained_model,
+    trainable_state,
+)
 from training.objectives import Objective, objective_of
 from training.single_seg import to_single_seg
-from training.model_setup import (build_training_model, optimizer_groups, save_trained_model,
-                                  trainable_state, load_trainable_state)
 from training.sources import open_sources
 
 log = logging.getLogger("m2sa.train")
 
 
 def linear_warmup_decay(warmup: int, total: int):
-    """LISA's schedule: linear warm-up to the peak lr, then linear decay to zero."""
+    """Return LISA's schedule: linear warm-up to the peak lr, then linear decay to zero."""
     def factor(step: int) -> float:
         if warmup > 0 and step < warmup:
             return (step + 1) / warmup
@@ -63,7 +82,8 @@ def resolve_precision(config: TrainConfig, device: torch.device) -> torch.dtype 
 
 
 class MicroBatches(torch.utils.data.Dataset):
-    """Micro-batch ``i`` of this rank = step ``i // accum``, micro-step ``i % accum``.
+    """
+    Micro-batch ``i`` of this rank = step ``i // accum``, micro-step ``i % accum``.
 
     Indexing by position (not iterating a stream) keeps what every step sees a pure
     function of the step, so DataLoader workers, resume and DDP all agree on it.
@@ -94,7 +114,8 @@ class MicroBatches(torch.utils.data.Dataset):
 
 
 class LossParts(torch.nn.Module):
-    """The model as DDP sees it: a forward that returns plain tensors.
+    """
+    The model as DDP sees it: a forward that returns plain tensors.
 
     DDP looks for the output tensors to know which parameters took part; it cannot see
     inside the model's output dataclass, so the loss parts are returned as a tuple.
@@ -106,9 +127,12 @@ class LossParts(torch.nn.Module):
         self._forward = objective.forward
 
     def forward(self, batch: dict) -> tuple[torch.Tensor, ...]:
-        """(loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type, iou, exclusion, terms, counts);
-        skipped parts are 0; terms and counts are the loss's weighted terms and their item counts
-        ([8] each), or empty for an objective whose loss is not split into terms."""
+        """
+        (loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type, iou, exclusion, terms, counts).
+
+        Skipped parts are 0; terms and counts are the loss's weighted terms and their item counts
+        ([8] each), or empty for an objective whose loss is not split into terms.
+        """
         out = self._forward(self.model, batch)
         iou = out.iou_loss if out.iou_loss is not None else out.loss.new_zeros(())
         exclusion = out.exclusion_loss if out.exclusion_loss is not None else out.loss.new_zeros(())
@@ -124,9 +148,11 @@ LOGGED_PARTS = ("loss", "ce", "bce", "dice", "amodal_bce", "amodal_dice", "mask_
 
 
 def step_loss(losses: tuple[torch.Tensor, ...], info: DistInfo) -> tuple[torch.Tensor, torch.Tensor]:
-    """The loss one rank backpropagates, and this rank's contribution to the nine logged
-    parts: summed over the ranks and divided by their number, they are one process's parts
-    for the micro-batch split across the ranks.
+    """
+    Return the loss one rank backpropagates, and this rank's contribution to the nine logged parts.
+
+    Summed over the ranks and divided by their number, they are one process's parts for
+    the micro-batch split across the ranks.
 
     A term of the loss is a mean over items (answer tokens, masks), and a rank's batch holds
     some of the step's items: averaged per rank and then over ranks (as DDP averages
@@ -151,6 +177,7 @@ def step_loss(losses: tuple[torch.Tensor, ...], info: DistInfo) -> tuple[torch.T
 
 
 class CsvLog:
+
     def __init__(self, path: Path, fields: list[str]) -> None:
         new = not path.exists() or path.stat().st_size == 0
         self.file = path.open("a", newline="")
@@ -237,7 +264,8 @@ class TrainLogs:
 
 
 def train(config: TrainConfig, resume: bool = False, stop_after: int | None = None) -> Path:
-    """Run (or resume) training; returns the directory of the final model.
+    """
+    Run (or resume) training; returns the directory of the final model.
 
     ``stop_after`` ends the process loop early (after that many optimizer steps in this
     invocation) without writing the final model: used to test interruption and resume.
@@ -270,8 +298,11 @@ def train(config: TrainConfig, resume: bool = False, stop_after: int | None = No
 
 
 def setup(config: TrainConfig) -> Run:
-    """Check the config, start the process group, write the run's config, and build the
-    model, its data sources, the optimiser and the schedule."""
+    """
+    Check the config, start the process group, write the run's config, and build the run.
+
+    The run is the model, its data sources, the optimiser and the schedule.
+    """
     if config.strategy not in ("ddp", "fsdp"):
         raise ValueError(f"strategy must be ddp or fsdp, got {config.strategy!r}")
     if config.seg_mode not in ("multi", "single"):
@@ -316,8 +347,11 @@ def setup(config: TrainConfig) -> Run:
 
 
 def resume_from_checkpoint(run: Run) -> int:
-    """Load the newest intact checkpoint (weights, optimiser, schedule, RNG); returns the
-    step to continue from (0 when there is none)."""
+    """
+    Load the newest intact checkpoint (weights, optimiser, schedule, RNG).
+
+    Returns the step to continue from (0 when there is none).
+    """
     info, ckpt_root = run.info, run.ckpt_root
     latest = ckpt.latest_intact_checkpoint(ckpt_root)
     if latest is None:
@@ -353,7 +387,7 @@ def _wrap_for_ddp(run: Run) -> torch.nn.Module:
 
 
 def micro_batch_dataset(run: Run) -> MicroBatches:
-    """This rank's micro-batches as the run trains on them: item ``i`` is step ``i // accum``'s."""
+    """Return this rank's micro-batches as the run trains on them: item ``i`` is step ``i // accum``'s."""
     config = run.config
     return MicroBatches(run.mixture, run.builder, run.processor, run.tokenizer.pad_token_id, run.info,
                         config.optim.batch_size, config.optim.grad_accum, single_seg=config.seg_mode == "single",
@@ -363,7 +397,7 @@ def micro_batch_dataset(run: Run) -> MicroBatches:
 
 
 def _micro_batches(run: Run, start_step: int):
-    """An iterator over this rank's micro-batches from ``start_step`` to the end of the run."""
+    """Return an iterator over this rank's micro-batches from ``start_step`` to the end of the run."""
     config = run.config
     accum = config.optim.grad_accum
     return iter(torch.utils.data.DataLoader(
@@ -374,9 +408,12 @@ def _micro_batches(run: Run, start_step: int):
 
 
 def optimisation_step(run: Run, wrapped: torch.nn.Module, batches) -> list[float]:
-    """One optimiser step over ``grad_accum`` micro-batches; returns the loss parts
-    (loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type, iou, exclusion) averaged over the
-    micro-batches and the ranks."""
+    """
+    One optimiser step over ``grad_accum`` micro-batches.
+
+    Returns the loss parts (loss, ce, bce, dice, amodal_bce, amodal_dice, mask_type, iou,
+    exclusion) averaged over the micro-batches and the ranks.
+    """
     info, device, fsdp = run.info, run.device, run.fsdp
     accum = run.config.optim.grad_accum
     autocast_dtype = resolve_precision(run.config, device)
@@ -413,8 +450,11 @@ def _checkpoint_and_eval(run: Run, step: int, wrapped: torch.nn.Module, writer) 
 
 
 def finish(run: Run, step: int, writer) -> Path:
-    """Save the final model (with every rank's parameter fingerprint), run the final
-    evaluation when one is configured, and end the process group."""
+    """
+    Save the final model, run the final evaluation when one is configured, and end the process group.
+
+    The saved model carries every rank's parameter fingerprint.
+    """
     info, config, model, fsdp = run.info, run.config, run.model, run.fsdp
     final_dir = run.out_dir / "final"
     if fsdp:
@@ -486,7 +526,7 @@ def _save(root: Path, step: int, model, optimizer, scheduler, config: TrainConfi
 
 @cli_entry("m2sa-train")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="m2sa-train", description=__doc__,
+    parser = argparse.ArgumentParser(prog="m2sa-train", description=__doc__.strip(),
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--config", required=True, help="YAML training config (see training/*.yaml)")
     parser.add_argument("--resume", action="store_true", help="continue from the newest intact checkpoint")

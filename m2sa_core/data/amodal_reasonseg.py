@@ -1,4 +1,19 @@
-"""Reader for AmodalReasonSeg (text answer plus visible and amodal masks per target).
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Reader for AmodalReasonSeg (text answer plus visible and amodal masks per target).
 
 The release layout could not be checked here, so the project defines one from the
 paper's description (docs/DATASETS.md says how to convert): a JSON object
@@ -22,10 +37,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from m2sa_core.labels import label_segments
 from m2sa_core.data.image_list_json import LayoutImage, read_layout_records
 from m2sa_core.data.mmr import SEG_PLACEHOLDER, target_from_annotation
-from m2sa_core.data.records import SegDataset, SegRecord, check_rle_field, require
+from m2sa_core.data.records import check_rle_field, require, SegDataset, SegRecord
+from m2sa_core.labels import label_segments
 
 
 class AmodalReasonSegDataset(SegDataset):

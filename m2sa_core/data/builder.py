@@ -1,4 +1,19 @@
-"""Turn a dataset record into a training sample: prompt, token ids, labels and masks.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Turn a dataset record into a training sample: prompt, token ids, labels and masks.
 
 Every source goes through the same path so the text the model sees in training is the
 text it sees at inference: the question (wrapped in a LISA-style template for
@@ -10,18 +25,9 @@ and therefore the order of the predicted masks.
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
+import random
 
-import numpy as np
-
-from m2sa_core.prompt import (
-    SEG_TOKEN,
-    build_conversation,
-    sanitize_command,
-    tokenize_conversation,
-    with_request,
-)
 from m2sa_core.data.mmr import SEG_PLACEHOLDER
 from m2sa_core.data.records import DataError, SegRecord
 from m2sa_core.data.templates import (
@@ -31,6 +37,14 @@ from m2sa_core.data.templates import (
     LONG_QUESTION_TEMPLATES,
     SHORT_QUESTION_TEMPLATES,
 )
+from m2sa_core.prompt import (
+    build_conversation,
+    sanitize_command,
+    SEG_TOKEN,
+    tokenize_conversation,
+    with_request,
+)
+import numpy as np
 
 
 @dataclass
@@ -53,7 +67,8 @@ class TrainingSample:
 
 
 class SampleBuilder:
-    """Builds :class:`TrainingSample` objects with one tokenizer and template choice policy.
+    """
+    Builds :class:`TrainingSample` objects with one tokenizer and template choice policy.
 
     ``seed`` makes the template choice reproducible when ``build`` is called without an
     ``rng``; a data loader worker should pass its own ``random.Random`` instead.
@@ -83,20 +98,20 @@ class SampleBuilder:
 
     @classmethod
     def for_model(cls, tokenizer, config, seed: int = 0, evaluation: bool = False) -> "SampleBuilder":
-        """A builder with the prompt conventions stored in an :class:`M2SAConfig`."""
+        """Return a builder with the prompt conventions stored in an :class:`M2SAConfig`."""
         return cls(tokenizer, use_im_start_end=config.use_im_start_end, seed=seed,
                    question_templates=config.question_templates, seg_request=config.seg_request,
                    evaluation=evaluation)
 
     def eval_user_text(self, record: SegRecord) -> str:
-        """The authors' validation question before its request: the sentence, or "What is X in this image?"."""
+        """Return the authors' validation question before its request: the sentence, or "What is X in this image?"."""
         question = sanitize_command(record.question)
         if record.answer_template or record.meta.get("is_sentence", True):
             return question
         return AUTHORS_EVAL_SHORT_QUESTION.format(class_name=question.lower())
 
     def command_for(self, record: SegRecord, rng: random.Random) -> str:
-        """The user's text: the question itself, or a template around a bare query."""
+        """Return the user's text: the question itself, or a template around a bare query."""
         question = sanitize_command(record.question)
         if self.authors and self.evaluation:
             return with_request(self.eval_user_text(record), self.seg_request)
@@ -109,7 +124,7 @@ class SampleBuilder:
         return rng.choice(SHORT_QUESTION_TEMPLATES).format(class_name=question.lower())
 
     def answer_for(self, record: SegRecord, rng: random.Random) -> str:
-        """The answer text with one [SEG] per target."""
+        """Return the answer text with one [SEG] per target."""
         if record.answer_template:
             answer = record.answer_template.replace(SEG_PLACEHOLDER, SEG_TOKEN)
             if self.authors and self.evaluation:
@@ -118,7 +133,8 @@ class SampleBuilder:
             answer = f"{SEG_TOKEN}." if self.authors and self.evaluation else rng.choice(ANSWER_TEMPLATES)
         else:
             raise DataError(
-                f"{record.record_id}: {len(record.targets)} targets but no text answer to place their {SEG_TOKEN} tokens"
+                f"{record.record_id}: {len(record.targets)} targets but no text answer "
+                f"to place their {SEG_TOKEN} tokens"
             )
         if answer.count(SEG_TOKEN) != len(record.targets):
             raise DataError(

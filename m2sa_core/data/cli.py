@@ -1,4 +1,19 @@
-"""``m2sa-data``: look at a dataset file before training on it.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+``m2sa-data``: look at a dataset file before training on it.
 
 ``m2sa-data stats FILE.json [--out stats.png]`` prints and plots the statistics of the
 MMR paper's Figure 3 (targets per answer, object- vs part-level mentions, most frequent
@@ -11,18 +26,17 @@ pieces of exactly that training conversation (JSON), so a researcher sees what t
 from __future__ import annotations
 
 import argparse
-import json
-import sys
 from collections import Counter
 from dataclasses import dataclass
+import json
 from pathlib import Path
-
-import numpy as np
+import sys
 
 from m2sa_core.cli_errors import cli_entry
 from m2sa_core.data.readers import read_dataset
 from m2sa_core.data.records import DataError, SegDataset, SegRecord
 from m2sa_core.types import Granularity
+import numpy as np
 
 PALETTE = np.array([(230, 25, 75), (60, 180, 75), (0, 130, 200), (245, 130, 48), (145, 30, 180),
                     (70, 240, 240), (240, 50, 230), (210, 245, 60)], np.uint8)
@@ -43,8 +57,8 @@ class DatasetStats:
         lines = [f"records (questions): {self.records}", f"images: {self.images}",
                  f"skipped entries: {self.skipped}", "targets per answer:"]
         lines += [f"  {k:>2}: {v}" for k, v in sorted(self.targets_per_answer.items())]
-        lines.append("mentions: " + ", ".join(f"{k} {v} ({100 * v / total:.1f}%)"
-                                             for k, v in sorted(self.granularity.items())))
+        lines.append("mentions: " + ", ".join(
+            f"{k} {v} ({100 * v / total:.1f}%)" for k, v in sorted(self.granularity.items())))
         lines.append(f"most frequent object categories (top {top}):")
         lines += [f"  {name}: {n}" for name, n in self.objects.most_common(top)]
         lines.append(f"most frequent part categories (top {top}):")
@@ -100,8 +114,8 @@ def render_record(record: SegRecord, out: Path, amodal: bool = False) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
+    import matplotlib.pyplot as plt
 
     image = record.load_image().astype(np.float32)
     handles = []
@@ -130,14 +144,21 @@ def render_record(record: SegRecord, out: Path, amodal: bool = False) -> None:
 
 
 def conversation_tokens(tokenizer, question: str, answer: str) -> dict[str, list]:
-    """``{"ids", "pieces"}`` of the LLaVA v1 training conversation for (question, answer), as given.
+    """
+    ``{"ids", "pieces"}`` of the LLaVA v1 training conversation for (question, answer), as given.
 
     The system prompt and roles of the template, ``<im_start><image><im_end>`` when the
     tokenizer has those tokens (the authors' checkpoints do), else ``<image>``; the image
     placeholder is -200, as in LLaVA. Nothing is appended to the question or the answer.
     """
-    from m2sa_core.prompt import (IM_END_TOKEN, IM_START_TOKEN, IMAGE_PLACEHOLDER_ID, IMAGE_TOKEN,
-                                             build_conversation, tokenize_conversation)
+    from m2sa_core.prompt import (
+        build_conversation,
+        IM_END_TOKEN,
+        IM_START_TOKEN,
+        IMAGE_PLACEHOLDER_ID,
+        IMAGE_TOKEN,
+        tokenize_conversation,
+    )
 
     vocab = tokenizer.get_vocab()
     use_im_start_end = IM_START_TOKEN in vocab and IM_END_TOKEN in vocab
@@ -147,7 +168,7 @@ def conversation_tokens(tokenizer, question: str, answer: str) -> dict[str, list
 
 
 def _tokens_command(args: argparse.Namespace) -> int:
-    from m2sa_core.model.llama_tokenizer import TokenizerLoadError, load_tokenizer
+    from m2sa_core.model.llama_tokenizer import load_tokenizer, TokenizerLoadError
 
     try:
         tokenizer = load_tokenizer(args.tokenizer)
@@ -160,7 +181,7 @@ def _tokens_command(args: argparse.Namespace) -> int:
 
 @cli_entry("m2sa-data")
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="m2sa-data", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="m2sa-data", description=__doc__.strip().splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
     p_stats = sub.add_parser("stats", help="dataset statistics as text and a PNG (MMR Figure 3)")
     p_show = sub.add_parser("show", help="draw one record: image, masks, question and answer")

@@ -1,4 +1,19 @@
-"""Reader for image conversations: questions about an image answered in words, no masks.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Reader for image conversations: questions about an image answered in words, no masks.
 
 What the language model and the projector pretrain on (the role of LLaVA's caption and
 instruction data): descriptions and questions about the objects and parts of an image.
@@ -20,7 +35,7 @@ from typing import Any
 
 from m2sa_core.data.image_list_json import LayoutImage, read_layout_records
 from m2sa_core.data.mmr import SEG_PLACEHOLDER
-from m2sa_core.data.records import SegDataset, SegRecord, require
+from m2sa_core.data.records import require, SegDataset, SegRecord
 
 DATASET = "image_conversations"
 

@@ -1,4 +1,19 @@
-"""The project's JSON layout, shared by the R2SM and AmodalReasonSeg readers.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The project's JSON layout, shared by the R2SM and AmodalReasonSeg readers.
 
 Neither release format could be checked here, so docs/DATASETS.md defines one layout
 for both: a header object (``"dataset"``, ``"split"``) with an ``images`` list whose
@@ -17,14 +32,14 @@ from typing import Any, Callable, Iterator
 from m2sa_core.data.records import (
     DataError,
     DataProblem,
-    ProblemLog,
-    SegRecord,
-    TargetAnnotation,
     entry_image_id,
     load_json,
+    ProblemLog,
     require,
     require_image_file,
     require_size,
+    SegRecord,
+    TargetAnnotation,
 )
 
 
@@ -40,7 +55,7 @@ class LayoutImage:
 
     def record(self, source: str, question_index: int, question: str, answer_template: str,
                targets: list[TargetAnnotation], **fields: Any) -> SegRecord:
-        """A record of this image; ``fields`` are the optional SegRecord fields (mask_type, meta, ...)."""
+        """Return a record of this image; ``fields`` are the optional SegRecord fields (mask_type, meta, ...)."""
         return SegRecord(
             source=source,
             split=self.split,
@@ -61,11 +76,11 @@ ItemParser = Callable[[Any, int, LayoutImage], SegRecord]
 
 
 def read_layout_images(json_path: Path, dataset: str) -> tuple[list[Any], str]:
-    """The ``images`` list and split of a project-layout file, after checking its header."""
+    """Return the ``images`` list and split of a project-layout file, after checking its header."""
     data = load_json(json_path)
     # A wrong header makes the whole file unusable: an error even in lenient mode.
     if not isinstance(data, dict) or data.get("dataset") != dataset:
-        raise DataError(f"{json_path}: not a {dataset} file (expected a JSON object with \"dataset\": \"{dataset}\")")
+        raise DataError(f'{json_path}: not a {dataset} file (expected a JSON object with "dataset": "{dataset}")')
     images = data.get("images")
     if not isinstance(images, list):
         raise DataError(f"{json_path}: 'images' must be a list")
@@ -98,7 +113,8 @@ def layout_images(json_path: Path, image_root: str | Path, log: ProblemLog, data
 
 def read_layout_records(json_path: Path, image_root: str | Path, strict: bool, dataset: str, items_key: str,
                         parse_item: ItemParser) -> tuple[list[SegRecord], list[DataProblem]]:
-    """Records of a project-layout file: per image entry, ``parse_item`` for each of its ``items_key``.
+    """
+    Read the records of a project-layout file: per image entry, ``parse_item`` for each of its ``items_key``.
 
     One bad image entry or item is reported with file, image id and index and skipped
     (lenient) or raised (strict); the rest of the file is still read.

@@ -1,4 +1,19 @@
-"""Reader for mask-annotation sets: every object and part of an image, no text.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Reader for mask-annotation sets: every object and part of an image, no text.
 
 What SAM's promptable pretraining reads (the role SA-1B plays for SAM): for each image,
 every region with its visible mask and, where known, its complete (amodal) shape. The
@@ -19,10 +34,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from m2sa_core.labels import parse_label_before
 from m2sa_core.data.image_list_json import layout_images
 from m2sa_core.data.mmr import target_from_annotation
 from m2sa_core.data.records import ProblemLog, SegDataset
+from m2sa_core.labels import parse_label_before
 
 DATASET = "mask_annotations"
 
@@ -52,7 +67,7 @@ def read_mask_annotations(json_path: str | Path, image_root: str | Path, strict:
 
 
 def _target(ann: Any, height: int, width: int, what: str):
-    """An annotation as a target; its ``label`` (``mug_1's handle``) names the instance when given."""
+    """Return an annotation as a target; its ``label`` (``mug_1's handle``) names the instance when given."""
     label = ann.get("label", "") if isinstance(ann, dict) else ""
     if not isinstance(label, str):
         raise ValueError(f"{what}['label'] must be a string")

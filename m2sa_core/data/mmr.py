@@ -1,4 +1,19 @@
-"""Reader for the MMR release (MMR_{train,val,test_obj_only,test_part_only,test_mixed}.json).
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Reader for the MMR release (MMR_{train,val,test_obj_only,test_part_only,test_mixed}.json).
 
 The file is a list of image entries: ``file_name``, ``height``, ``width``, ``image_id``,
 ``questions`` (list of str), ``answers`` (per question, a list of annotation dicts with
@@ -19,20 +34,20 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from m2sa_core.labels import label_segments, make_label, parse_label_before, split_category
 from m2sa_core.data.records import (
-    DataError,
-    ProblemLog,
-    SegDataset,
-    SegRecord,
-    TargetAnnotation,
     check_rle_field,
+    DataError,
     entry_image_id,
     load_json,
+    ProblemLog,
     require,
     require_image_file,
     require_size,
+    SegDataset,
+    SegRecord,
+    TargetAnnotation,
 )
+from m2sa_core.labels import label_segments, make_label, parse_label_before, split_category
 from m2sa_core.types import MASK_TYPES
 
 SEG_PLACEHOLDER = "{seg}"
@@ -45,7 +60,7 @@ class MMRDataset(SegDataset):
 
 
 def split_from_path(path: Path) -> str:
-    """"test_mixed" for ".../MMR_test_mixed.json"; the file stem otherwise."""
+    """Return "test_mixed" for ".../MMR_test_mixed.json"; the file stem otherwise."""
     stem = path.stem
     return stem[4:] if stem.startswith("MMR_") else stem
 
@@ -53,7 +68,8 @@ def split_from_path(path: Path) -> str:
 def target_from_annotation(
     ann: Any, text_before: str, height: int, width: int, what: str
 ) -> TargetAnnotation:
-    """A TargetAnnotation from one MMR-style annotation dict and the answer text before its {seg}.
+    """
+    Return a TargetAnnotation from one MMR-style annotation dict and the answer text before its {seg}.
 
     Granularity comes from the PACO category ("object:part" is a part) or, when the
     category is a bare object name, from the answer's ``object_N's part`` label.
@@ -84,7 +100,8 @@ def target_from_annotation(
 
 def read_mmr(json_path: str | Path, image_root: str | Path, strict: bool = False, split: str | None = None,
              source: str | None = None) -> MMRDataset:
-    """Read one MMR JSON file; images are resolved under ``image_root`` but not loaded.
+    """
+    Read one MMR JSON file; images are resolved under ``image_root`` but not loaded.
 
     ``split`` defaults to the file name ("MMR_test_mixed.json" -> "test_mixed");
     ``source`` defaults to "synthetic" for entries written by the synthetic world (they

@@ -1,4 +1,19 @@
-"""Patch-word samples: which word covers each CLIP patch of an image.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Patch-word samples: which word covers each CLIP patch of an image.
 
 The tiny model's CLIP has no pretraining of its own: trained only through the language
 model's answers it stayed blind (after stage 2 it named none of the objects in view and
@@ -17,9 +32,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Iterable
 
-import numpy as np
-
 from m2sa_core.data.records import DataError, SegRecord
+import numpy as np
 
 # What covers a patch where no object does: the synthetic scenes are things on a table.
 BACKGROUND_WORD = " table"
@@ -33,8 +47,12 @@ INSTANCE_WORD_KINDS = tuple(INSTANCE_WORD_NAMES)
 
 
 def check_instance_word_kind(kind: str) -> None:
-    """Refuse a ``patch_instance_words`` that names no kind; m2sa-train calls it with the
-    config's other checks, so a typo is reported before the data sets take seconds to open."""
+    """
+    Refuse a ``patch_instance_words`` that names no kind.
+
+    M2sa-train calls it with the config's other checks, so a typo is reported before the
+    data sets take seconds to open.
+    """
     if kind not in INSTANCE_WORD_KINDS:
         raise ValueError(f"patch_instance_words must be one of {INSTANCE_WORD_KINDS}, got {kind!r}")
 
@@ -51,7 +69,8 @@ class PatchWordSample:
 
 
 def label_words(tokenizer, label: str) -> tuple[int, int]:
-    """(category word, instance word) token ids of an object label as an answer spells it.
+    """
+    (category word, instance word) token ids of an object label as an answer spells it.
 
     Answers say "the mug_2", so the label is tokenized after a space: its first token is
     the category word (" mug") and its last the instance number ("2").
@@ -63,8 +82,12 @@ def label_words(tokenizer, label: str) -> tuple[int, int]:
 
 
 def background_word(tokenizer) -> int:
-    """Token id of the table's word: its first token, as :func:`label_words` takes a category's
-    (a tokenizer that cuts inflections spells " table" as " tabl" + "e")."""
+    """
+    Token id of the table's word.
+
+    Its first token, as :func:`label_words` takes a category's (a tokenizer that cuts
+    inflections spells " table" as " tabl" + "e").
+    """
     ids = tokenizer(BACKGROUND_WORD, add_special_tokens=False)["input_ids"]
     stem = tokenizer.decode(ids[:1]).strip() if ids else ""
     if len(stem) < 3 or not BACKGROUND_WORD.strip().startswith(stem):
@@ -74,7 +97,8 @@ def background_word(tokenizer) -> int:
 
 
 class PatchWordSampleBuilder:
-    """Turns a ``mask_annotations`` record into a :class:`PatchWordSample`.
+    """
+    Turns a ``mask_annotations`` record into a :class:`PatchWordSample`.
 
     The candidate words are fixed when the builder is made, from every object label of
     the training records, so each patch is told apart from every thing of the world (and

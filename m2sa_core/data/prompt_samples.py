@@ -1,5 +1,21 @@
-"""Promptable-segmentation samples: regions of an image with the point and box prompts
-that ask for them, as SAM is trained.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Promptable-segmentation samples, as SAM is trained.
+
+Regions of an image with the point and box prompts that ask for them.
 
 SAM learns to segment whatever a prompt points at; the tiny model's SAM must learn the
 synthetic world's objects and parts that way before [SEG] embeddings prompt it. Each
@@ -17,13 +33,12 @@ the complete shape its second (``m2sa_core.model.promptable``).
 
 from __future__ import annotations
 
-import random
 from dataclasses import dataclass
-
-import numpy as np
+import random
 
 from m2sa_core.data.records import DataError, SegRecord
 from m2sa_core.types import mask_bbox
+import numpy as np
 
 PROMPT_KINDS = ("box", "points", "box+point")
 MAX_POSITIVE_POINTS = 3
@@ -59,7 +74,7 @@ def _points_inside(mask: np.ndarray, count: int, rng: random.Random) -> list[lis
 
 
 def _point_outside(mask: np.ndarray, rng: random.Random) -> list[float]:
-    """A pixel near the region but not in it (within its box grown by half), else anywhere outside."""
+    """Return a pixel near the region but not in it (within its box grown by half), else anywhere outside."""
     ys, xs = np.nonzero(mask)
     height, width = mask.shape
     gy, gx = (ys.max() - ys.min() + 1) // 2 + 2, (xs.max() - xs.min() + 1) // 2 + 2

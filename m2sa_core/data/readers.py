@@ -1,7 +1,23 @@
-"""The one registry of dataset readers, by kind, and the reader for a path.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The one registry of dataset readers, by kind, and the reader for a path.
 
 :data:`READERS` maps a dataset kind (MMR, the synthetic world, ReasonSeg, R2SM,
-AmodalReasonSeg, and the pretraining sets: mask annotations, image conversations) to its reader; :func:`resolve_reader` also accepts ``module:function``
+AmodalReasonSeg, and the pretraining sets: mask annotations, image conversations) to its
+reader; :func:`resolve_reader` also accepts ``module:function``
 for the pluggable sem_seg / refer_seg / vqa slots of LISA's mixture, called as
 ``fn(path, image_root, strict)``, so a lab adds ADE20K or RefCOCO without touching this
 package. :func:`read_dataset` serves the command-line tools, where a user names a file
@@ -39,7 +55,7 @@ PLUGGABLE_SLOTS = ("sem_seg", "refer_seg", "vqa")
 
 
 def resolve_reader(kind: str) -> Reader:
-    """The reader of a dataset kind: a name in :data:`READERS` or ``module:function``."""
+    """Return the reader of a dataset kind: a name in :data:`READERS` or ``module:function``."""
     if kind in READERS:
         return READERS[kind]
     if ":" in kind:
@@ -61,7 +77,7 @@ def default_image_root(json_path: Path) -> Path:
 
 
 def detect_format(path: Path) -> str:
-    """"reasonseg" for a directory, else the format of the JSON file's top level."""
+    """Return "reasonseg" for a directory, else the format of the JSON file's top level."""
     if path.is_dir():
         return "reasonseg"
     with open(path, encoding="utf-8") as f:

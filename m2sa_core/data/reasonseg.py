@@ -1,4 +1,19 @@
-"""Reader for LISA's ReasonSeg release (``ReasonSeg/{train,val,test}/``).
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Reader for LISA's ReasonSeg release (``ReasonSeg/{train,val,test}/``).
 
 Each sample is an image ``NAME.jpg`` and a labelme-style ``NAME.json`` with ``text``
 (list of queries about the same target), ``is_sentence`` (long reasoning sentence vs
@@ -15,17 +30,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from m2sa_core.data.records import (
+    load_json,
     ProblemLog,
+    require,
     SegDataset,
     SegRecord,
     TargetAnnotation,
-    load_json,
-    require,
 )
 from m2sa_core.data.rle import encode_mask, rle_bbox
+import numpy as np
 
 IMAGE_SUFFIXES = (".jpg", ".jpeg", ".png")
 TARGET_LABEL = "target"

@@ -1,4 +1,19 @@
-"""The records every dataset reader yields, and the reader base class.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The records every dataset reader yields, and the reader base class.
 
 A reader parses and validates its annotation file once, up front, and then hands out
 :class:`SegRecord` objects that keep masks as RLE and images on disk: a training loop
@@ -9,17 +24,16 @@ reason); lenient readers skip them, strict readers raise :class:`DataError`.
 
 from __future__ import annotations
 
-import logging
-import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+import logging
+import os
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from m2sa_core.data.rle import RLEError, check_rle, decode_rle
+from m2sa_core.data.rle import check_rle, decode_rle, RLEError
 from m2sa_core.types import Granularity
+import numpy as np
 
 logger = logging.getLogger(__name__)
 
@@ -64,8 +78,11 @@ class TargetAnnotation:
     def named(cls, label: str, category_name: str, object_name: str, instance: int, part_name: str,
               mask_rle: dict[str, Any], amodal_rle: dict[str, Any] | None = None,
               bbox: Sequence[float] = ()) -> TargetAnnotation:
-        """A target whose granularity follows from whether it names a part: every reader
-        builds its targets this way, so none can call a part an object."""
+        """
+        Return a target whose granularity follows from whether it names a part.
+
+        Every reader builds its targets this way, so none can call a part an object.
+        """
         return cls(label=label, category_name=category_name, object_name=object_name, instance=instance,
                    part_name=part_name, granularity=Granularity.PART if part_name else Granularity.OBJECT,
                    mask_rle=mask_rle, amodal_rle=amodal_rle, bbox=[float(v) for v in bbox])
@@ -172,7 +189,8 @@ class ProblemLog:
 
 
 def resolve_image_path(image_root: Path, file_name: Any) -> Path:
-    """``image_root / file_name``, refusing names that are not relative paths inside the root.
+    """
+    ``image_root / file_name``, refusing names that are not relative paths inside the root.
 
     Annotation files come from the internet; a ``file_name`` of ``../../etc/passwd`` or
     an absolute path must not make the loader read outside the dataset. The check is on
@@ -196,7 +214,8 @@ def resolve_image_path(image_root: Path, file_name: Any) -> Path:
 
 
 def require_image_file(image_root: Path, file_name: str, what: str) -> Path:
-    """The existing image ``file_name`` names under ``image_root``; ValueError naming ``what`` otherwise.
+    """
+    Return the existing image ``file_name`` names under ``image_root``; ValueError naming ``what`` otherwise.
 
     The MMR and project-layout readers check this per image entry, before any of its
     questions are read, so a missing image is reported once under its entry rather than
@@ -212,7 +231,8 @@ def require_image_file(image_root: Path, file_name: str, what: str) -> Path:
 
 
 def entry_image_id(entry: Any, index: int) -> Any:
-    """The id to report a problem of image entry ``index`` under, before the entry is validated.
+    """
+    Return the id to report a problem of image entry ``index`` under, before the entry is validated.
 
     Its own ``image_id`` when it has one, so the problem can be found in the file;
     ``<entry N>`` when the entry is not even an object.

@@ -1,4 +1,19 @@
-"""COCO run-length encoding of masks, through pycocotools.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+COCO run-length encoding of masks, through pycocotools.
 
 Datasets store masks as COCO RLE (``{"size": [h, w], "counts": ...}``) with ``counts``
 either the compressed string of the MMR/PACO release or an uncompressed list of run
@@ -9,8 +24,8 @@ size checks and the error messages are handled once.
 from __future__ import annotations
 
 import functools
-import warnings
 from typing import Any
+import warnings
 
 import numpy as np
 from pycocotools import mask as mask_utils
@@ -56,7 +71,8 @@ def _to_coco_rle(rle: Any) -> dict[str, Any]:
 
 
 def decode_rle(rle: Any, height: int | None = None, width: int | None = None) -> np.ndarray:
-    """Boolean [H, W] mask of an RLE; checks the size against ``height``/``width`` when given.
+    """
+    Boolean [H, W] mask of an RLE; checks the size against ``height``/``width`` when given.
 
     A compressed string whose runs do not add up to H*W is rejected: pycocotools would
     otherwise return a silently truncated or padded mask.
@@ -69,8 +85,12 @@ def decode_rle(rle: Any, height: int | None = None, width: int | None = None) ->
 
 
 def check_rle(rle: Any, height: int | None = None, width: int | None = None) -> None:
-    """What :func:`decode_rle` checks, without making the mask: readers validate every
-    annotation of a data set when they open it, and decoding each one took most of that time."""
+    """
+    Check what :func:`decode_rle` checks, without making the mask.
+
+    Readers validate every annotation of a data set when they open it, and decoding each one
+    took most of that time.
+    """
     _checked_coco_rle(rle, height, width)
 
 
@@ -86,7 +106,7 @@ def _checked_coco_rle(rle: Any, height: int | None, width: int | None) -> dict[s
 
 
 def rle_area(rle: Any) -> int:
-    """Number of foreground pixels, without decoding the mask."""
+    """Return the number of foreground pixels, without decoding the mask."""
     return int(mask_utils.area(_to_coco_rle(rle)))
 
 
@@ -102,7 +122,8 @@ _MAX_RUN_CHARS = 12
 
 @functools.lru_cache(maxsize=1 << 16)  # a data set repeats its masks: per question, modal = amodal
 def _compressed_total(counts: bytes) -> int:
-    """Sum of the run lengths of a compressed COCO counts string.
+    """
+    Sum of the run lengths of a compressed COCO counts string.
 
     Mirrors the LEB128-like scheme of COCO's ``rleFrString`` (5 bits per char, bit 0x20
     continues a run, bit 0x10 of a run's last char its sign, runs after the second stored

@@ -1,4 +1,19 @@
-"""What a free answer got wrong about its targets, by kind of mistake.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+What a free answer got wrong about its targets, by kind of mistake.
 
 gIoU and target-count accuracy say how far an answer's masks are from the truth, not
 why. For the language side the why decides what to train next: naming the wrong thing,
@@ -41,7 +56,7 @@ NUMBER_FIELDS: tuple[str, ...] = ("answers", "right number", "fewer", "more", "e
 
 
 def number_group(asked: int) -> str:
-    """The :data:`NUMBER_GROUPS` entry of a question asking for ``asked`` targets."""
+    """Return the :data:`NUMBER_GROUPS` entry of a question asking for ``asked`` targets."""
     if asked < 0:
         raise ValueError(f"a question asks for at least 0 targets, got {asked}")
     return NUMBER_GROUPS[min(asked, len(NUMBER_GROUPS) - 1)]
@@ -56,7 +71,8 @@ class NamedTarget(Protocol):
 
 
 def answer_error(predicted: Iterable[NamedTarget], truth: Iterable[NamedTarget]) -> str:
-    """The kind (one of :data:`KINDS`) of ``predicted`` against ``truth``.
+    """
+    Return the kind (one of :data:`KINDS`) of ``predicted`` against ``truth``.
 
     Instances are compared only where the truth numbers them (``instance`` > 0): a
     dataset that names targets by category (ReasonSeg) cannot tell instances apart.
@@ -99,7 +115,7 @@ class AnswerErrorCounter:
         return kind
 
     def report_by_number(self) -> dict[str, dict[str, int]]:
-        """{number group: {field: answers}} for the groups some question fell in, in order."""
+        """Return {number group: {field: answers}} for the groups some question fell in, in order."""
         return {g: {f: int(self.by_number[g, f]) for f in NUMBER_FIELDS}
                 for g in NUMBER_GROUPS if self.by_number[g, "answers"]}
 
@@ -111,8 +127,12 @@ class AnswerErrorCounter:
         return {s: {k: int(c[k]) for k in KINDS} for s, c in splits.items()}
 
     def all_reduce(self, splits: Iterable[str]) -> None:
-        """Sum the counts over all processes (no-op when not initialised). Every process
-        must pass the same ``splits``, even those that saw none of a split's answers."""
+        """
+        Sum the counts over all processes (no-op when not initialised).
+
+        Every process must pass the same ``splits``, even those that saw none of a
+        split's answers.
+        """
         import torch
         import torch.distributed as dist
 
@@ -121,7 +141,8 @@ class AnswerErrorCounter:
         splits = sorted(set(splits))
         state = torch.tensor([[self.counts.get(s, Counter())[k] for k in KINDS] for s in splits], dtype=torch.float64)
         dist.all_reduce(state)
-        self.counts = {s: Counter({k: int(v) for k, v in zip(KINDS, row.tolist()) if v}) for s, row in zip(splits, state)}
+        self.counts = {s: Counter({k: int(v) for k, v in zip(KINDS, row.tolist()) if v})
+                       for s, row in zip(splits, state)}
         keys = [(g, f) for g in NUMBER_GROUPS for f in NUMBER_FIELDS]
         numbers = torch.tensor([self.by_number[k] for k in keys], dtype=torch.float64)
         dist.all_reduce(numbers)
@@ -129,7 +150,7 @@ class AnswerErrorCounter:
 
 
 def markdown(report: dict[str, dict[str, int]]) -> str:
-    """The report as a table: one row per split, the share of answers of each kind."""
+    """Return the report as a table: one row per split, the share of answers of each kind."""
     lines = ["| answers | " + " | ".join(KINDS) + " |", "|---|" + "---:|" * len(KINDS)]
     for split, counts in report.items():
         total = sum(counts.values()) or 1
@@ -139,8 +160,12 @@ def markdown(report: dict[str, dict[str, int]]) -> str:
 
 
 def markdown_by_number(report: dict[str, dict[str, int]]) -> str:
-    """The answers by how many targets their question asks for: how often each group's
-    answers name as many targets, fewer or more, and exactly the right ones."""
+    """
+    Return the answers by how many targets their question asks for.
+
+    How often each group's answers name as many targets, fewer or more, and exactly
+    the right ones.
+    """
     shares = NUMBER_FIELDS[1:]  # every field but the count of answers, as a share of it
     lines = ["| targets asked | answers | " + " | ".join(shares) + " |", "|---|---:|" + "---:|" * len(shares)]
     for group, row in report.items():
@@ -151,11 +176,13 @@ def markdown_by_number(report: dict[str, dict[str, int]]) -> str:
 
 
 def report_by_question(answer_log: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per question sentence of an answer log (``question``, ``kind``, ``predicted`` and
-    ``truth`` per answer): how often its answers name as many targets as asked and
-    exactly the right ones, and its most frequent mistake. The sentences whose answers
-    miss the number most often come first, so the head of the list is where the target
-    count is lost."""
+    """
+    Per question sentence of an answer log (``question``, ``kind``, ``predicted`` and ``truth`` per answer).
+
+    How often its answers name as many targets as asked and exactly the right ones,
+    and its most frequent mistake. The sentences whose answers miss the number most
+    often come first, so the head of the list is where the target count is lost.
+    """
     rows: dict[str, dict[str, Any]] = {}
     for entry in answer_log:
         row = rows.setdefault(entry["question"], {"question": entry["question"], "answers": 0,
@@ -175,7 +202,7 @@ def report_by_question(answer_log: Iterable[Mapping[str, Any]]) -> list[dict[str
 
 
 def markdown_by_question(report: list[dict[str, Any]], limit: int = 10) -> str:
-    """The first ``limit`` sentences of :func:`report_by_question` as a table."""
+    """Return the first ``limit`` sentences of :func:`report_by_question` as a table."""
     lines = ["| question | answers | right number | exact | most frequent mistake |", "|---|---:|---:|---:|---|"]
     for row in report[:limit]:
         question = row["question"].replace("|", "\\|")

@@ -1,6 +1,21 @@
-"""How far a target's measured 3-D geometry is from the truth: centroid, box centre, normal, size.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
 
-One definition shared by the geometry's tests (``m2sa_ros.target_geometry`` against the
+"""
+How far a target's measured 3-D geometry is from the truth: centroid, box centre, normal, size.
+
+One definition shared by the geometry's tests (``m2sa_core.geometry.target`` against the
 synthetic world), the bag evaluation (the node's ``Target.pose`` / ``size`` against a
 bag's geometry sidecar) and the bench, so that a figure in bench/RESULTS.md and one in a
 bag report mean the same thing:
@@ -47,8 +62,12 @@ def normal_angle_deg(measured: np.ndarray, truth: np.ndarray) -> float:
 
 
 def size_error_mm(rotation: np.ndarray, extents: np.ndarray, truth_points: np.ndarray) -> float:
-    """The in-plane size error (module doc) of a box with axes ``rotation`` (columns x, y, z)
-    and ``extents`` (metres), against the true points (or their support points)."""
+    """
+    Return the in-plane size error (module doc) of a box against the true points.
+
+    The box has axes ``rotation`` (columns x, y, z) and ``extents`` (metres); the truth is
+    the true points or their support points.
+    """
     on_axes = np.asarray(truth_points, np.float64).reshape(-1, 3) @ np.asarray(rotation, np.float64)
     true_extents = on_axes.max(axis=0) - on_axes.min(axis=0)
     return float(np.abs(np.asarray(extents, np.float64)[:2] - true_extents[:2]).max() * 1e3)
@@ -70,7 +89,8 @@ def geometry_errors(centroid: np.ndarray, rotation: np.ndarray, extents: np.ndar
 
 
 def support_points(points: np.ndarray) -> np.ndarray:
-    """The vertices of the convex hull of ``points`` (N, 3): every projection's min and max.
+    """
+    Return the vertices of the convex hull of ``points`` (N, 3): every projection's min and max.
 
     A flat patch (one plane: a part without relief) has no 3-D hull, so its 2-D hull in
     the plane is taken; points on a line give their two ends, fewer than four are returned

@@ -1,4 +1,19 @@
-"""gIoU and cIoU under the teacher-forced and the generative protocol (the M2SA paper's metrics).
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+gIoU and cIoU under the teacher-forced and the generative protocol (the M2SA paper's metrics).
 
 * gIoU: mean over all ground-truth masks of the per-mask IoU; a pair whose prediction
   and ground truth are both empty counts 1.0.
@@ -17,9 +32,9 @@ the single-process result.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from dataclasses import dataclass
+import math
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -36,7 +51,8 @@ def _check_pair(pred: np.ndarray, gt: np.ndarray, ignore: np.ndarray | None) -> 
 
 
 def intersection_union(pred, gt, ignore=None) -> tuple[int, int]:
-    """Pixel counts of pred & gt and pred | gt, leaving out ``ignore`` pixels.
+    """
+    Pixel counts of pred & gt and pred | gt, leaving out ``ignore`` pixels.
 
     numpy arrays or torch tensors (counted on their own device, so an evaluation on GPU
     does not copy full-size masks to the host); anything non-zero is foreground.
@@ -53,7 +69,8 @@ def intersection_union(pred, gt, ignore=None) -> tuple[int, int]:
 
 def _intersection_union_torch(pred, gt, ignore) -> tuple[int, int]:
     if pred.shape != gt.shape or pred.dim() != 2:
-        raise ValueError(f"prediction {tuple(pred.shape)} and ground truth {tuple(gt.shape)} must be 2-D masks of one size")
+        raise ValueError(f"prediction {tuple(pred.shape)} and ground truth {tuple(gt.shape)} "
+                         "must be 2-D masks of one size")
     pred, gt = pred.bool(), gt.to(pred.device).bool()
     if ignore is not None:
         import torch
@@ -66,13 +83,14 @@ def _intersection_union_torch(pred, gt, ignore) -> tuple[int, int]:
 
 
 def mask_iou(pred: np.ndarray, gt: np.ndarray, ignore: np.ndarray | None = None) -> float:
-    """IoU of two boolean masks; 1.0 when both are empty."""
+    """Return the IoU of two boolean masks; 1.0 when both are empty."""
     inter, union = intersection_union(pred, gt, ignore)
     return 1.0 if union == 0 else inter / union
 
 
 class IoUAccumulator:
-    """Running gIoU/cIoU sums for one split.
+    """
+    Running gIoU/cIoU sums for one split.
 
     ``state()`` is a float64 vector ``[iou_sum, intersection, union, count]``; sum it
     across processes (``torch.distributed.all_reduce``) and rebuild with ``from_state``.
@@ -112,7 +130,7 @@ class IoUAccumulator:
 
     @property
     def count(self) -> int:
-        """Number of mask pairs (entries) added."""
+        """Return the number of mask pairs (entries) added."""
         return int(self.n)
 
     @property
@@ -239,7 +257,8 @@ class SplitReport:
 
 
 class SegmentationEvaluator:
-    """Per-split gIoU/cIoU under one protocol, plus target-count accuracy.
+    """
+    Per-split gIoU/cIoU under one protocol, plus target-count accuracy.
 
     ``splits`` fixes the split names in advance so every process of a sharded
     evaluation has the same state layout for ``all_reduce``; unknown splits are then an
@@ -252,8 +271,8 @@ class SegmentationEvaluator:
         self.protocol = protocol
         self.fixed = splits is not None
         self.accumulators: dict[str, IoUAccumulator] = {s: IoUAccumulator() for s in (splits or ())}
-        self.samples: dict[str, float] = {s: 0.0 for s in (splits or ())}
-        self.count_correct: dict[str, float] = {s: 0.0 for s in (splits or ())}
+        self.samples: dict[str, float] = dict.fromkeys(splits or (), 0.0)
+        self.count_correct: dict[str, float] = dict.fromkeys(splits or (), 0.0)
 
     def _split(self, split: str) -> IoUAccumulator:
         if split not in self.accumulators:
@@ -327,7 +346,8 @@ class SegmentationEvaluator:
             self.samples[split], self.count_correct[split] = float(row[4]), float(row[5])
 
     def all_reduce(self) -> None:
-        """Sum the state over all processes of ``torch.distributed`` (no-op when not initialised).
+        """
+        Sum the state over all processes of ``torch.distributed`` (no-op when not initialised).
 
         Every process must have been built with the same ``splits``.
         """
@@ -341,7 +361,7 @@ class SegmentationEvaluator:
 
 
 def format_report(reports: dict[str, SplitReport]) -> str:
-    """A plain-text table of split reports (what ``m2sa-eval`` prints)."""
+    """Return a plain-text table of split reports (what ``m2sa-eval`` prints)."""
     lines = [f"{'split':<16} {'protocol':<15} {'gIoU':>7} {'cIoU':>7} {'masks':>7} {'samples':>8} {'count acc':>9}"]
     for r in reports.values():
         lines.append(f"{r.split:<16} {r.protocol:<15} {r.giou:7.4f} {r.ciou:7.4f} {r.masks:7d} {r.samples:8d} "
@@ -370,7 +390,8 @@ def occluded(visible, amodal) -> np.ndarray:
 
 
 class AmodalEvaluator:
-    """Visible, amodal (all targets and occluded ones only) and mask-type scores over a dataset.
+    """
+    Visible, amodal (all targets and occluded ones only) and mask-type scores over a dataset.
 
     It sits beside :class:`SegmentationEvaluator` (which scores the mask each command asked
     for, per split): visible predictions against visible ground truth, amodal predictions
@@ -437,7 +458,7 @@ class AmodalEvaluator:
         if values.size != size:
             raise ValueError(f"AmodalEvaluator state must have {size} values, got {values.size}")
         for k, part in enumerate(self.PARTS):
-            self.accumulators[part] = IoUAccumulator.from_state(values[4 * k : 4 * k + 4])
+            self.accumulators[part] = IoUAccumulator.from_state(values[4 * k:4 * k + 4])
         self.type_correct, self.type_total = float(values[-2]), float(values[-1])
 
     def all_reduce(self) -> None:

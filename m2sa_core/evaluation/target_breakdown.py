@@ -1,4 +1,19 @@
-"""gIoU broken down by what each ground-truth target is and by how large it is.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+gIoU broken down by what each ground-truth target is and by how large it is.
 
 A split's gIoU says how good the masks are, not where they fail. A grasp planner acts on
 the remote's button, not on the remote, and a coarse mask grid loses small parts first,
@@ -17,9 +32,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
-import numpy as np
-
 from m2sa_core.evaluation.metrics import mask_iou, pair_masks
+import numpy as np
 
 # COCO's area ranges (pycocotools' COCOeval.Params.areaRng), in pixels of the image as evaluated.
 SIZE_RANGES: tuple[tuple[str, float, float], ...] = (
@@ -32,7 +46,7 @@ def target_kind(category: str, part: str) -> str:
 
 
 def size_range(area: float) -> str:
-    """The COCO area range ``area`` (pixels) falls in."""
+    """Return the COCO area range ``area`` (pixels) falls in."""
     for name, low, high in SIZE_RANGES:
         if low <= area < high:
             return name
@@ -42,7 +56,8 @@ def size_range(area: float) -> str:
 def score_targets(preds: Sequence[np.ndarray], gts: Sequence[np.ndarray], kinds: Sequence[str], protocol: str,
                   ignore: np.ndarray | None = None,
                   scores: Sequence[float] | None = None) -> list[dict[str, float | str | int]]:
-    """One entry a ground-truth target: its kind, area, size range and the IoU it was given.
+    """
+    One entry a ground-truth target: its kind, area, size range and the IoU it was given.
 
     ``kinds`` names each ground truth (:func:`target_kind`); the area leaves out ``ignore``
     pixels, as the IoU does. With ``scores`` (the model's predicted IoU of each prediction),
@@ -71,7 +86,8 @@ def score_targets(preds: Sequence[np.ndarray], gts: Sequence[np.ndarray], kinds:
 
 
 def score_calibration(entries: Sequence[dict]) -> dict[str, float | int]:
-    """How well predicted scores follow the IoU they predict, over the targets that have one.
+    """
+    How well predicted scores follow the IoU they predict, over the targets that have one.
 
     Spearman's rank correlation says whether a higher score means a better mask (what a
     threshold such as the lost rule's ``min_score`` relies on); the mean absolute error
@@ -92,8 +108,12 @@ def score_calibration(entries: Sequence[dict]) -> dict[str, float | int]:
 
 
 def summarise(entries: Sequence[dict]) -> dict[str, dict]:
-    """gIoU and count per target kind and per size range, worst kind first, and how the
-    predicted scores follow the IoU (``score_calibration``) where the entries have scores."""
+    """
+    Return the gIoU and count per target kind and per size range, worst kind first.
+
+    With them, how the predicted scores follow the IoU (``score_calibration``) where the
+    entries have scores.
+    """
     out: dict[str, dict] = {}
     for field, order in (("target", None), ("size", [name for name, _, _ in SIZE_RANGES])):
         groups: dict[str, list[float]] = defaultdict(list)
@@ -122,5 +142,6 @@ def markdown(summary: dict[str, dict[str, dict[str, float | int]]]) -> str:
                   "| targets | Spearman | Pearson | mean abs. error | mean score | mean IoU |",
                   "|---:|---:|---:|---:|---:|---:|",
                   f"| {calibration['targets']} | {calibration['spearman']:.2f} | {calibration['pearson']:.2f} | "
-                  f"{calibration['mean_abs_error']:.3f} | {calibration['mean_score']:.3f} | {calibration['mean_iou']:.3f} |"]
+                  f"{calibration['mean_abs_error']:.3f} | {calibration['mean_score']:.3f} | "
+                  f"{calibration['mean_iou']:.3f} |"]
     return "\n".join(lines)

@@ -1,4 +1,19 @@
-"""Parse a generated answer into one labelled target per [SEG].
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Parse a generated answer into one labelled target per [SEG].
 
 The project's answer convention names every target right before its [SEG]:
 ``object_N`` (object level, ``mug_2 [SEG]``) or ``object_N's part`` (part level,
@@ -32,7 +47,7 @@ def _fallback(span: str, index: int) -> ParsedLabel:
 
 
 def _named(obj: str, instance: int, part: str) -> ParsedLabel:
-    """The label as the answer spelt it, folded to lower case (``mug_0`` stays ``mug_0``)."""
+    """Return the label as the answer spelt it, folded to lower case (``mug_0`` stays ``mug_0``)."""
     label = f"{obj}_{instance}'s {part}" if part else f"{obj}_{instance}"
     return ParsedLabel(label, obj, instance, part)
 
@@ -59,7 +74,7 @@ def parse_targets(raw_answer: str) -> list[ParsedLabel]:
 
 
 def clean_answer(raw_answer: str) -> str:
-    """The answer for people: [SEG] markers removed, whitespace tidied."""
+    """Return the answer for people: [SEG] markers removed, whitespace tidied."""
     text = raw_answer.replace("</s>", "")
     text = re.sub(r"\s*" + re.escape(SEG_TOKEN), "", text)
     text = re.sub(r"\s+", " ", text)

@@ -1,4 +1,19 @@
-"""Merge the instances an answer names twice: one object seen as two.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Merge the instances an answer names twice: one object seen as two.
 
 Visible masks of two objects never share pixels (a pixel shows one surface), nor do the
 same part of two objects. So when an answer names ``bottle_1`` and ``bottle_2`` and their
@@ -19,15 +34,14 @@ authors' code) unless the caller gives one.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
+import re
 
-import numpy as np
-
-from m2sa_core.labels import ITS_PART_RE, LABEL_RE
 from m2sa_core.evaluation.metrics import intersection_union
+from m2sa_core.labels import ITS_PART_RE, LABEL_RE
 from m2sa_core.prompt import SEG_TOKEN
 from m2sa_core.types import Target
+import numpy as np
 
 # The words that join one list item to the one before it: ", the ", " and the ", " and its ".
 _LIST_JOINT_RE = re.compile(r"^\s*(?:,\s*)?(?:(?P<conj>and|or)\s+)?(?:(?:the|its)\s+)?$", re.IGNORECASE)
@@ -36,13 +50,14 @@ _TRAILING_ARTICLE_RE = re.compile(r"\s+(?:the|its|a|an)\s*$", re.IGNORECASE)
 
 
 def _overlap(a: np.ndarray, b: np.ndarray) -> float:
-    """IoU of two visible masks; 0 when both are empty (two empty masks show no one object)."""
+    """Return the IoU of two visible masks; 0 when both are empty (two empty masks show no one object)."""
     intersection, union = intersection_union(a, b)
     return intersection / union if union else 0.0
 
 
 def duplicate_targets(targets: Sequence[Target], iou_threshold: float) -> list[int]:
-    """Indices of the targets that repeat an earlier-named instance, in order.
+    """
+    Return the indices of the targets that repeat an earlier-named instance, in order.
 
     A target repeats target ``j`` (named before it) when both name the same object
     category and part (or both the whole object), different instance numbers, and their
@@ -73,7 +88,8 @@ def _mention_start(span: str) -> int | None:
 
 
 def remove_from_answer(raw_answer: str, indices: Sequence[int]) -> str:
-    """``raw_answer`` without the targets at ``indices`` (0-based [SEG] positions).
+    """
+    ``raw_answer`` without the targets at ``indices`` (0-based [SEG] positions).
 
     A target is removed with the list words that joined it (", the", " and the"); when
     the list's last item goes, its "and" moves to the item that is now last

@@ -1,4 +1,19 @@
-"""The per-frame feature cache: what a frame costs once, however many commands ask about it.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The per-frame feature cache: what a frame costs once, however many commands ask about it.
 
 The SAM image encoder with early features, the fusion convolutions and CLIP do not depend
 on the command, so a frame's :class:`FrameEntry` is kept in a small LRU keyed by the
@@ -9,15 +24,14 @@ Tensor shapes: ``FrameEntry.fused`` [1, P, h, w].
 
 from __future__ import annotations
 
-import hashlib
 from collections import OrderedDict
 from collections.abc import Hashable
 from dataclasses import dataclass
-
-import numpy as np
-import torch
+import hashlib
 
 from m2sa_core.model.m2sa import FrameFeatures
+import numpy as np
+import torch
 
 
 @dataclass

@@ -1,4 +1,19 @@
-"""Command -> Result on one frame, with a per-frame feature cache.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Command -> Result on one frame, with a per-frame feature cache.
 
 The expensive, command-independent work (SAM image encoder with early features, the
 fusion convolutions, CLIP) runs once per frame and is kept in a small LRU, so several
@@ -14,30 +29,29 @@ shape when the command asked for it, or for every target with ``amodal`` on.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import replace
 from pathlib import Path
-
-import numpy as np
-import torch
-from transformers import PreTrainedTokenizerBase
+import time
 
 from m2sa_core.inference.answer import clean_answer
 from m2sa_core.inference.frame_cache import FrameCache
 from m2sa_core.inference.settings import DECODERS, DEFAULT_MAX_NEW_TOKENS, InferenceSettings
-from m2sa_core.inference.stages import SegmenterStages
-from m2sa_core.inference.tracking import TrackPrompts, TrackState, seg_prompt_embeddings, track_frame
+from m2sa_core.inference.stages import FrameEntry, SegmenterStages
+from m2sa_core.inference.tracking import seg_prompt_embeddings, track_frame, TrackPrompts, TrackState
 from m2sa_core.model.checkpoint import from_pretrained as load_checkpoint
 from m2sa_core.model.checkpoint import save_pretrained as save_checkpoint
 from m2sa_core.model.generation import SpecialIds
 from m2sa_core.model.m2sa import M2SAModel
 from m2sa_core.model.preprocess import ImageProcessor, validate_image
-from m2sa_core.model.presets import PRESETS, build_preset
+from m2sa_core.model.presets import build_preset, PRESETS
 from m2sa_core.model.quantization import check_supported as check_quantization
 from m2sa_core.model.quantization import quantize_language_model, resolve_decoder
 from m2sa_core.prompt import build_prompt, sanitize_command, tokenize_prompt
 from m2sa_core.types import Cancelled, Result
+import numpy as np
+import torch
+from transformers import PreTrainedTokenizerBase
 
 STAGES = ("encoding", "generating", "decoding")
 # Model dtypes a user may name (the node's ``dtype`` parameter, ``m2sa-eval --dtype``, the benchmarks).
@@ -45,7 +59,8 @@ DTYPE_NAMES = ("float32", "bfloat16", "float16")
 
 
 def default_dtype(device: torch.device) -> torch.dtype:
-    """bf16 on CUDA: half the memory, what a 7B model needs; fp32 elsewhere.
+    """
+    bf16 on CUDA: half the memory, what a 7B model needs; fp32 elsewhere.
 
     A small model can lose figures to bf16 rounding: in bf16 on a GPU an earlier tiny
     model answered 20 of 353 held-out questions other than in fp32, and only fp32 kept its
@@ -55,7 +70,7 @@ def default_dtype(device: torch.device) -> torch.dtype:
 
 
 def dtype_from_name(name: str) -> torch.dtype | None:
-    """A name of ``DTYPE_NAMES`` as a torch dtype; "auto" or "" is None, :func:`default_dtype` at load time."""
+    """Return a name of ``DTYPE_NAMES`` as a torch dtype; "auto" or "" is None, :func:`default_dtype` at load time."""
     if name in ("", "auto"):
         return None
     if name not in DTYPE_NAMES:
@@ -121,7 +136,7 @@ class Segmenter:
     # -- settings ---------------------------------------------------------------------
     @property
     def settings(self) -> InferenceSettings:
-        """The settings every stage reads; assigning one (or a single setting below) replaces them whole."""
+        """Return the settings every stage reads; assigning one (or a single setting below) replaces them whole."""
         return self.stages.settings
 
     @settings.setter
@@ -153,7 +168,8 @@ class Segmenter:
         quantization: str = "none",
         duplicate_iou: float | None = None,
     ) -> "Segmenter":
-        """Load a checkpoint directory (our format) or build a preset with random weights.
+        """
+        Load a checkpoint directory (our format) or build a preset with random weights.
 
         A preset name gives an untrained model (tests, benchmarks); ``tiny`` gets a
         tokenizer trained on a small built-in corpus. Default dtype: bf16 on CUDA, fp32 otherwise.
@@ -200,7 +216,8 @@ class Segmenter:
         decoder: str = "auto",
         **kwargs,
     ) -> "Segmenter":
-        """Wrap a model already in memory, quantizing its language model on the way to ``device``.
+        """
+        Wrap a model already in memory, quantizing its language model on the way to ``device``.
 
         :meth:`from_pretrained`'s last steps, for callers that hold the model themselves
         (a benchmark that draws a preset's weights once and copies them per mode). A
@@ -215,7 +232,8 @@ class Segmenter:
                    **kwargs)
 
     def save_pretrained(self, directory: str | Path) -> Path:
-        """Write the model and tokenizer as a checkpoint directory :meth:`from_pretrained` loads.
+        """
+        Write the model and tokenizer as a checkpoint directory :meth:`from_pretrained` loads.
 
         Our format (``config.json``, ``model.safetensors``, tokenizer files); the
         segmenter's own settings (cache size, token limit, threshold) are not saved.
@@ -232,9 +250,9 @@ class Segmenter:
         """Forget every cached frame and reset the counters."""
         self.cache.clear()
 
-
     def prompt_ids(self, command: str) -> list[int]:
-        """Token ids of the LLaVA v1 prompt for ``command`` (sanitised: no injected [SEG] or roles).
+        """
+        Token ids of the LLaVA v1 prompt for ``command`` (sanitised: no injected [SEG] or roles).
 
         The checkpoint's segmentation request (``config.seg_request``, the authors' text
         for real checkpoints) follows the command, as in the prompts it was trained on.
@@ -260,7 +278,8 @@ class Segmenter:
         amodal: bool | None = None,
         keep_prompts: bool = False,
     ) -> Result:
-        """Answer ``command`` about ``image`` (RGB uint8 H x W x 3) with one mask per [SEG].
+        """
+        Answer ``command`` about ``image`` (RGB uint8 H x W x 3) with one mask per [SEG].
 
         ``on_stage`` hears "encoding", "generating", "decoding"; ``on_text`` the answer
         so far ([SEG] markers removed) after each token; ``should_stop`` is polled
@@ -297,7 +316,7 @@ class Segmenter:
         return result
 
     def _track_prompts(self, result: Result, seg_states: list[torch.Tensor], command: str) -> TrackPrompts:
-        """The prompts of the result's targets: the [SEG] states of merged instances left out."""
+        """Return the prompts of the result's targets: the [SEG] states of merged instances left out."""
         embeddings = seg_prompt_embeddings(self.model, self.settings, [seg_states[i] for i in result.seg_indices])
         return TrackPrompts.from_result(result, embeddings, command)
 
@@ -310,7 +329,8 @@ class Segmenter:
         use_previous_mask: bool = False,
         frame_key: Hashable | None = None,
     ) -> tuple[Result, TrackState]:
-        """Re-segment a command's targets on a new frame from its prompts, without the language model.
+        """
+        Re-segment a command's targets on a new frame from its prompts, without the language model.
 
         One image encode (cached like any frame) and one mask-decoder pass. Pass the
         returned state back as ``previous`` for the next frame; with
@@ -331,7 +351,8 @@ class Segmenter:
         amodal: bool | None = None,
         keep_prompts: bool | Sequence[bool] = False,
     ) -> list[Result]:
-        """Several commands in one batched generation: on one frame, or each on its own frame.
+        """
+        Several commands in one batched generation: on one frame, or each on its own frame.
 
         ``image`` is one frame (an array) for every command, or a list with one frame per
         command - several cameras' commands waiting together; ``frame_key`` is then None

@@ -1,4 +1,19 @@
-"""How a :class:`~m2sa_core.inference.Segmenter` runs a call: one frozen value the stages read.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+How a :class:`~m2sa_core.inference.Segmenter` runs a call: one frozen value the stages read.
 
 The stages (:mod:`m2sa_core.inference.stages`) and tracking are handed the model, the
 tokenizer and these settings rather than the segmenter, so nothing below the segmenter
@@ -10,9 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-
 from m2sa_core.model.generation import SpecialIds
+import torch
 
 # dynamic: transformers' DynamicCache; static: static KV cache; graph: static + the decode step
 # replayed as a CUDA graph (CUDA only); auto: graph on CUDA, dynamic elsewhere. All give the same tokens
@@ -25,7 +39,8 @@ DEFAULT_MAX_NEW_TOKENS = 256
 
 @dataclass(frozen=True)
 class InferenceSettings:
-    """Where the model runs and the knobs of one call, range-checked once.
+    """
+    Where the model runs and the knobs of one call, range-checked once.
 
     ``decoder`` is resolved ("auto" already chosen for the device); ``special_ids`` are
     the tokenizer's EOS and padding ids and the model's [SEG] id.

@@ -1,4 +1,19 @@
-"""The stages of one :class:`~m2sa_core.inference.Segmenter` call, for callers that need them apart.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The stages of one :class:`~m2sa_core.inference.Segmenter` call, for callers that need them apart.
 
 ``Segmenter.segment`` runs encode -> generate -> decode masks -> build result; the
 evaluator (teacher-forced and generative protocols), the benchmarks and tracking need
@@ -14,14 +29,10 @@ Tensor shapes: ``FrameEntry.fused`` [1, P, h, w]; a [SEG] state [D] (hidden size
 
 from __future__ import annotations
 
-import time
 from collections import OrderedDict
 from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-
-import numpy as np
-import torch
-from transformers import PreTrainedTokenizerBase
+import time
 
 from m2sa_core.inference.answer import clean_answer, parse_targets
 from m2sa_core.inference.duplicates import duplicate_targets, remove_from_answer
@@ -29,10 +40,13 @@ from m2sa_core.inference.frame_cache import FrameCache, FrameEntry, image_key
 from m2sa_core.inference.settings import InferenceSettings
 from m2sa_core.labels import ParsedLabel
 from m2sa_core.model.generation import Generation, greedy_generate
-from m2sa_core.model.kv_decoders import DynamicDecoder, StaticDecoder, static_length
+from m2sa_core.model.kv_decoders import DynamicDecoder, static_length, StaticDecoder
 from m2sa_core.model.m2sa import FrameFeatures, M2SAModel
 from m2sa_core.model.preprocess import ImageProcessor
 from m2sa_core.types import MaskType, Result, Target
+import numpy as np
+import torch
+from transformers import PreTrainedTokenizerBase
 
 
 @dataclass
@@ -52,7 +66,8 @@ def _sync(device: torch.device) -> None:
 
 
 class SegmenterStages:
-    """Encode a frame, generate answers, decode masks, build a result: one Segmenter call in parts.
+    """
+    Encode a frame, generate answers, decode masks, build a result: one Segmenter call in parts.
 
     Holds no state of its own but the static decoders; model, tokenizer, settings,
     processor and cache are the segmenter's, so a stage run here is exactly the one
@@ -89,12 +104,13 @@ class SegmenterStages:
         _sync(settings.device)
         t2 = time.perf_counter()
         timings.update(sam_encode=(t1 - t0) * 1e3, clip_encode=(t2 - t1) * 1e3)
-        entry = FrameEntry(FrameFeatures(emb, early, clip, upsampling), fused, inputs["resize_size"], inputs["original_size"])
+        entry = FrameEntry(FrameFeatures(emb, early, clip, upsampling), fused, inputs["resize_size"],
+                           inputs["original_size"])
         self.cache.put(key, entry)
         return entry
 
     def static_decoder(self, batch: int, prompt_length: int) -> StaticDecoder:
-        """A reusable static-cache decoder for this shape (LRU of a few; graphs captured once each)."""
+        """Return a reusable static-cache decoder for this shape (LRU of a few; graphs captured once each)."""
         settings = self.settings
         key = (batch, static_length(prompt_length, settings.max_new_tokens))
         decoder = self._decoders.pop(key, None)
@@ -116,7 +132,8 @@ class SegmenterStages:
         should_stop: Callable[[], bool] | None = None,
         forced: Sequence[Sequence[int]] | None = None,
     ) -> list[Generation]:
-        """Greedy decoding of all ``prompts`` in one left-padded batch (see ``greedy_generate``).
+        """
+        Greedy decoding of all ``prompts`` in one left-padded batch (see ``greedy_generate``).
 
         ``features`` is one frame for every prompt, or one frame per prompt (several
         cameras' commands batched into one generation: each row sees its own image).
@@ -154,7 +171,8 @@ class SegmenterStages:
     def decode_masks(
         self, entry: FrameEntry, seg_states: list[torch.Tensor], timings: dict[str, float], amodal: bool = False
     ) -> DecodedMasks:
-        """Visible masks, mask types and (when ``amodal`` or a target asks for it) amodal masks.
+        """
+        Visible masks, mask types and (when ``amodal`` or a target asks for it) amodal masks.
 
         Amodal masks are upscaled only when needed: the low-res pair comes from one decoder
         pass either way, the full-size upscale is the part worth skipping.
@@ -184,7 +202,8 @@ class SegmenterStages:
 
     def full_size_masks(self, entry: FrameEntry, low_res: torch.Tensor, iou: torch.Tensor,
                         with_amodal: bool) -> tuple[np.ndarray, np.ndarray]:
-        """Decoder output -> bool masks [n, k, H, W] at the frame's size and scores [n, 2] in 0..1.
+        """
+        Turn decoder output into bool masks [n, k, H, W] at the frame's size and scores [n, 2] in 0..1.
 
         ``low_res`` [n, 2, g, g] holds the visible and amodal logits; ``k`` is 2 with
         ``with_amodal``, else 1 (the amodal upscale is the part worth skipping).
@@ -197,12 +216,13 @@ class SegmenterStages:
         return masks, iou.float().clamp(0.0, 1.0).cpu().numpy()
 
     def decode_text(self, tokens: list[int]) -> str:
-        """Generated text with [SEG] kept (other special tokens dropped)."""
+        """Return the generated text with [SEG] kept (other special tokens dropped)."""
         return self.tokenizer.decode(tokens, skip_special_tokens=True, clean_up_tokenization_spaces=False).strip()
 
     def build_result(self, generation: Generation, decoded: DecodedMasks, timings: dict[str, float],
                      amodal: bool = False) -> Result:
-        """Targets labelled from the answer text: ``mask`` visible, ``amodal_mask`` when asked for or ``amodal``.
+        """
+        Targets labelled from the answer text: ``mask`` visible, ``amodal_mask`` when asked for or ``amodal``.
 
         Instances named twice (visible masks overlapping by the settings' ``duplicate_iou``)
         are merged into the first: see :mod:`m2sa_core.inference.duplicates`.

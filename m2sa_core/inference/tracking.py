@@ -1,4 +1,19 @@
-"""Follow a command's targets on new frames with SAM alone.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Follow a command's targets on new frames with SAM alone.
 
 Once the language model has answered a command, each ``[SEG]`` state has gone through
 phi into one SAM prompt embedding. Those embeddings *are* the command's meaning as far
@@ -17,17 +32,16 @@ mask upscaling), never on the segmenter itself.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field, replace
-
-import numpy as np
-import torch
+import time
 
 from m2sa_core.inference.settings import InferenceSettings
 from m2sa_core.inference.stages import SegmenterStages
 from m2sa_core.model.m2sa import M2SAModel
 from m2sa_core.types import MaskType, Result, Target, TrackedTarget, TrackPrompts
+import numpy as np
+import torch
 
 # TrackedTarget and TrackPrompts live with the Result that carries them; importable from here as before.
 __all__ = ["LostRule", "TrackPrompts", "TrackState", "TrackedTarget", "seg_prompt_embeddings", "track_frame"]
@@ -44,7 +58,7 @@ class TrackState:
 
 @torch.inference_mode()
 def seg_prompt_embeddings(model: M2SAModel, settings: InferenceSettings, seg_states: list[torch.Tensor]) -> np.ndarray:
-    """phi of the [SEG] states: float32 [n, P] (an empty [0, P] for an answer without [SEG])."""
+    """Return phi of the [SEG] states: float32 [n, P] (an empty [0, P] for an answer without [SEG])."""
     width = model.config.sam.prompt_embed_dim
     if not seg_states:
         return np.zeros((0, width), dtype=np.float32)
@@ -62,7 +76,8 @@ def track_frame(
     use_previous_mask: bool = False,
     frame_key: Hashable | None = None,
 ) -> tuple[Result, TrackState]:
-    """Masks of ``prompts``' targets on ``image``: one image encode, one decoder pass, no language model.
+    """
+    Masks of ``prompts``' targets on ``image``: one image encode, one decoder pass, no language model.
 
     With ``use_previous_mask`` and a ``previous`` state, the previous frame's visible
     logits prompt SAM as a dense mask (SAM's ``mask_input``). The result carries the
@@ -113,7 +128,7 @@ class LostRule:
             raise ValueError(f"frames must be >= 1, got {self.frames}")
 
     def update(self, state: TrackState, result: Result) -> TrackState:
-        """The state with each target's run of low-score frames counted (a target without a mask counts low)."""
+        """Return the state with each target's run of low-score frames counted (a target without a mask counts low)."""
         scores = np.array([t.score if t.mask.any() else 0.0 for t in result.targets], dtype=np.float64)
         before = state.lost_frames if state.lost_frames.shape == scores.shape else np.zeros(scores.shape, np.int64)
         runs = np.where(scores < self.min_score, before + 1, 0)

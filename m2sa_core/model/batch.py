@@ -1,4 +1,19 @@
-"""The model's training batch contract: the one collate, and a small reference batch builder.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The model's training batch contract: the one collate, and a small reference batch builder.
 
 :func:`collate` turns built training samples (``m2sa_core.data.builder.TrainingSample``)
 into the batch dict of ``M2SAModel.forward``; training and evaluation use it.
@@ -12,12 +27,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from m2sa_core.model.config import M2SAConfig
+from m2sa_core.model.preprocess import collate_images, ImageProcessor
+from m2sa_core.prompt import build_conversation, IGNORE_INDEX, tokenize_conversation
 import numpy as np
 import torch
-
-from m2sa_core.prompt import IGNORE_INDEX, build_conversation, tokenize_conversation
-from m2sa_core.model.config import M2SAConfig
-from m2sa_core.model.preprocess import ImageProcessor, collate_images
 
 
 @dataclass
@@ -33,7 +47,8 @@ class Example:
 
 def pad_tokens(ids: Sequence[Sequence[int]], labels: Sequence[Sequence[int]], pad_token_id: int
                ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Right-pad token rows: (input_ids, labels, attention_mask), each long [B, L].
+    """
+    Right-pad token rows: (input_ids, labels, attention_mask), each long [B, L].
 
     Padding is ``pad_token_id`` in the ids, IGNORE_INDEX in the labels and 0 in the mask.
     """
@@ -95,8 +110,10 @@ def make_batch(
 
 
 def collate_prompted(samples: Sequence, processor: ImageProcessor) -> dict:
-    """Prompt samples (``m2sa_core.data.prompt_samples.PromptSample``) -> the batch of
-    :func:`m2sa_core.model.promptable.promptable_forward`.
+    """
+    Collate prompt samples into the batch of :func:`m2sa_core.model.promptable.promptable_forward`.
+
+    The samples are ``m2sa_core.data.prompt_samples.PromptSample``.
 
     Point and box coordinates are scaled from the original image into SAM's input frame
     (the longest side resized to the SAM size), which is what SAM's prompt encoder reads.

@@ -1,4 +1,19 @@
-"""Saving and loading M2SA weights: our format, LLaVA v1 + SAM, and the authors' layout.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Saving and loading M2SA weights: our format, LLaVA v1 + SAM, and the authors' layout.
 
 Every loader does strict key accounting: each tensor of a checkpoint is either mapped
 onto a parameter, deliberately ignored for a stated reason (rotary caches, CLIP's text
@@ -11,24 +26,23 @@ refused.
 
 from __future__ import annotations
 
-import json
-import pickle
-import re
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+import json
 from pathlib import Path
-
-import torch
-from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
-from transformers import PreTrainedTokenizerBase
+import pickle
+import re
 
 from m2sa_core.model.config import CONFIG_NAME, M2SAConfig
+from m2sa_core.model.llama_tokenizer import load_tokenizer as _load_tokenizer
+from m2sa_core.model.llama_tokenizer import save_tokenizer, TokenizerLoadError
 from m2sa_core.model.m2sa import M2SAModel
 from m2sa_core.model.presets import attach_tokenizer, get_preset
-from m2sa_core.model.llama_tokenizer import TokenizerLoadError, save_tokenizer
-from m2sa_core.model.llama_tokenizer import load_tokenizer as _load_tokenizer
 from m2sa_core.model.trainable import add_lora
+from safetensors import SafetensorError
+from safetensors.torch import load_file, save_file
+import torch
+from transformers import PreTrainedTokenizerBase
 
 WEIGHTS_NAME = "model.safetensors"
 _WEIGHT_FILES = (
@@ -92,11 +106,11 @@ class LoadReport:
 
 # -- reading tensor files --------------------------------------------------------------------
 def load_tensor_file(path: str | Path) -> dict[str, torch.Tensor]:
-    """Read a safetensors file or a pickle (.pth/.bin/.pt) of tensors, safely.
+    """
+    Read a safetensors file or a pickle (.pth/.bin/.pt) of tensors, safely.
 
-    Raises:
-        CheckpointError: the file is missing, unreadable, would execute code when
-            unpickled, or holds something other than a (possibly nested) tensor dict.
+    :raises CheckpointError: the file is missing, unreadable, would execute code when
+        unpickled, or holds something other than a (possibly nested) tensor dict.
     """
     path = Path(path)
     if not path.is_file():
@@ -157,16 +171,16 @@ def load_mapped_state(
     strict: bool = True,
     resize_vocab: bool = False,
 ) -> LoadReport:
-    """Copy ``state`` into ``model`` through ``key_map`` with full accounting.
+    """
+    Copy ``state`` into ``model`` through ``key_map`` with full accounting.
 
-    Args:
-        key_map: checkpoint key -> model key, or None for "not ours" (unexpected).
-        expected_prefixes: the model keys this checkpoint is meant to fill (others are
-            not "missing"); None means all of the model.
-        allowed_missing_prefixes: model keys that may stay at their initialisation
-            (new layers), recorded as ``initialised``.
-        resize_vocab: accept embedding/lm_head tensors with fewer rows than the model
-            (new tokens); the extra rows get the mean of the loaded rows.
+    :param key_map: checkpoint key -> model key, or None for "not ours" (unexpected).
+    :param expected_prefixes: the model keys this checkpoint is meant to fill (others are
+        not "missing"); None means all of the model.
+    :param allowed_missing_prefixes: model keys that may stay at their initialisation
+        (new layers), recorded as ``initialised``.
+    :param resize_vocab: accept embedding/lm_head tensors with fewer rows than the model
+        (new tokens); the extra rows get the mean of the loaded rows.
     """
     report = LoadReport()
     own = model.state_dict()
@@ -188,7 +202,7 @@ def load_mapped_state(
             if resize_vocab and vocab and tensor.ndim == 2 and tensor.shape[1] == want[1] and tensor.shape[0] < want[0]:
                 grown = tensor.new_empty(want)
                 grown[: tensor.shape[0]] = tensor
-                grown[tensor.shape[0] :] = tensor.float().mean(0).to(tensor.dtype)
+                grown[tensor.shape[0]:] = tensor.float().mean(0).to(tensor.dtype)
                 tensor = grown
                 report.resized.append(target)
             else:
@@ -226,7 +240,7 @@ def save_pretrained(model: M2SAModel, tokenizer: PreTrainedTokenizerBase, direct
 
 
 def load_tokenizer(path: str | Path) -> PreTrainedTokenizerBase:
-    """A tokenizer from local files only (never the hub); Llama ones tokenize as the authors' stack."""
+    """Return a tokenizer from local files only (never the hub); Llama ones tokenize as the authors' stack."""
     try:
         return _load_tokenizer(path)
     except TokenizerLoadError as err:
@@ -279,7 +293,7 @@ def authors_key(key: str) -> str | None:
         return clip_key(key)
     for old, new in rules:
         if key.startswith(old):
-            return new + key[len(old) :]
+            return new + key[len(old):]
     return None
 
 
@@ -287,7 +301,8 @@ _CLIP_VISION_ROOTS = ("embeddings.", "pre_layrnorm.", "encoder.", "post_layernor
 
 
 def clip_key(key: str) -> str | None:
-    """Map a CLIP checkpoint key to ours; None for anything outside the vision tower.
+    """
+    Map a CLIP checkpoint key to ours; None for anything outside the vision tower.
 
     Accepts OpenAI/HF ``CLIPModel`` and older ``CLIPVisionModel`` files
     (``vision_model.*``), LLaVA's embedded tower (``model.vision_tower.vision_tower.
@@ -295,7 +310,7 @@ def clip_key(key: str) -> str | None:
     """
     for wrapper in ("model.vision_tower.vision_tower.", "vision_tower.", ""):
         if key.startswith(wrapper + "vision_model."):
-            key = key[len(wrapper + "vision_model.") :]
+            key = key[len(wrapper + "vision_model."):]
             break
     if key.startswith(_CLIP_VISION_ROOTS):
         return "vision_tower." + key
@@ -337,7 +352,8 @@ def import_authors_checkpoint(
     dtype: torch.dtype | None = None,
     strict: bool = True,
 ) -> tuple[M2SAModel, PreTrainedTokenizerBase, LoadReport]:
-    """Assemble a model from a checkpoint exported by the authors' M2SA code.
+    """
+    Assemble a model from a checkpoint exported by the authors' M2SA code.
 
     ``checkpoint`` is a directory (sharded or not) or a single weights file in their
     layout (``model.visual_model.*``, ``model.text_hidden_fcs.0.*``, ``model.layers.*``,
@@ -372,7 +388,7 @@ def import_authors_checkpoint(
 def llava_key(key: str) -> str | None:
     """Map a key of an original LLaVA v1 checkpoint (HF Llama + ``mm_projector``) to ours."""
     if key.startswith("model.mm_projector."):
-        return "mm_projector." + key[len("model.mm_projector.") :]
+        return "mm_projector." + key[len("model.mm_projector."):]
     if key.startswith("model.vision_tower."):
         return clip_key(key)
     if key.startswith("model."):
@@ -391,7 +407,8 @@ def import_llava_sam(
     dtype: torch.dtype | None = None,
     strict: bool = True,
 ) -> tuple[M2SAModel, PreTrainedTokenizerBase, LoadReport]:
-    """Assemble an untrained M2SA from LLaVA v1 weights and a SAM ``.pth``: the starting point of training.
+    """
+    Assemble an untrained M2SA from LLaVA v1 weights and a SAM ``.pth``: the starting point of training.
 
     The fusion convolutions, phi and the mask-type head are new layers and stay at their initialisation
     (listed in ``report.initialised``); the new token rows ([SEG], image start/end)

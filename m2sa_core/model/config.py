@@ -1,4 +1,19 @@
-"""Configuration of an M2SA model: LLaVA v1 (Llama + CLIP + projector) and SAM.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Configuration of an M2SA model: LLaVA v1 (Llama + CLIP + projector) and SAM.
 
 One JSON-serialisable object describes every shape the model needs, so a checkpoint
 directory (``config.json`` + weights) can be rebuilt anywhere without downloads. The
@@ -8,8 +23,8 @@ configs of published checkpoints can be pasted in unchanged.
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field, fields
+import json
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +56,8 @@ CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
 @dataclass
 class SamConfig:
-    """Shapes of SAM's image encoder, prompt encoder and mask decoder.
+    """
+    Shapes of SAM's image encoder, prompt encoder and mask decoder.
 
     Field names follow the arguments of ``segment_anything.modeling`` so that
     ``build_sam`` can pass them through without translation.
@@ -113,7 +129,8 @@ class LoraSettings:
 
 @dataclass
 class M2SAConfig:
-    """Everything needed to build an :class:`~m2sa_core.model.m2sa.M2SAModel`.
+    """
+    Everything needed to build an :class:`~m2sa_core.model.m2sa.M2SAModel`.
 
     ``seg_token_id`` and the image start/end ids are filled in when a tokenizer is
     attached (:func:`m2sa_core.model.tokenizer.add_special_tokens`); ``text_config
@@ -248,7 +265,8 @@ class M2SAConfig:
             )
         n_layers = int(self.vision_config["num_hidden_layers"])
         if not -(n_layers + 1) <= self.vision_feature_layer <= n_layers:
-            raise ValueError(f"M2SAConfig.vision_feature_layer {self.vision_feature_layer} outside CLIP depth {n_layers}")
+            raise ValueError(f"M2SAConfig.vision_feature_layer {self.vision_feature_layer} "
+                             f"outside CLIP depth {n_layers}")
         for name in ("pixel_mean", "pixel_std", "clip_mean", "clip_std"):
             if len(getattr(self, name)) != 3:
                 raise ValueError(f"M2SAConfig.{name} must have 3 values")

@@ -1,4 +1,19 @@
-"""The greedy generation loop, kept on the device.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The greedy generation loop, kept on the device.
 
 A per-token ``.tolist()`` to look for EOS and [SEG] stalls the GPU once per token: the
 host waits for the step to finish, then spends its Python time while the device idles.
@@ -15,17 +30,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-import torch
-
 from m2sa_core.types import Cancelled  # noqa: F401  (raised here; importable from here as before)
+import torch
 
 
 class Stepper(Protocol):
     """What a decoder offers the loop after its prefill (see :mod:`m2sa_core.model.kv_decoders`)."""
 
     def step(self, ids: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]: ...
-
-
 
 
 @dataclass
@@ -93,7 +105,8 @@ def _until_eos(ids: list[int], eos: int) -> list[int]:
 
 @dataclass
 class StopProbe:
-    """The host's view of the loop: whether every row has ended, and row 0's ids, per step.
+    """
+    The host's view of the loop: whether every row has ended, and row 0's ids, per step.
 
     On CUDA the values travel through pinned buffers with non-blocking copies and an
     event per step, so reading step t waits only for step t, not for work queued after it.
@@ -119,7 +132,7 @@ class StopProbe:
             self.events[step % 2].record()
 
     def poll(self, step: int) -> bool:
-        """True when every row had ended by ``step``; waits for that step's copies only."""
+        """Return True when every row had ended by ``step``; waits for that step's copies only."""
         if self.events is not None:
             self.events[step % 2].synchronize()
         return bool(self.host_done[step])
@@ -139,7 +152,8 @@ def greedy_generate(
     should_stop: Callable[[], bool] | None = None,
     forced: Sequence[Sequence[int]] | None = None,
 ) -> tuple[list[Generation], int]:
-    """Greedy decoding after ``stepper.prefill`` gave ``prefilled`` (last states, their argmax ids).
+    """
+    Greedy decoding after ``stepper.prefill`` gave ``prefilled`` (last states, their argmax ids).
 
     Returns the generations and the decode steps run.
 

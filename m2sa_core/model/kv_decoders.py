@@ -1,4 +1,19 @@
-"""Incremental decoders for greedy generation: a dynamic KV cache, or a static one with CUDA graphs.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Incremental decoders for greedy generation: a dynamic KV cache, or a static one with CUDA graphs.
 
 Both expose ``prefill(embeds, attention)`` and ``step(ids)``, each returning the last
 hidden state and its argmax token, so the generation loop does not care which is used.
@@ -44,7 +59,8 @@ class DynamicDecoder:
 
 
 class StaticDecoder:
-    """Static KV cache of ``max_len`` slots for ``batch`` rows; the step optionally replayed as a CUDA graph.
+    """
+    Static KV cache of ``max_len`` slots for ``batch`` rows; the step optionally replayed as a CUDA graph.
 
     One instance serves many generations of the same (batch, max_len): the cache and the
     step's input buffers keep their addresses, so the graph is captured once and replayed
@@ -145,7 +161,7 @@ class StaticDecoder:
 
 
 def _head(llm: LlamaForCausalLM, hidden: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The last hidden state and its greedy token."""
+    """Return the last hidden state and its greedy token."""
     return hidden, llm.lm_head(hidden).argmax(-1)
 
 

@@ -1,4 +1,19 @@
-"""Loading and saving tokenizers so that Llama checkpoints see the ids they were trained on.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Loading and saving tokenizers so that Llama checkpoints see the ids they were trained on.
 
 The authors' M2SA checkpoints and LLaVA v1 ship a sentencepiece ``tokenizer.model``
 (plus ``tokenizer_config.json``, ``special_tokens_map.json`` and ``added_tokens.json``)
@@ -36,7 +51,7 @@ class TokenizerLoadError(RuntimeError):
 
 
 def is_llama_tokenizer(tokenizer: PreTrainedTokenizerBase) -> bool:
-    """True for (sentencepiece-derived) Llama tokenizers, whose added tokens follow the authors' spacing."""
+    """Return True for (sentencepiece-derived) Llama tokenizers, whose added tokens follow the authors' spacing."""
     return type(tokenizer).__name__ in LLAMA_CLASSES
 
 
@@ -64,7 +79,8 @@ def strip_added_tokens(tokenizer: PreTrainedTokenizerBase) -> None:
 
 
 def load_tokenizer(directory: str | Path) -> PreTrainedTokenizerBase:
-    """A tokenizer from local files only (never the hub), Llama ones with the authors' behaviour.
+    """
+    Return a tokenizer from local files only (never the hub), Llama ones with the authors' behaviour.
 
     ``legacy`` is read from ``tokenizer_config.json``; absent, it is True, as in
     transformers 4.31 (the authors' version), whose ``LlamaTokenizer`` defaulted to it.

@@ -1,15 +1,32 @@
-"""M2SA's losses (LISA's formulation): answer CE, sigmoid BCE and Dice averaged per mask,
-and their weighted sum with the amodal, mask-type and IoU-head terms (:class:`M2SALoss`)."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+M2SA's losses (LISA's formulation).
+
+Answer CE, sigmoid BCE and Dice averaged per mask, and their weighted sum with the
+amodal, mask-type and IoU-head terms (:class:`M2SALoss`).
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import torch
-import torch.nn.functional as F
-
 from m2sa_core.prompt import IGNORE_INDEX
 from m2sa_core.types import MaskType
+import torch
+import torch.nn.functional as F
 
 
 def sigmoid_bce_per_mask(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
@@ -19,7 +36,8 @@ def sigmoid_bce_per_mask(logits: torch.Tensor, targets: torch.Tensor) -> torch.T
 
 
 def dice_per_mask(logits: torch.Tensor, targets: torch.Tensor, smooth: float = 1.0) -> torch.Tensor:
-    """1 - soft Dice of each mask with additive smoothing: [n, H, W] -> [n].
+    """
+    1 - soft Dice of each mask with additive smoothing: [n, H, W] -> [n].
 
     The smoothing keeps an empty ground truth predicted empty near zero loss instead of 0/0.
     The authors' dice (LISA's: sums divided by 1000, eps 1e-6 added) is exactly this with
@@ -33,8 +51,11 @@ def dice_per_mask(logits: torch.Tensor, targets: torch.Tensor, smooth: float = 1
 
 def exclusion_per_mask(logits: torch.Tensor, targets: torch.Tensor,
                        smooth: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """How much of the other targets' ground truth each mask claims: [n, H, W] -> [n], and
-    which masks have other targets' pixels to claim at all ([n] bool).
+    """
+    How much of the other targets' ground truth each mask claims.
+
+    [n, H, W] -> [n], and which masks have other targets' pixels to claim at all ([n]
+    bool).
 
     Mask ``i``'s share is its soft area on the pixels of the other targets of its answer
     that are not its own target's, over their area. BCE and Dice see a mask drawn on the
@@ -53,7 +74,8 @@ def exclusion_per_mask(logits: torch.Tensor, targets: torch.Tensor,
 
 
 def measured_iou(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
-    """IoU of each thresholded mask with its target, without gradient: [n, H, W] -> [n].
+    """
+    Return the IoU of each thresholded mask with its target, without gradient: [n, H, W] -> [n].
 
     What SAM's IoU head learns to predict. A soft target (a low-res cell's covered
     fraction) counts where it is over half covered; two empty masks agree perfectly, as in
@@ -69,8 +91,12 @@ def measured_iou(logits: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
 
 
 def answer_ce(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    """Teacher-forced cross-entropy of the answer tokens: position t predicts label t+1;
-    positions labelled ``IGNORE_INDEX`` (prompt, image, padding) are left out."""
+    """
+    Teacher-forced cross-entropy of the answer tokens.
+
+    Position t predicts label t+1; positions labelled ``IGNORE_INDEX`` (prompt,
+    image, padding) are left out.
+    """
     return F.cross_entropy(logits[:, :-1].float().flatten(0, 1), labels[:, 1:].flatten(),
                            ignore_index=IGNORE_INDEX)
 
@@ -82,8 +108,7 @@ def answer_token_count(labels: torch.Tensor) -> int:
 
 @dataclass
 class LossParts:
-    """The weighted total and its parts; a part with no term in the batch is 0 and left
-    out of the total."""
+    """The weighted total and its parts; a part with no term in the batch is 0 and left out of the total."""
 
     loss: torch.Tensor
     ce: torch.Tensor
@@ -105,9 +130,12 @@ class LossParts:
 
 
 class M2SALoss:
-    """Assembles M2SA's loss: ``w_ce * CE + w_bce * BCE + w_dice * Dice`` on the visible
-    masks, the same on the amodal masks where there is amodal ground truth, and the
-    mask-type head's cross-entropy where a sample has a mask type.
+    """
+    Assembles M2SA's loss from its terms.
+
+    ``w_ce * CE + w_bce * BCE + w_dice * Dice`` on the visible masks, the same on the
+    amodal masks where there is amodal ground truth, and the mask-type head's
+    cross-entropy where a sample has a mask type.
 
     Feed it one sample at a time (:meth:`add_sample`), then :meth:`total` with the
     answer's CE. BCE and Dice average over every mask of the batch, not per sample.
@@ -130,10 +158,13 @@ class M2SALoss:
     def add_sample(self, sample_id: str, masks: torch.Tensor, amodal: torch.Tensor,
                    type_logits: torch.Tensor, gt: torch.Tensor, gt_amodal: torch.Tensor | None,
                    mask_type: str | None, iou_pred: torch.Tensor | None = None) -> None:
-        """One sample's terms: predicted visible / amodal mask logits [n, H, W] and
-        mask-type logits [n, k]; ``gt`` the masks the command asks for [n, H, W],
-        ``gt_amodal`` the complete shapes or None, ``mask_type`` the asked kind or None,
-        ``iou_pred`` SAM's predicted IoU of (visible, amodal) [n, 2] or None."""
+        """
+        One sample's terms: predicted visible / amodal mask logits [n, H, W] and mask-type logits [n, k].
+
+        ``gt`` the masks the command asks for [n, H, W], ``gt_amodal`` the complete
+        shapes or None, ``mask_type`` the asked kind or None, ``iou_pred`` SAM's
+        predicted IoU of (visible, amodal) [n, 2] or None.
+        """
         train_iou = iou_pred is not None and self.config.iou_head_loss_weight > 0
         smooth = self.config.dice_smooth
         # gt_masks hold the mask the command asks for: for an amodal command that is
@@ -165,8 +196,11 @@ class M2SALoss:
             self.type_terms.append(F.cross_entropy(type_logits.float(), wanted, reduction="none"))
 
     def total(self, ce_loss: torch.Tensor, ce_count: int = 0) -> LossParts:
-        """The weighted total and its parts (skipped terms are left out of the sum, not
-        added as zeros); ``ce_count`` is the number of answer tokens ``ce_loss`` averages."""
+        """
+        Return the weighted total and its parts (skipped terms are left out of the sum, not added as zeros).
+
+        ``ce_count`` is the number of answer tokens ``ce_loss`` averages.
+        """
         cfg = self.config
         zero = ce_loss.new_zeros(())
         num_masks = sum(int(t.numel()) for t in self.bce_terms)

@@ -1,4 +1,19 @@
-"""The M2SA model: LLaVA v1 (Llama + CLIP + linear projector) driving SAM through [SEG] tokens.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The M2SA model: LLaVA v1 (Llama + CLIP + linear projector) driving SAM through [SEG] tokens.
 
 Layout of the module tree (and thus of our checkpoints' keys):
 
@@ -18,21 +33,20 @@ of the authors keep their meaning; mask token 1 is the amodal (complete) mask.
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Iterator, Sequence
+import contextlib
 from dataclasses import dataclass, field
 
-import torch
-import torch.nn.functional as F
-from torch import nn
-from transformers import CLIPVisionModel, LlamaForCausalLM
-
-from m2sa_core.prompt import IGNORE_INDEX, IMAGE_PLACEHOLDER_ID
-from m2sa_core.types import MASK_TYPES
 from m2sa_core.model.config import M2SAConfig
-from m2sa_core.model.losses import M2SALoss, answer_ce, answer_token_count
+from m2sa_core.model.losses import answer_ce, answer_token_count, M2SALoss
 from m2sa_core.model.refiner import MaskRefiner
 from m2sa_core.model.sam import build_fusion, build_sam, encode_with_early_features
+from m2sa_core.prompt import IGNORE_INDEX, IMAGE_PLACEHOLDER_ID
+from m2sa_core.types import MASK_TYPES
+import torch
+from torch import nn
+import torch.nn.functional as F
+from transformers import CLIPVisionModel, LlamaForCausalLM
 
 BATCH_KEYS = (
     "sam_images",
@@ -62,11 +76,11 @@ class FrameFeatures:
     upsampling_weights: torch.Tensor | None = None  # [B, 9, 4, 4h, 4w] the refiner's, when the model has one
 
     def select(self, index: int) -> "FrameFeatures":
-        upsampling = None if self.upsampling_weights is None else self.upsampling_weights[index : index + 1]
+        upsampling = None if self.upsampling_weights is None else self.upsampling_weights[index:index + 1]
         return FrameFeatures(
-            self.image_embeddings[index : index + 1],
-            self.early_features[index : index + 1],
-            self.clip_embeds[index : index + 1],
+            self.image_embeddings[index:index + 1],
+            self.early_features[index:index + 1],
+            self.clip_embeds[index:index + 1],
             upsampling,
         )
 
@@ -141,7 +155,8 @@ class M2SAModel(nn.Module):
     def build(
         cls, config: M2SAConfig, device: str | torch.device = "cpu", dtype: torch.dtype | None = None
     ) -> "M2SAModel":
-        """Construct with random weights directly on ``device`` in ``dtype``.
+        """
+        Construct with random weights directly on ``device`` in ``dtype``.
 
         Allocating on the target device (``torch.device`` context) lets a 7B model be
         built on a GPU without first materialising 28 GB of fp32 weights on the host.
@@ -195,7 +210,7 @@ class M2SAModel(nn.Module):
         return self.mm_projector(patches)
 
     def encode_upsampling_weights(self, sam_images: torch.Tensor) -> torch.Tensor | None:
-        """The refiner's upsampling weights [B, 9, 4, 4h, 4w] of SAM's input images; None without a refiner."""
+        """Return the refiner's upsampling weights [B, 9, 4, 4h, 4w] of SAM's input images; None without a refiner."""
         if self.refiner is None:
             return None
         trainable = torch.is_grad_enabled() and any(p.requires_grad for p in self.refiner.parameters())
@@ -221,7 +236,8 @@ class M2SAModel(nn.Module):
         labels: torch.Tensor | None = None,
         sample_ids: Sequence[str] | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor | None]:
-        """Splice the N image embeddings at the single IMAGE_PLACEHOLDER_ID of each row.
+        """
+        Splice the N image embeddings at the single IMAGE_PLACEHOLDER_ID of each row.
 
         Returns (inputs_embeds [B, L+N-1, d], attention_mask, labels); image positions
         are attended and never supervised.
@@ -241,12 +257,12 @@ class M2SAModel(nn.Module):
                 )
             p = int(where)
             img = image_embeds[b].to(text.dtype)
-            embeds.append(torch.cat([text[b, :p], img, text[b, p + 1 :]]))
+            embeds.append(torch.cat([text[b, :p], img, text[b, p + 1:]]))
             ones = attention_mask.new_ones(n_img)
-            masks.append(torch.cat([attention_mask[b, :p], ones, attention_mask[b, p + 1 :]]))
+            masks.append(torch.cat([attention_mask[b, :p], ones, attention_mask[b, p + 1:]]))
             if labels is not None:
                 ign = labels.new_full((n_img,), IGNORE_INDEX)
-                labs.append(torch.cat([labels[b, :p], ign, labels[b, p + 1 :]]))
+                labs.append(torch.cat([labels[b, :p], ign, labels[b, p + 1:]]))
         merged_labels = torch.stack(labs) if labels is not None else None
         return torch.stack(embeds), torch.stack(masks), merged_labels
 
@@ -263,7 +279,8 @@ class M2SAModel(nn.Module):
     def decode_mask_pair(
         self, fused_embedding: torch.Tensor, seg_hidden: torch.Tensor, upsampling: torch.Tensor | None = None
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """Low-res logits [n, 2, g, g] (visible, amodal) and IoU predictions [n, 2] for one image.
+        """
+        Low-res logits [n, 2, g, g] (visible, amodal) and IoU predictions [n, 2] for one image.
 
         Each [SEG] state goes through phi and prompts SAM's mask decoder as one sparse
         prompt embedding (see :meth:`decode_prompt_pair`).
@@ -275,7 +292,8 @@ class M2SAModel(nn.Module):
         self, fused_embedding: torch.Tensor, prompts: torch.Tensor, mask_input: torch.Tensor | None = None,
         upsampling: torch.Tensor | None = None,
     ) -> tuple[torch.Tensor, torch.Tensor]:
-        """SAM's decoder on prompt embeddings already through phi: logits [n, 2, g, g], IoU [n, 2].
+        """
+        Run SAM's decoder on prompt embeddings already through phi: logits [n, 2, g, g], IoU [n, 2].
 
         ``g`` is ``config.sam.mask_grid_size``: SAM's 4h, or 8h when the model refines its
         masks with the frame's ``upsampling`` weights [1, 9, 4, 4h, 4w] (:meth:`encode_upsampling_weights`).
@@ -304,7 +322,7 @@ class M2SAModel(nn.Module):
         return self.refine_masks(low_res[:, keep], upsampling), iou[:, keep]
 
     def refine_masks(self, low_res: torch.Tensor, upsampling: torch.Tensor | None) -> torch.Tensor:
-        """SAM's logits [n, k, 4h, 4w] of one image, upsampled to [n, k, 8h, 8w] by the refiner if the model has one."""
+        """Upsample SAM's logits [n, k, 4h, 4w] of one image to [n, k, 8h, 8w] by the refiner if the model has one."""
         if self.refiner is None:
             return low_res
         if upsampling is None:
@@ -317,14 +335,15 @@ class M2SAModel(nn.Module):
     ) -> tuple[torch.Tensor, torch.Tensor]:
         """Visible masks only: low-res logits [n, 1, g, g] and IoU predictions [n]."""
         low_res, iou = self.decode_mask_pair(fused_embedding, seg_hidden, upsampling)
-        return low_res[:, VISIBLE_MASK_TOKEN : VISIBLE_MASK_TOKEN + 1], iou[:, VISIBLE_MASK_TOKEN]
+        return low_res[:, VISIBLE_MASK_TOKEN:VISIBLE_MASK_TOKEN + 1], iou[:, VISIBLE_MASK_TOKEN]
 
     def mask_type_logits(self, seg_hidden: torch.Tensor) -> torch.Tensor:
         """(modal, amodal) logits [n, 2] per [SEG] state: which mask the command asked for."""
         return self.mask_type_head(seg_hidden.to(self.dtype))
 
     def dense_positional_encoding(self) -> torch.Tensor:
-        """SAM's dense positional encoding [1, P, h, w], computed in float32.
+        """
+        Return SAM's dense positional encoding [1, P, h, w], computed in float32.
 
         segment_anything builds its coordinate grid in float32, so with bf16/fp16
         weights its random Fourier matrix is lifted to float32 for the call.
@@ -349,7 +368,8 @@ class M2SAModel(nn.Module):
 
     # -- training ---------------------------------------------------------------------
     def forward(self, batch: dict) -> M2SAOutput:
-        """Teacher-forced forward with CE on answer tokens and BCE + Dice on masks.
+        """
+        Teacher-forced forward with CE on answer tokens and BCE + Dice on masks.
 
         Visible masks train on ``gt_masks``; amodal masks on ``gt_amodal_masks`` where a
         sample has them; the mask-type head on ``mask_types`` where set. A sample whose
@@ -404,8 +424,8 @@ class M2SAModel(nn.Module):
                 pred_types.append(hidden.new_zeros((0, len(MASK_TYPES))))
                 continue
             states = hidden[b, seg_pos[b]]
-            low_res, iou = self.decode_mask_pair(fused[b : b + 1], states,
-                                                 None if upsampling is None else upsampling[b : b + 1])
+            low_res, iou = self.decode_mask_pair(fused[b:b + 1], states,
+                                                 None if upsampling is None else upsampling[b:b + 1])
             both = self.upscale_masks(
                 low_res.flatten(0, 1)[:, None], batch["resize_sizes"][b], batch["original_sizes"][b]
             )
@@ -435,7 +455,7 @@ class M2SAModel(nn.Module):
 
     @staticmethod
     def _optional_targets(batch: dict, sample_ids: list[str]) -> tuple[list, list]:
-        """Checked ``gt_amodal_masks`` and ``mask_types`` of a batch, None per sample when absent."""
+        """Check and return ``gt_amodal_masks`` and ``mask_types`` of a batch, None per sample when absent."""
         n = len(sample_ids)
         gt_amodal = batch.get("gt_amodal_masks")
         gt_amodal = [None] * n if gt_amodal is None else list(gt_amodal)

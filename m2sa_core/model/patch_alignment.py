@@ -1,4 +1,19 @@
-"""Patch alignment: CLIP's projected patch tokens learn the words of what they show.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Patch alignment: CLIP's projected patch tokens learn the words of what they show.
 
 The tiny CLIP's stand-in for its own pretraining (staged training, docs/TRAINING.md).
 Each patch token that the language model reads (CLIP patch -> projector, exactly the
@@ -16,14 +31,12 @@ reads to the language model like "mug 2".
 from __future__ import annotations
 
 from collections.abc import Sequence
-
 import math
-
-import torch
-import torch.nn.functional as F
 
 from m2sa_core.model.m2sa import M2SAModel, M2SAOutput
 from m2sa_core.model.preprocess import ImageProcessor, validate_image
+import torch
+import torch.nn.functional as F
 
 # CLIP's initial temperature: cosine similarities of -1..1 become logits of -14..14.
 TEMPERATURE = 0.07
@@ -34,7 +47,8 @@ PATCH_WORD_BATCH_KEYS = ("clip_images", "category_words", "category_targets", "i
 
 def collate_patch_words(samples: Sequence, processor: ImageProcessor, grid: int,
                         category_words: Sequence[int], instance_words: Sequence[int]) -> dict:
-    """Patch-word samples -> the batch of :func:`patch_word_forward`.
+    """
+    Patch-word samples -> the batch of :func:`patch_word_forward`.
 
     ``category_targets`` [B, N, K]: per patch, the share of each candidate category word
     (the first candidate is the background word, which takes what no object covers);
@@ -83,13 +97,12 @@ def word_logits(tokens: torch.Tensor, embeddings: torch.Tensor) -> torch.Tensor:
 
 
 def clip_grid(model: M2SAModel) -> int:
-    """CLIP's patches a side (the square root of its image tokens)."""
+    """Return CLIP's patches a side (the square root of its image tokens)."""
     return math.isqrt(model.config.num_image_tokens)
 
 
 def _patch_logits(model: M2SAModel, batch: dict) -> tuple[torch.Tensor, torch.Tensor]:
-    """Logits [B, N, K] and [B, N, I] of every patch token against the batch's category and
-    instance words."""
+    """Logits [B, N, K] and [B, N, I] of every patch token against the batch's category and instance words."""
     tokens = model.encode_clip(batch["clip_images"]).float()
     embeddings = model.llm.get_input_embeddings().weight.float()
     device = tokens.device
@@ -99,14 +112,18 @@ def _patch_logits(model: M2SAModel, batch: dict) -> tuple[torch.Tensor, torch.Te
 
 @torch.no_grad()
 def instance_guesses(model: M2SAModel, batch: dict) -> torch.Tensor:
-    """Index [B, N] into ``batch["instance_words"]`` of each patch token's nearest instance
-    word: what a patch says its object's number is, read object by object by
-    ``training/tiny/research/probe_patch_words.py --by-object``."""
+    """
+    Index [B, N] into ``batch["instance_words"]`` of each patch token's nearest instance word.
+
+    What a patch says its object's number is, read object by object by
+    ``training/tiny/research/probe_patch_words.py --by-object``.
+    """
     return _patch_logits(model, batch)[1].argmax(-1)
 
 
 def patch_word_forward(model: M2SAModel, batch: dict) -> M2SAOutput:
-    """Soft cross-entropy of every patch token against its category and instance words.
+    """
+    Soft cross-entropy of every patch token against its category and instance words.
 
     The loss is the category term (every patch) plus the instance term (weighted by how
     much of each patch objects cover); both are reported together as ``ce_loss``.
@@ -128,9 +145,11 @@ def patch_word_forward(model: M2SAModel, batch: dict) -> M2SAOutput:
 @torch.no_grad()
 def patch_word_accuracy(model: M2SAModel, batch: dict,
                         instance_names: Sequence[str] | None = None) -> dict[str, float]:
-    """How often a patch's nearest category word is its main one, over patches an object
-    covers most of (``category``) and over bare-table patches (``background``), and the
-    same for instance words on object patches (``instance``).
+    """
+    Measure how often a patch's nearest category word is its main one.
+
+    Over patches an object covers most of (``category``) and over bare-table patches
+    (``background``), and the same for instance words on object patches (``instance``).
 
     With ``instance_names`` (one per candidate instance word, in the batch's order) the
     instance accuracy also comes per true instance word (``instance_2``, with

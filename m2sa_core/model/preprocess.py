@@ -1,4 +1,19 @@
-"""Image preprocessing for both branches of M2SA.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Image preprocessing for both branches of M2SA.
 
 SAM sees the image resized so that its longest side is ``sam.image_size``, normalised
 with the pixel mean/std and padded bottom-right (so mask coordinates map back by a
@@ -20,11 +35,10 @@ from collections.abc import Sequence
 from typing import Any
 
 import cv2
-import numpy as np
-import torch
-from PIL import Image
-
 from m2sa_core.model.config import M2SAConfig
+import numpy as np
+from PIL import Image
+import torch
 
 
 def validate_image(image: Any, where: str = "image") -> np.ndarray:
@@ -59,10 +73,10 @@ def pil_resize(image: np.ndarray, height: int, width: int, resample: int) -> np.
 
 
 def centre_crop(image: np.ndarray, side: int) -> np.ndarray:
-    """The central ``side`` x ``side`` window (top/left offsets rounded down, as transformers does)."""
+    """Return the central ``side`` x ``side`` window (top/left offsets rounded down, as transformers does)."""
     h, w = image.shape[:2]
     top, left = (h - side) // 2, (w - side) // 2
-    return image[top : top + side, left : left + side]
+    return image[top:top + side, left:left + side]
 
 
 class ImageProcessor:
@@ -103,11 +117,11 @@ class ImageProcessor:
             square = np.empty((side, side, 3), dtype=np.uint8)
             square[:] = fill
             top, left = (side - h) // 2, (side - w) // 2
-            square[top : top + h, left : left + w] = image
+            square[top:top + h, left:left + w] = image
         else:
             side = min(h, w)
             top, left = (h - side) // 2, (w - side) // 2
-            square = image[top : top + side, left : left + side]
+            square = image[top:top + side, left:left + side]
         if self.resize_backend == "pil":
             resized = pil_resize(square, self.clip_size, self.clip_size, Image.BICUBIC)
         else:
@@ -115,7 +129,8 @@ class ImageProcessor:
         return self._normalise_clip(resized)
 
     def clip_patch_coverage(self, masks: np.ndarray, grid: int) -> torch.Tensor:
-        """Bool masks [n, H, W] -> the fraction of each CLIP patch they cover, [n, grid * grid].
+        """
+        Bool masks [n, H, W] -> the fraction of each CLIP patch they cover, [n, grid * grid].
 
         The masks go through the geometry of :meth:`clip_image` (the padded or the
         centre-cropped square), then each patch of the ``grid`` x ``grid`` layout is the
@@ -130,7 +145,7 @@ class ImageProcessor:
         else:
             side = min(h, w)
             top, left = (h - side) // 2, (w - side) // 2
-            square = square[:, top : top + side, left : left + side]
+            square = square[:, top:top + side, left:left + side]
         return torch.nn.functional.adaptive_avg_pool2d(square[:, None], grid)[:, 0].flatten(1)
 
     def _normalise_clip(self, resized: np.ndarray) -> torch.Tensor:

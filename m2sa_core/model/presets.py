@@ -1,4 +1,19 @@
-"""Named model configurations. A preset is a shape, not weights.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Named model configurations. A preset is a shape, not weights.
 
 ``tiny`` is ours (CPU tests, the demo, the shipped checkpoint trained on the
 synthetic world); ``7b`` and ``13b`` reproduce the shapes of the authors' M2SA-7B
@@ -10,12 +25,11 @@ from __future__ import annotations
 
 import copy
 
-import torch
-from transformers import PreTrainedTokenizerBase
-
 from m2sa_core.model.config import AUTHORS_DICE_SMOOTH, AUTHORS_SEG_REQUEST, M2SAConfig, SamConfig
 from m2sa_core.model.m2sa import M2SAModel
 from m2sa_core.model.tokenizer import add_special_tokens, build_tiny_tokenizer
+import torch
+from transformers import PreTrainedTokenizerBase
 
 # Base vocabularies before [SEG] (and <im_start>/<im_end>) are appended.
 LLAMA_BASE_VOCAB = 32000
@@ -54,7 +68,8 @@ def _llama(hidden: int, inter: int, layers: int, heads: int, max_pos: int, eps: 
 
 
 def tiny_config(vocab_size: int = 1024) -> M2SAConfig:
-    """A few million parameters: one command runs in milliseconds on a CPU core.
+    """
+    Return a few million parameters: one command runs in milliseconds on a CPU core.
 
     256-px SAM input (16x16 embedding, 64x64 low-res masks), a 4-block ViT whose
     blocks 1 and 3 are global (so early fusion reads block 1), 112-px CLIP with 64
@@ -95,7 +110,8 @@ def tiny_config(vocab_size: int = 1024) -> M2SAConfig:
 
 
 def _llava_sam_h(text: dict, name: str) -> M2SAConfig:
-    """CLIP ViT-L/14 + SAM ViT-H around Llama ``text``, with the authors' token layout.
+    """
+    CLIP ViT-L/14 + SAM ViT-H around Llama ``text``, with the authors' token layout.
 
     Both released M2SA sizes share everything but the LLM: LISA's training uses image
     start/end tokens, so [SEG] = 32000, <im_start> = 32001, <im_end> = 32002. Copies of
@@ -120,7 +136,8 @@ def _llava_sam_h(text: dict, name: str) -> M2SAConfig:
 
 
 def m2sa_7b_config() -> M2SAConfig:
-    """LLaVA-7B v1.1 (Vicuna-7B v1.1 + CLIP ViT-L/14-224) + SAM ViT-H, as in M2SA-7B.
+    """
+    LLaVA-7B v1.1 (Vicuna-7B v1.1 + CLIP ViT-L/14-224) + SAM ViT-H, as in M2SA-7B.
 
     The authors' training (LISA's) uses image start/end tokens, so the vocabulary is
     32000 + [SEG] + <im_start> + <im_end> = 32003 with [SEG] = 32000.
@@ -136,8 +153,12 @@ def m2sa_13b_config() -> M2SAConfig:
 
 
 def tiny_authors_config(vocab_size: int = 1024) -> M2SAConfig:
-    """The tiny shapes with the authors' conventions of the real presets (image start/end
-    tokens, segmentation request, CLIP crop, PIL resizing): tests the import paths end to end on CPU."""
+    """
+    Return the tiny shapes with the authors' conventions of the real presets.
+
+    The conventions: image start/end tokens, segmentation request, CLIP crop, PIL resizing.
+    It tests the import paths end to end on CPU.
+    """
     config = tiny_config(vocab_size)
     config.use_im_start_end = True
     config.seg_request = AUTHORS_SEG_REQUEST
@@ -153,7 +174,7 @@ PRESETS = {"tiny": tiny_config, "tiny-authors": tiny_authors_config, "7b": m2sa_
 
 
 def get_preset(name: str) -> M2SAConfig:
-    """A fresh config for preset ``name`` (callers may mutate it)."""
+    """Return a fresh config for preset ``name`` (callers may mutate it)."""
     try:
         factory = PRESETS[name]
     except KeyError:
@@ -162,7 +183,8 @@ def get_preset(name: str) -> M2SAConfig:
 
 
 def attach_tokenizer(config: M2SAConfig, tokenizer: PreTrainedTokenizerBase, min_vocab_size: int = 0) -> None:
-    """Give ``tokenizer`` [SEG] (and the image start/end tokens) and record their ids in ``config``.
+    """
+    Give ``tokenizer`` [SEG] (and the image start/end tokens) and record their ids in ``config``.
 
     The one place a config learns its tokenizer's special ids: presets, checkpoint
     imports and training all come through here. The text embedding gets a row per
@@ -177,7 +199,8 @@ def attach_tokenizer(config: M2SAConfig, tokenizer: PreTrainedTokenizerBase, min
 
 def build_preset(name: str, device: str | torch.device = "cpu", dtype: torch.dtype | None = None, seed: int = 0,
                  ) -> tuple[M2SAModel, PreTrainedTokenizerBase]:
-    """(model with random weights, tokenizer) of preset ``name``, for tests and benchmarks.
+    """
+    (model with random weights, tokenizer) of preset ``name``, for tests and benchmarks.
 
     ``tiny`` gets a tokenizer trained on a small built-in corpus; the others a byte-level
     placeholder whose ids fit the preset (their text is noise anyway: real checkpoints

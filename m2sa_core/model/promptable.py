@@ -1,4 +1,19 @@
-"""SAM's own training objective on the model's SAM: point and box prompts -> masks.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+SAM's own training objective on the model's SAM: point and box prompts -> masks.
 
 Staged training's first stage (docs/TRAINING.md) teaches the tiny SAM to segment the
 world's objects and parts from prompts, as SAM is trained, before [SEG] embeddings
@@ -11,11 +26,10 @@ the visible region and its second with the complete shape, the two tokens M2SA r
 
 from __future__ import annotations
 
+from m2sa_core.model.losses import M2SALoss
+from m2sa_core.model.m2sa import AMODAL_MASK_TOKEN, M2SAModel, M2SAOutput, VISIBLE_MASK_TOKEN
 import torch
 import torch.nn.functional as F
-
-from m2sa_core.model.losses import M2SALoss
-from m2sa_core.model.m2sa import AMODAL_MASK_TOKEN, VISIBLE_MASK_TOKEN, M2SAModel, M2SAOutput
 
 PROMPTED_BATCH_KEYS = ("sam_images", "resize_sizes", "original_sizes", "boxes", "points", "point_labels",
                        "gt_masks", "gt_amodal_masks", "sample_ids")
@@ -24,9 +38,13 @@ PROMPTED_BATCH_KEYS = ("sam_images", "resize_sizes", "original_sizes", "boxes", 
 def prompted_mask_logits(model: M2SAModel, image_embedding: torch.Tensor, boxes: torch.Tensor | None,
                          points: torch.Tensor | None, point_labels: torch.Tensor | None,
                          upsampling: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
-    """Low-res (visible, complete) logits [n, 2, g, g] and IoU predictions [n, 2] for n prompts
-    on one image embedding [1, P, h, w]; ``boxes`` [n, 4], ``points`` [n, k, 2] in SAM's input frame.
-    ``upsampling`` [1, 9, 4, 4h, 4w] holds the image's refiner weights, for a model that refines its masks (``g`` = 8h, else 4h)."""
+    """
+    Return low-res (visible, complete) logits [n, 2, g, g] and IoU predictions [n, 2] for n prompts.
+
+    The prompts are on one image embedding [1, P, h, w]; ``boxes`` [n, 4], ``points``
+    [n, k, 2] in SAM's input frame. ``upsampling`` [1, 9, 4, 4h, 4w] holds the image's
+    refiner weights, for a model that refines its masks (``g`` = 8h, else 4h).
+    """
     dtype, device = image_embedding.dtype, image_embedding.device
     point_pair = None
     if points is not None:
@@ -44,7 +62,8 @@ def prompted_mask_logits(model: M2SAModel, image_embedding: torch.Tensor, boxes:
 
 
 def low_res_targets(masks: torch.Tensor, resize_size, image_size: int, low_res_size) -> torch.Tensor:
-    """Masks [n, H, W] at the original size -> soft targets [n, h, w] in the decoder's low-res frame.
+    """
+    Masks [n, H, W] at the original size -> soft targets [n, h, w] in the decoder's low-res frame.
 
     The frame is SAM's padded input (resized, padded bottom-right) at the decoder's
     resolution; each target pixel is the covered fraction of its cell (area averaging),
@@ -57,7 +76,8 @@ def low_res_targets(masks: torch.Tensor, resize_size, image_size: int, low_res_s
 
 
 def promptable_forward(model: M2SAModel, batch: dict) -> M2SAOutput:
-    """BCE + Dice of the prompted visible and complete masks (M2SA's mask loss weights, no text).
+    """
+    BCE + Dice of the prompted visible and complete masks (M2SA's mask loss weights, no text).
 
     ``batch`` comes from :func:`m2sa_core.model.batch.collate_prompted`. The answer CE is
     zero: nothing here reads or writes text. The losses are taken at the decoder's own
@@ -74,7 +94,8 @@ def promptable_forward(model: M2SAModel, batch: dict) -> M2SAOutput:
     pred_masks, pred_amodal, pred_ious = [], [], []
     for b, sample_id in enumerate(batch["sample_ids"]):
         low_res, iou = prompted_mask_logits(model, embeddings[b:b + 1], batch["boxes"][b], batch["points"][b],
-                                            batch["point_labels"][b], None if upsampling is None else upsampling[b:b + 1])
+                                            batch["point_labels"][b],
+                                            None if upsampling is None else upsampling[b:b + 1])
         masks, amodal = low_res[:, VISIBLE_MASK_TOKEN], low_res[:, AMODAL_MASK_TOKEN]
         gt = batch["gt_masks"][b]
         if tuple(gt.shape[-2:]) != tuple(batch["original_sizes"][b]):

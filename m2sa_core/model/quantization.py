@@ -1,4 +1,19 @@
-"""Quantized loading of the language model (int8, int4) through bitsandbytes, as LISA does.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Quantized loading of the language model (int8, int4) through bitsandbytes, as LISA does.
 
 Why only the language model: it is 88-93 % of M2SA's weights at 7b/13b (6.7 B of
 7.7 B, 13 B of 14 B parameters) and what bounds memory and decode time, while the CLIP
@@ -37,9 +52,9 @@ the dynamic KV cache for a quantized model and ``decoder="graph"`` is refused.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Iterator
 from dataclasses import dataclass
+import logging
 
 import torch
 from torch import nn
@@ -79,14 +94,14 @@ def check_mode(mode: str) -> str:
 
 
 def check_supported(mode: str, device: str | torch.device, dtype: torch.dtype, decoder: str = "auto") -> str:
-    """Refuse, before any weight is read, a mode that cannot run with these settings.
+    """
+    Refuse, before any weight is read, a mode that cannot run with these settings.
 
     Checked first so that a 13b checkpoint is not read for minutes only to fail at the end.
 
-    Raises:
-        ValueError: unknown mode.
-        UnsupportedQuantization: bitsandbytes missing, a device other than CPU or CUDA, a
-            non-float dtype, or the CUDA-graph decoder with a quantized model.
+    :raises ValueError: unknown mode.
+    :raises UnsupportedQuantization: bitsandbytes missing, a device other than CPU or CUDA, a
+        non-float dtype, or the CUDA-graph decoder with a quantized model.
     """
     check_mode(mode)
     if mode == "none":
@@ -105,12 +120,12 @@ def check_supported(mode: str, device: str | torch.device, dtype: torch.dtype, d
 
 
 def resolve_decoder(mode: str, decoder: str) -> str:
-    """The decoder a segmenter should use: ``auto`` means ``dynamic`` for a quantized model (no CUDA graph)."""
+    """Return the decoder a segmenter should use: ``auto`` means ``dynamic`` for a quantized model (no CUDA graph)."""
     return "dynamic" if mode != "none" and decoder == "auto" else decoder
 
 
 def _bitsandbytes():
-    """The bitsandbytes package, imported on first use."""
+    """Return the bitsandbytes package, imported on first use."""
     try:
         import bitsandbytes
     except ImportError as err:
@@ -123,18 +138,19 @@ def _bitsandbytes():
 
 
 class _ExpectedCast(logging.Filter):
-    """Drops LLM.int8()'s per-matmul notice that fp32/bf16 activations are cast to fp16.
+    """
+    Drops LLM.int8()'s per-matmul notice that fp32/bf16 activations are cast to fp16.
 
     The cast is how int8 runs in a non-fp16 model (documented above); logged on every
     linear call, it would flood a node's log with one line per layer per token.
     """
 
-    def filter(self, record: logging.LogRecord) -> bool:
+    def filter(self, record: logging.LogRecord) -> bool:  # noqa: A003 - the name logging.Filter calls
         return "during quantization" not in record.getMessage()
 
 
 def is_language_model_linear(module: nn.Module, name: str) -> bool:
-    """The Llama's float ``nn.Linear`` layers, LoRA adapters excepted (what quantization replaces)."""
+    """Return the Llama's float ``nn.Linear`` layers, LoRA adapters excepted (what quantization replaces)."""
     return type(module) is nn.Linear and not any(part.startswith("lora_") for part in name.split("."))
 
 
@@ -157,14 +173,15 @@ def _tensors(obj: object, depth: int = 0) -> Iterator[torch.Tensor]:
 def weight_bytes(weight: torch.Tensor) -> int:
     """Bytes a linear layer's weight holds in memory, scales and statistics included."""
     seen: dict[tuple[int, int], int] = {}
-    for tensor in [weight.data, *_tensors(getattr(weight, "SCB", None)), *_tensors(getattr(weight, "quant_state", None))]:
+    for tensor in [weight.data, *_tensors(getattr(weight, "SCB", None)),
+                   *_tensors(getattr(weight, "quant_state", None))]:
         if tensor.device.type != "meta":
             seen[(tensor.untyped_storage().data_ptr(), tensor.numel())] = tensor.numel() * tensor.element_size()
     return sum(seen.values())
 
 
 def is_quantized(layer: nn.Module) -> bool:
-    """True for a bitsandbytes 8- or 4-bit linear layer whose weight is quantized."""
+    """Return True for a bitsandbytes 8- or 4-bit linear layer whose weight is quantized."""
     dtype = getattr(getattr(layer, "weight", None), "dtype", None)
     return type(layer) is not nn.Linear and dtype in (torch.int8, torch.uint8)
 
@@ -175,7 +192,8 @@ def language_model_weight_bytes(model: nn.Module) -> int:
 
 
 def packs_for_cpu(in_features: int, out_features: int) -> bool:
-    """Whether bitsandbytes' AVX512-BF16 CPU kernel can take an int4 layer of this shape.
+    """
+    Whether bitsandbytes' AVX512-BF16 CPU kernel can take an int4 layer of this shape.
 
     On a CPU with AVX512-BF16, bitsandbytes (0.50) repacks each 4-bit weight on its first
     call, reading its scales as (out, in // blocksize) and its rows in groups of 32; for
@@ -187,7 +205,7 @@ def packs_for_cpu(in_features: int, out_features: int) -> bool:
 
 
 def _quantized_linear(linear: nn.Linear, mode: str, device: torch.device, dtype: torch.dtype) -> nn.Module:
-    """A bitsandbytes layer holding ``linear``'s weights, quantized on its way to ``device``."""
+    """Return a bitsandbytes layer holding ``linear``'s weights, quantized on its way to ``device``."""
     bnb = _bitsandbytes()
     weight = linear.weight.detach()
     bias = linear.bias is not None
@@ -209,7 +227,8 @@ def _quantized_linear(linear: nn.Linear, mode: str, device: torch.device, dtype:
 
 def quantize_language_model(model: nn.Module, mode: str, device: str | torch.device | None = None
                             ) -> QuantizationReport:
-    """Replace ``model.llm``'s linear layers by ``mode``'s bitsandbytes layers, in place, on ``device``.
+    """
+    Replace ``model.llm``'s linear layers by ``mode``'s bitsandbytes layers, in place, on ``device``.
 
     One layer at a time: its float weight is read where it lies (the host, for a GPU
     load) and quantized as it moves to ``device`` (default: where it lies), so the float

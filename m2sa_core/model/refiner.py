@@ -1,4 +1,19 @@
-"""Image-guided 2x upsampling of SAM's mask logits: finer masks without finer patches.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Image-guided 2x upsampling of SAM's mask logits: finer masks without finer patches.
 
 SAM's decoder predicts masks on a grid 4x its image embedding (64x64 for the tiny
 preset's 16x16): at 16-px patches a button or a handle spans a few cells, and the
@@ -22,17 +37,18 @@ postprocessing would have), and training starts from what the decoder already kn
 
 from __future__ import annotations
 
-import torch
-import torch.nn.functional as F
 from segment_anything.modeling.common import LayerNorm2d
+import torch
 from torch import nn
+import torch.nn.functional as F
 
 NEIGHBOURS = 9  # the 3x3 coarse cells around a fine pixel's own
 SUBPIXELS = 4  # 2x2 fine pixels per coarse cell
 
 
 def bilinear_prior() -> torch.Tensor:
-    """Log-weights [9, 4] that make the convex combination bilinear 2x upsampling.
+    """
+    Log-weights [9, 4] that make the convex combination bilinear 2x upsampling.
 
     With ``align_corners=False`` fine pixel 2i samples coarse i - 1/4 (weights 1/4 on i-1,
     3/4 on i) and 2i+1 samples i + 1/4 (3/4 on i, 1/4 on i+1), in each direction.
@@ -46,8 +62,12 @@ class MaskRefiner(nn.Module):
     """Convex 2x upsampling of mask logits with weights predicted from the image."""
 
     def __init__(self, channels: int, stride: int = 2) -> None:
-        """``stride``: image pixels per fine-grid cell, ``patch_size / 8`` (SAM's masks are 4x
-        its embedding, and the refiner doubles them)."""
+        """
+        Build the refiner for ``channels`` embedding channels.
+
+        ``stride``: image pixels per fine-grid cell, ``patch_size / 8`` (SAM's masks are 4x
+        its embedding, and the refiner doubles them).
+        """
         super().__init__()
         if channels < 1 or stride < 1:
             raise ValueError(f"MaskRefiner needs channels and stride >= 1, got {channels} and {stride}")
@@ -66,7 +86,8 @@ class MaskRefiner(nn.Module):
         self.register_buffer("prior", bilinear_prior()[None, :, :, None, None], persistent=False)
 
     def encode(self, images: torch.Tensor) -> torch.Tensor:
-        """SAM's normalised, padded input [B, 3, S, S] -> upsampling weights [B, 9, 4, g, g].
+        """
+        Encode SAM's normalised, padded input [B, 3, S, S] into upsampling weights [B, 9, 4, g, g].
 
         ``g`` = S / (2 * stride), the decoder's grid; the 4 are each cell's fine pixels in
         ``pixel_shuffle`` order, the 9 its 3x3 neighbourhood in ``unfold`` order.

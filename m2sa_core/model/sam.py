@@ -1,4 +1,19 @@
-"""SAM built from ``segment_anything.modeling`` (unmodified) plus M2SA's early fusion.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+SAM built from ``segment_anything.modeling`` (unmodified) plus M2SA's early fusion.
 
 M2SA reads the output of the first global-attention block of SAM's ViT ("early
 features", fine local detail) and adds two 3x3 convolutions of it to the final image
@@ -10,16 +25,15 @@ from __future__ import annotations
 
 from functools import partial
 
-import torch
+from m2sa_core.model.config import M2SAConfig
 from segment_anything.modeling import ImageEncoderViT, MaskDecoder, PromptEncoder, Sam, TwoWayTransformer
 from segment_anything.modeling.common import LayerNorm2d
+import torch
 from torch import nn
-
-from m2sa_core.model.config import M2SAConfig
 
 
 def build_sam(config: M2SAConfig) -> Sam:
-    """A ``segment_anything`` Sam with the shapes in ``config.sam`` (random weights)."""
+    """Return a ``segment_anything`` Sam with the shapes in ``config.sam`` (random weights)."""
     c = config.sam
     emb = c.embedding_size
     return Sam(
@@ -61,7 +75,8 @@ def build_sam(config: M2SAConfig) -> Sam:
 
 
 def build_fusion(vit_dim: int, prompt_dim: int) -> nn.Sequential:
-    """Early local feature fusion: Conv3x3 -> LayerNorm2d -> GELU -> Conv3x3.
+    """
+    Early local feature fusion: Conv3x3 -> LayerNorm2d -> GELU -> Conv3x3.
 
     Child indices 0, 1, 3 match the authors' ``mask_decoder.compress_vit.{0,1,3}``.
     """
@@ -76,7 +91,8 @@ def build_fusion(vit_dim: int, prompt_dim: int) -> nn.Sequential:
 def encode_with_early_features(
     encoder: ImageEncoderViT, images: torch.Tensor, early_index: int
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Run SAM's image encoder; return (image embedding [B,P,h,w], early features [B,C,h,w]).
+    """
+    Run SAM's image encoder; return (image embedding [B,P,h,w], early features [B,C,h,w]).
 
     The early features are the output of ``encoder.blocks[early_index]`` (channels-last
     inside SAM, returned channels-first).

@@ -1,4 +1,19 @@
-"""Tokenizers: training one offline for the tiny preset, and adding M2SA's tokens.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Tokenizers: training one offline for the tiny preset, and adding M2SA's tokens.
 
 The tiny model cannot use the LLaVA tokenizer (no downloads), so it gets a small
 byte-level BPE trained on the project's own text. Byte-level means any command a user
@@ -11,18 +26,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, trainers
-from transformers import AddedToken, PreTrainedTokenizerBase, PreTrainedTokenizerFast
-
+from m2sa_core.model.llama_tokenizer import is_llama_tokenizer
 from m2sa_core.prompt import (
+    build_conversation,
     IM_END_TOKEN,
     IM_START_TOKEN,
     ROLES,
     SEG_TOKEN,
     SYSTEM,
-    build_conversation,
 )
-from m2sa_core.model.llama_tokenizer import is_llama_tokenizer
+from tokenizers import decoders, models, pre_tokenizers, Regex, Tokenizer, trainers
+from transformers import AddedToken, PreTrainedTokenizerBase, PreTrainedTokenizerFast
 
 BASE_SPECIAL_TOKENS = ("<unk>", "<s>", "</s>", "<pad>")
 
@@ -45,14 +59,14 @@ INFLECTION_PATTERN = (rf"(?<=[a-z]{{2}})(?:{_DOUBLED})(?![a-z])"
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024,
                     split_inflections: bool = False) -> PreTrainedTokenizerFast:
-    """Train a byte-level BPE tokenizer on ``texts`` (no [SEG] yet: see :func:`add_special_tokens`).
+    """
+    Train a byte-level BPE tokenizer on ``texts`` (no [SEG] yet: see :func:`add_special_tokens`).
 
-    Args:
-        texts: training corpus, e.g. prompts and answers of the synthetic world.
-        vocab_size: upper bound of the base vocabulary (the 256 byte symbols and the
-            four special tokens included).
-        split_inflections: cut inflection endings off before BPE (:data:`INFLECTION_PATTERN`),
-            so a held-out form of a training word starts with that word's stem token.
+    :param texts: training corpus, e.g. prompts and answers of the synthetic world.
+    :param vocab_size: upper bound of the base vocabulary (the 256 byte symbols and the
+        four special tokens included).
+    :param split_inflections: cut inflection endings off before BPE (:data:`INFLECTION_PATTERN`),
+        so a held-out form of a training word starts with that word's stem token.
     """
     if vocab_size < 300:
         raise ValueError(f"vocab_size {vocab_size} too small for a byte-level BPE (need >= 300)")
@@ -83,7 +97,8 @@ def train_tokenizer(texts: Iterable[str], vocab_size: int = 1024,
 
 
 def _as_added(tokenizer: PreTrainedTokenizerBase, tokens: list[str], special: bool) -> list:
-    """Plain strings, or for a Llama tokenizer the authors' strip-both-sides added tokens.
+    """
+    Plain strings, or for a Llama tokenizer the authors' strip-both-sides added tokens.
 
     The authors' stack (transformers 4.31, slow ``LlamaTokenizer``) strips whitespace on
     both sides of [SEG], ``<im_start>`` and ``<im_end>``; see
@@ -96,7 +111,8 @@ def _as_added(tokenizer: PreTrainedTokenizerBase, tokens: list[str], special: bo
 
 
 def add_special_tokens(tokenizer: PreTrainedTokenizerBase, use_im_start_end: bool) -> dict[str, int | None]:
-    """Append [SEG] (then <im_start>/<im_end> when used), in the authors' order.
+    """
+    Append [SEG] (then <im_start>/<im_end> when used), in the authors' order.
 
     [SEG] gets id = base vocabulary size (32000 for Llama), which an authors'
     checkpoint depends on. Idempotent: tokens already present keep their ids.
@@ -174,7 +190,7 @@ def builtin_corpus() -> list[str]:
 
 
 def build_tiny_tokenizer(vocab_size: int = 1024, use_im_start_end: bool = False) -> PreTrainedTokenizerFast:
-    """The tokenizer `from_pretrained("tiny")` uses: trained on :func:`builtin_corpus`."""
+    """Return the tokenizer `from_pretrained("tiny")` uses: trained on :func:`builtin_corpus`."""
     tok = train_tokenizer(builtin_corpus(), vocab_size=vocab_size)
     add_special_tokens(tok, use_im_start_end)
     return tok

@@ -1,4 +1,19 @@
-"""Which parameters train: the paper's split (LoRA + heads) or everything (from scratch).
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Which parameters train: the paper's split (LoRA + heads) or everything (from scratch).
 
 ``paper`` (the M2SA paper's training setup): LoRA r 8 / alpha 16 / dropout 0.05 on the LLM's q_proj and
 v_proj, full ``embed_tokens`` and ``lm_head`` (the new tokens need rows), SAM's mask
@@ -26,10 +41,9 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from torch import nn
-
 from m2sa_core.model.config import LoraSettings
 from m2sa_core.model.m2sa import M2SAModel
+from torch import nn
 
 POLICIES = ("paper", "from_scratch", "full", "promptable_sam", "clip_alignment", "vision_language")
 
@@ -53,7 +67,7 @@ _PAPER_FULL = (
 
 
 def _lora_layer_type() -> Any:
-    """peft's LoraLayer class if peft is loaded, else None (then no module is a LoRA layer)."""
+    """Return peft's LoraLayer class if peft is loaded, else None (then no module is a LoRA layer)."""
     lora = sys.modules.get("peft.tuners.lora")
     return None if lora is None else lora.LoraLayer
 
@@ -64,7 +78,8 @@ def has_lora(model: M2SAModel) -> bool:
 
 
 def add_lora(model: M2SAModel, settings: LoraSettings | None = None) -> None:
-    """Inject LoRA adapters into the LLM only (never CLIP, projector, SAM or phi).
+    """
+    Inject LoRA adapters into the LLM only (never CLIP, projector, SAM or phi).
 
     The adapters live inside ``model.llm`` so checkpoint keys stay those of the
     base model plus ``lora_A``/``lora_B``; ``config.lora`` records the settings so
@@ -72,7 +87,7 @@ def add_lora(model: M2SAModel, settings: LoraSettings | None = None) -> None:
     """
     if has_lora(model):
         return
-    from peft import LoraConfig, inject_adapter_in_model
+    from peft import inject_adapter_in_model, LoraConfig
 
     settings = settings or LoraSettings()
     lora = LoraConfig(
@@ -109,7 +124,7 @@ def apply_trainable_policy(model: M2SAModel, policy: str = "paper") -> M2SAModel
 
 
 def component_of(name: str) -> str:
-    """The component a parameter belongs to ("lora", "embed_tokens", "sam.mask_decoder", "fusion", ...)."""
+    """Return the component a parameter belongs to ("lora", "embed_tokens", "sam.mask_decoder", "fusion", ...)."""
     if "lora_" in name:
         return "lora"
     if name.startswith("llm.model.embed_tokens."):
@@ -133,7 +148,8 @@ def trainable_parameter_groups(model: M2SAModel) -> dict[str, list[str]]:
 
 
 def split_summary(model: M2SAModel) -> str:
-    """One line saying how many weights train and which components are held still.
+    """
+    One line saying how many weights train and which components are held still.
 
     Printed when a run starts, so that a freeze list, a policy or a LoRA setting that does
     not do what was meant shows before hours of training rather than after them.

@@ -1,4 +1,19 @@
-"""Rosbag2 files of camera images and commands: planned, written and read back.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Rosbag2 files of camera images and commands: planned, written and read back.
 
 A robotics team evaluates the perception node on recordings, not on JSON files, so the
 evaluation data travels as a rosbag2 (sqlite3 or mcap, written with the ``rosbags``
@@ -20,21 +35,29 @@ the bag, plus the project's own messages (``message_typestore``).
 
 from __future__ import annotations
 
-import importlib.metadata
-import os
-import re
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
+import importlib.metadata
+import os
 from pathlib import Path
+import re
+import sys
 from typing import Any
 
+from m2sa_ros.bag.ground_truth import (
+    BagError,
+    COMMAND_TOPIC,
+    ground_truth_path,
+    GroundTruth,
+    GroundTruthCommand,
+    GroundTruthFrame,
+    GroundTruthTarget,
+    IMAGE_TOPIC,
+    load_ground_truth,
+    load_tracking_ground_truth,
+)
 import numpy as np
-
-from m2sa_ros.bag.ground_truth import (COMMAND_TOPIC, IMAGE_TOPIC, BagError, GroundTruth, GroundTruthCommand,
-                                       GroundTruthFrame, GroundTruthTarget, ground_truth_path, load_ground_truth,
-                                       load_tracking_ground_truth)
 
 RESULT_TOPIC = "/m2sa/result"
 IMAGE_TYPE = "sensor_msgs/msg/Image"
@@ -71,7 +94,8 @@ DEFAULT_DISTRO = "kilted"  # what `make setup` builds when ROS_DISTRO is not set
 
 
 def ros_distro() -> str:
-    """The ROS 2 distribution bags are written and read for.
+    """
+    Return the ROS 2 distribution bags are written and read for.
 
     ROS_DISTRO when set (a sourced /opt/ros/<distro>/setup.bash, a venv's setup.sh and
     the Makefile all set it), else the installed rclpy's, else Kilted. Message
@@ -89,8 +113,10 @@ def ros_distro() -> str:
 
 
 def message_typestore(distro: str | None = None):
-    """rosbags typestore of the ROS 2 distribution (``ros_distro()`` unless given) plus
-    our own messages (parsed from msg/*.msg).
+    """
+    Return the rosbags typestore of the ROS 2 distribution plus our own messages.
+
+    The distribution is ``ros_distro()`` unless given; our messages are parsed from msg/*.msg.
 
     rosbags needs every type it (de)serialises or writes a definition for, and the
     definitions written into the bag let ``ros2 bag info`` and other readers decode
@@ -101,7 +127,7 @@ def message_typestore(distro: str | None = None):
 
 @lru_cache(maxsize=None)
 def _message_typestore(distro: str):
-    from rosbags.typesys import Stores, get_types_from_msg, get_typestore
+    from rosbags.typesys import get_types_from_msg, get_typestore, Stores
 
     known = [s.name[len("ROS2_"):].lower() for s in Stores if s.name.startswith("ROS2_")]
     if distro not in known:
@@ -171,7 +197,8 @@ def _target_entry(target: Any) -> GroundTruthTarget:
 def plan_from_records(records: Sequence[Any], rate_hz: float = 1.0, start_ns: int = DEFAULT_START_NS,
                       frame_id: str = DEFAULT_FRAME_ID, image_topic: str = IMAGE_TOPIC,
                       command_topic: str = COMMAND_TOPIC) -> BagPlan:
-    """Lay dataset records (``SegRecord``) out in time: one frame per image, its commands after it.
+    """
+    Lay dataset records (``SegRecord``) out in time: one frame per image, its commands after it.
 
     Frame i is at ``start + i / rate_hz``; the n commands about it are spread evenly
     before the next frame, so every command follows its image and none shares a stamp.
@@ -211,7 +238,7 @@ def _header(store: Any, stamp: int, frame_id: str) -> Any:
 
 
 def image_message(store: Any, rgb: np.ndarray, stamp: int, frame_id: str = DEFAULT_FRAME_ID) -> Any:
-    """A rosbags sensor_msgs/Image (rgb8) of an RGB uint8 array."""
+    """Return a rosbags sensor_msgs/Image (rgb8) of an RGB uint8 array."""
     if not isinstance(rgb, np.ndarray) or rgb.dtype != np.uint8 or rgb.ndim != 3 or rgb.shape[2] != 3:
         raise BagError(f"frame at {stamp} ns: expected an RGB uint8 HxWx3 array, got "
                        f"{getattr(rgb, 'dtype', type(rgb).__name__)} {getattr(rgb, 'shape', '')}")
@@ -230,7 +257,8 @@ def _storage_plugin(storage: str) -> Any:
 
 
 def write_bag(plan: BagPlan, out: str | Path, storage: str = "mcap", progress: bool = False) -> Path:
-    """Write ``plan`` as a rosbag2 directory ``out`` plus its ground-truth sidecar.
+    """
+    Write ``plan`` as a rosbag2 directory ``out`` plus its ground-truth sidecar.
 
     Messages are written in time order (frames and commands interleaved), the way
     ``ros2 bag record`` would have stored them.
@@ -256,13 +284,14 @@ def write_bag(plan: BagPlan, out: str | Path, storage: str = "mcap", progress: b
         images = writer.add_connection(truth.image_topic, IMAGE_TYPE, typestore=store)
         commands = writer.add_connection(truth.command_topic, COMMAND_TYPE, typestore=store)
         if plan.depth:
-            from m2sa_ros.bag.depth_recording import CAMERA_INFO_TYPE, DEPTH_TYPE
+            from m2sa_ros.bag.depth_recording import CAMERA_INFO_TYPE, COMPRESSED_DEPTH_TYPE, DEPTH_TYPE
 
-            depths = writer.add_connection(plan.geometry.depth_topic, DEPTH_TYPE, typestore=store)
+            depth_type = COMPRESSED_DEPTH_TYPE if plan.geometry.depth_codec else DEPTH_TYPE
+            depths = writer.add_connection(plan.geometry.depth_topic, depth_type, typestore=store)
             infos = writer.add_connection(plan.geometry.camera_info_topic, CAMERA_INFO_TYPE, typestore=store)
         for time_ns, kind, item in iterator:
             if kind == -1:
-                _write_depth(writer, store, depths, infos, item, plan.geometry.encoding)
+                _write_depth(writer, store, depths, infos, item, plan.geometry.encoding, plan.geometry.depth_codec)
             elif kind == 0:
                 msg = image_message(store, item.load(), item.stamp_ns, item.frame_id)
                 writer.write(images, time_ns, store.serialize_cdr(msg, IMAGE_TYPE))
@@ -276,21 +305,26 @@ def write_bag(plan: BagPlan, out: str | Path, storage: str = "mcap", progress: b
     return out
 
 
-def _write_depth(writer: Any, store: Any, depths: Any, infos: Any, item: Any, encoding: str) -> None:
-    """A frame's camera_info and depth image, with its colour image's stamp and frame_id."""
-    from m2sa_ros.bag.depth_recording import CAMERA_INFO_TYPE, DEPTH_TYPE, camera_info_message, depth_message
+def _write_depth(writer: Any, store: Any, depths: Any, infos: Any, item: Any, encoding: str, codec: str = "") -> None:
+    """
+    Write a frame's camera_info and depth image (raw, or compressedDepth with ``codec``).
+
+    Both carry the colour image's stamp and frame_id.
+    """
+    from m2sa_ros.bag.depth_recording import camera_info_message, CAMERA_INFO_TYPE, depth_entry
 
     header = _header(store, item.stamp_ns, item.frame_id)
     writer.write(infos, item.stamp_ns, store.serialize_cdr(camera_info_message(store, header, item.camera),
                                                            CAMERA_INFO_TYPE))
-    writer.write(depths, item.stamp_ns, store.serialize_cdr(depth_message(store, header, item.load(), encoding),
-                                                            DEPTH_TYPE))
+    msg, msgtype = depth_entry(store, header, item.load(), encoding, codec)
+    writer.write(depths, item.stamp_ns, store.serialize_cdr(msg, msgtype))
 
 
 def make_bag(data: Sequence[str | Path], out: str | Path, image_root: str | Path | None = None,
              storage: str = "mcap", rate_hz: float = 1.0, limit: int | None = None,
              frame_id: str = DEFAULT_FRAME_ID, progress: bool = False, depth: Any = None) -> Path:
-    """Read dataset files (MMR / R2SM / AmodalReasonSeg, any the project reads) into a bag.
+    """
+    Read dataset files (MMR / R2SM / AmodalReasonSeg, any the project reads) into a bag.
 
     ``depth``: a ``depth_recording.DepthOptions`` to record registered depth, camera_info
     and the 3-D ground truth beside the images (synthetic data only: other data gets a
@@ -395,6 +429,7 @@ def bag_info(bag: str | Path) -> dict[str, Any]:
                 "tracked_targets": sum(1 for frames in geometry.sequences.values() for ts in frames
                                        for t in ts if t is not None)} if geometry.sequences else {}),
             "encoding": geometry.encoding, "artefacts": geometry.artefacts.get("level", "none"),
+            **({"compressed_depth": geometry.depth_codec} if geometry.depth_codec else {}),
             "problems": geometry.problems}
     tracking = load_tracking_ground_truth(bag)
     if tracking is not None:

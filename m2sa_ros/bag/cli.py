@@ -1,4 +1,19 @@
-"""``m2sa-bag``: write a bag from a dataset file or of rendered tracking sequences; summarise one.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+``m2sa-bag``: write a bag from a dataset file or of rendered tracking sequences; summarise one.
 
 Usage::
 
@@ -15,11 +30,11 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
+import sys
 
 from m2sa_core.cli_errors import cli_entry
-from m2sa_ros.bag.bag_io import DEFAULT_FRAME_ID, STORAGES, bag_info, make_bag
+from m2sa_ros.bag.bag_io import bag_info, DEFAULT_FRAME_ID, make_bag, STORAGES
 from m2sa_ros.bag.depth_recording import ARTEFACT_LEVELS, DEFAULT_ARTEFACTS, DEPTH_ENCODINGS, DepthOptions
 from m2sa_ros.bag.ground_truth import BagError, ground_truth_path
 from m2sa_ros.bag.sequences import make_sequence_bag
@@ -51,6 +66,9 @@ def _parser() -> argparse.ArgumentParser:
                        help="images and commands only: no registered depth, camera_info or 3-D ground truth")
     depth.add_argument("--depth-encoding", choices=DEPTH_ENCODINGS, default="32FC1",
                        help="32FC1 metres (default) or 16UC1 millimetres")
+    depth.add_argument("--compressed-depth", choices=("png", "rvl"), default="",
+                       help="record the depth as image_transport's compressedDepth with this codec (a "
+                       "CompressedImage on <depth topic>/compressedDepth, as robots record depth); default: raw")
     depth.add_argument("--depth-artefacts", choices=tuple(ARTEFACT_LEVELS), default=DEFAULT_ARTEFACTS,
                        help=f"sensor artefacts on the recorded depth (default {DEFAULT_ARTEFACTS}: 2%% holes, "
                        "1 mm + 0.1%% of range noise, 1-px mixed edges; the ground truth stays clean)")
@@ -72,13 +90,18 @@ def _make_sequences(parser: argparse.ArgumentParser, args: argparse.Namespace) -
 
 
 def _depth_options(args: argparse.Namespace) -> DepthOptions | None:
-    return None if args.no_depth else DepthOptions(args.depth_encoding, args.depth_artefacts)
+    if args.no_depth and args.compressed_depth:
+        raise ValueError("--compressed-depth says how to record the depth; it does not go with --no-depth")
+    return None if args.no_depth else DepthOptions(args.depth_encoding, args.depth_artefacts, args.compressed_depth)
 
 
 def _depth_note(out: Path, summary: dict) -> str:
     geometry = summary.get("geometry_ground_truth")
-    return (f"; depth ({geometry['encoding']}, artefacts {geometry['artefacts']}) on {geometry['frames']} frames, "
-            f"3-D truth in {out / 'geometry_ground_truth.json'}" if geometry else "; no depth")
+    if not geometry:
+        return "; no depth"
+    codec = f", compressedDepth {geometry['compressed_depth']}" if "compressed_depth" in geometry else ""
+    return (f"; depth ({geometry['encoding']}{codec}, artefacts {geometry['artefacts']}) on {geometry['frames']} "
+            f"frames, 3-D truth in {out / 'geometry_ground_truth.json'}")
 
 
 @cli_entry("m2sa-bag")

@@ -1,4 +1,19 @@
-"""``make demo``: the embedded default, end to end, on a fresh machine.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+``make demo``: the embedded default, end to end, on a fresh machine.
 
 What a newcomer runs first. It exercises the whole product the way a robot uses it:
 
@@ -22,15 +37,17 @@ from __future__ import annotations
 
 import argparse
 import os
+from pathlib import Path
 import shutil
 import sys
 import textwrap
 import time
-from pathlib import Path
 from typing import Any
 
+from m2sa_core.shipped_model import SHIPPED_MODEL
+
 REPO = Path(__file__).resolve().parents[2]  # m2sa_ros/bag/demo.py; the venv link resolves to the checkout
-DEFAULT_MODEL = REPO / "models" / "m2sa-tiny-synth"
+DEFAULT_MODEL = SHIPPED_MODEL
 DEFAULT_OUT = REPO / "runs" / "demo"
 DEMO_SEED = 2026  # not the training seed (0): scenes the shipped model has never seen
 TEST_FILES = ("MMR_test_obj_only.json", "MMR_test_part_only.json", "MMR_test_mixed.json")
@@ -76,11 +93,11 @@ def run_demo(out: Path = DEFAULT_OUT, model_path: Path | None = None, images: in
              rate_factor: float = 4.0, storage: str = "mcap", seed: int = DEMO_SEED) -> int:
     """Generate, record, replay, score; returns the process exit status."""
     os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-    from m2sa_core.data.synthetic import main as synth_main
-    from m2sa_ros.bag.evaluate import evaluate_bag, summary_text
     from m2sa_core.data.readers import read_dataset
+    from m2sa_core.data.synthetic import main as synth_main
     from m2sa_ros.bag.bag_io import plan_from_records, write_bag
     from m2sa_ros.bag.depth_recording import DepthOptions, plan_depth, print_notes
+    from m2sa_ros.bag.evaluate import evaluate_bag, summary_text
 
     started = time.monotonic()
     model = model_path if model_path is not None else DEFAULT_MODEL
@@ -137,7 +154,7 @@ def run_demo(out: Path = DEFAULT_OUT, model_path: Path | None = None, images: in
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m m2sa_ros.bag.demo", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m m2sa_ros.bag.demo", description=__doc__.strip().splitlines()[0])
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT, help="output directory (default runs/demo)")
     parser.add_argument("--model-path", type=Path, default=None,
                         help=f"checkpoint directory (default {DEFAULT_MODEL.relative_to(REPO)})")
@@ -149,12 +166,18 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.images < 10 or args.commands < 1:
         parser.error("--images must be >= 10 (for test scenes) and --commands >= 1")
+    from m2sa_ros.bag.node_subprocess import Interrupted, stop_on_signals
+
     try:
-        return run_demo(args.out, args.model_path, args.images, args.commands, args.rate_factor, args.storage,
-                        args.seed)
+        with stop_on_signals():  # SIGINT and SIGTERM stop the node the demo started, then the demo
+            return run_demo(args.out, args.model_path, args.images, args.commands, args.rate_factor, args.storage,
+                            args.seed)
     except (ValueError, RuntimeError, TimeoutError) as exc:
         print(f"demo: error: {exc}", file=sys.stderr)
         return 2 if isinstance(exc, ValueError) else 1
+    except Interrupted as exc:
+        print(f"demo: {exc.signal_name}; the node was stopped", file=sys.stderr)
+        return exc.exit_status
 
 
 if __name__ == "__main__":

@@ -1,4 +1,19 @@
-"""Depth beside the colour images of a bag: what the recorder adds, and the 3-D ground truth.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Depth beside the colour images of a bag: what the recorder adds, and the 3-D ground truth.
 
 For every frame of a bag planned from synthetic data (``m2sa_core.data.synthetic``), the
 recorder writes, with the colour image's header stamp and frame_id (so the node binds
@@ -6,7 +21,11 @@ them to that frame):
 
 * a registered depth image (sensor_msgs/Image, ``32FC1`` metres, NaN = no depth; or
   ``16UC1`` millimetres, 0 = no depth, with ``--depth-encoding 16UC1``) on
-  ``/camera/depth_registered/image_raw``;
+  ``/camera/depth_registered/image_raw``; or, with ``--compressed-depth png|rvl``, that
+  image as image_transport's compressedDepth writes it (sensor_msgs/CompressedImage on
+  ``/camera/depth_registered/image_raw/compressedDepth``, m2sa_ros/compressed_depth.py:
+  16UC1 lossless, 32FC1 quantised to inverse depth, as robots record depth to keep bags
+  small);
 * a sensor_msgs/CameraInfo on ``/camera/camera_info``: K of the synthetic camera
   (plumb_bob, no distortion, P = [K | 0]);
 
@@ -19,7 +38,7 @@ no depth and the bag is written without it, with a one-line note.
 range noise and mixed pixels at object borders, and a node scored on perfect depth says
 little about a robot. The default, ``mild``, is a good RealSense-class camera at table
 range: 2 % holes, noise of 1 mm + 0.1 % of the range, and a 1-px ring of mixed pixels
-round every visible object; ``strong`` is what tests/ros/test_target_geometry.py stresses
+round every visible object; ``strong`` is what tests/core/test_target_geometry.py stresses
 the geometry with (20 % holes, 3 mm, 2-px ring); ``none`` is the clean render. The
 artefacts are drawn from the image's own stream, so a bag is reproducible, and the
 ground truth is always the clean geometry.
@@ -27,18 +46,20 @@ ground truth is always the clean geometry.
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
+import sys
 from typing import Any, Callable
 
+from m2sa_ros.bag.geometry_truth import FrameCamera, GeometryGroundTruth, TargetGeometryTruth
 import numpy as np
 
-from m2sa_ros.bag.geometry_truth import FrameCamera, GeometryGroundTruth, TargetGeometryTruth
-
 DEPTH_ENCODINGS = ("32FC1", "16UC1")
+DEPTH_CODECS = ("", "png", "rvl")  # "": sensor_msgs/Image; else compressedDepth with that codec
 DEPTH_TYPE = "sensor_msgs/msg/Image"
+COMPRESSED_DEPTH_TYPE = "sensor_msgs/msg/CompressedImage"
+COMPRESSED_DEPTH_SUFFIX = "/compressedDepth"  # image_transport's topic beside the raw one
 CAMERA_INFO_TYPE = "sensor_msgs/msg/CameraInfo"
 
 
@@ -62,10 +83,16 @@ DEFAULT_ARTEFACTS = "mild"
 
 @dataclass(frozen=True)
 class DepthOptions:
-    """How depth is recorded: ``encoding`` one of DEPTH_ENCODINGS, ``artefacts`` a key of ARTEFACT_LEVELS."""
+    """
+    How depth is recorded.
+
+    ``encoding`` one of DEPTH_ENCODINGS, ``artefacts`` a key of ARTEFACT_LEVELS, ``codec`` ""
+    (sensor_msgs/Image) or a compressedDepth codec (png, rvl).
+    """
 
     encoding: str = "32FC1"
     artefacts: str = DEFAULT_ARTEFACTS
+    codec: str = ""
 
     def check(self) -> None:
         from m2sa_ros.bag.ground_truth import BagError
@@ -74,6 +101,15 @@ class DepthOptions:
             raise BagError(f"depth encoding must be one of {', '.join(DEPTH_ENCODINGS)}, got {self.encoding!r}")
         if self.artefacts not in ARTEFACT_LEVELS:
             raise BagError(f"depth artefacts must be one of {', '.join(ARTEFACT_LEVELS)}, got {self.artefacts!r}")
+        if self.codec not in DEPTH_CODECS:
+            raise BagError(f"compressedDepth codec must be png or rvl, got {self.codec!r}")
+
+    @property
+    def depth_topic(self) -> str:
+        """Where the depth goes: the raw topic, or image_transport's compressedDepth beside it."""
+        from m2sa_ros.bag.geometry_truth import DEPTH_TOPIC
+
+        return DEPTH_TOPIC + COMPRESSED_DEPTH_SUFFIX if self.codec else DEPTH_TOPIC
 
 
 @dataclass
@@ -87,7 +123,7 @@ class PlannedDepth:
 
 
 def sensor_depth(scene: Any, clean: np.ndarray, artefacts: Artefacts | None, rng: np.random.Generator) -> np.ndarray:
-    """The clean depth with ``artefacts``: mixed pixels round each visible object, then noise, then holes."""
+    """Return the clean depth with ``artefacts``: mixed pixels round each visible object, then noise, then holes."""
     from m2sa_core.data.synthetic.depth_noise import add_holes, add_noise, bleed_edges
 
     depth = np.array(clean, dtype=np.float32, copy=True)
@@ -108,8 +144,11 @@ def _target_truth(truth: Any) -> TargetGeometryTruth:
 
 
 def scene_target(scene: Any, target: Any) -> tuple[int, str | None] | None:
-    """(object index, part or None) of a question target in ``scene``, by its category,
-    instance and part name (how the synthetic world labels them); None when none matches."""
+    """
+    Return (object index, part or None) of a question target in ``scene``; None when none matches.
+
+    Found by its category, instance and part name (how the synthetic world labels them).
+    """
     for index, obj in enumerate(scene.objects):
         if obj.category == target.object_name and obj.instance == int(target.instance):
             part = target.part_name or None
@@ -129,8 +168,11 @@ def _generator_dirs(records: Sequence[Any], data_dirs: Sequence[Path]) -> list[P
 
 def plan_depth(plan: Any, records: Sequence[Any], options: DepthOptions = DepthOptions(),
                data_dirs: Sequence[str | Path] = (), frame_id: str | None = None) -> list[str]:
-    """Add depth, camera_info and the geometry sidecar to ``plan`` (a bag_io.BagPlan made by
-    ``plan_from_records(records)``); returns one-line notes on what got no depth and why.
+    """
+    Add depth, camera_info and the geometry sidecar to ``plan``; return notes on what got no depth.
+
+    ``plan`` is a bag_io.BagPlan made by ``plan_from_records(records)``; the notes are one
+    line each, with the reason.
 
     Frames whose picture is not the synthetic world's get no depth (their commands no 3-D
     truth); when no frame has depth, ``plan`` is left as it was.
@@ -160,7 +202,8 @@ def plan_depth(plan: Any, records: Sequence[Any], options: DepthOptions = DepthO
     record_of_frame = {c.image_stamp_ns: in_plan_order[c.index] for c in reversed(truth.commands)}
     frame_ids = {f.stamp_ns: f.frame_id for f in plan.frames}
     artefacts = ARTEFACT_LEVELS[options.artefacts]
-    geometry = GeometryGroundTruth(encoding=options.encoding,
+    geometry = GeometryGroundTruth(encoding=options.encoding, depth_topic=options.depth_topic,
+                                   depth_codec=options.codec,
                                    artefacts={"level": options.artefacts,
                                               **(asdict(artefacts) if artefacts else {})},
                                    generator={"seed": generator.seed, "size": generator.size})
@@ -201,8 +244,10 @@ def plan_depth(plan: Any, records: Sequence[Any], options: DepthOptions = DepthO
 
 def plan_sequence_depth(plan: Any, tracking: Any, sequences: Sequence[Any], seed: int,
                         options: DepthOptions = DepthOptions()) -> None:
-    """Add depth, camera_info and the per-frame geometry sidecar to a tracking bag's ``plan``
-    (``sequences.plan_from_sequences(sequences)``, whose ground truth is ``tracking``).
+    """
+    Add depth, camera_info and the per-frame geometry sidecar to a tracking bag's ``plan``.
+
+    The plan is ``sequences.plan_from_sequences(sequences)``, whose ground truth is ``tracking``.
 
     Sequence ``k``'s world is drawn from ``(seed, k, DEPTH_STREAM)`` for all its frames
     (``m2sa_core.data.synthetic.sequence_depth``), frame ``t``'s artefacts from
@@ -215,7 +260,8 @@ def plan_sequence_depth(plan: Any, tracking: Any, sequences: Sequence[Any], seed
     if len(sequences) != len(tracking.sequences):
         raise ValueError(f"plan_sequence_depth: {len(sequences)} sequences for {len(tracking.sequences)} planned")
     artefacts = ARTEFACT_LEVELS[options.artefacts]
-    geometry = GeometryGroundTruth(encoding=options.encoding,
+    geometry = GeometryGroundTruth(encoding=options.encoding, depth_topic=options.depth_topic,
+                                   depth_codec=options.codec,
                                    artefacts={"level": options.artefacts, **(asdict(artefacts) if artefacts else {})},
                                    generator=dict(tracking.generator or {}, seed=seed))
     frame_ids = {f.stamp_ns: f.frame_id for f in plan.frames}
@@ -263,7 +309,7 @@ def _depth_loader(generator: Any, index: int, level: str) -> Callable[[], np.nda
 
 # --------------------------------------------------------------------------- messages
 def depth_message(store: Any, header: Any, depth_m: np.ndarray, encoding: str) -> Any:
-    """A rosbags sensor_msgs/Image of float metres: 32FC1 (NaN kept) or 16UC1 millimetres (0 = none)."""
+    """Return a rosbags sensor_msgs/Image of float metres: 32FC1 (NaN kept) or 16UC1 millimetres (0 = none)."""
     from m2sa_core.data.synthetic.depth import to_16uc1
 
     Image = store.types[DEPTH_TYPE]
@@ -276,8 +322,32 @@ def depth_message(store: Any, header: Any, depth_m: np.ndarray, encoding: str) -
                  step=width * data.itemsize, data=data.reshape(-1).view(np.uint8))
 
 
+def compressed_depth_message(store: Any, header: Any, depth_m: np.ndarray, encoding: str, codec: str) -> Any:
+    """
+    Return a rosbags sensor_msgs/CompressedImage of float metres.
+
+    As compressed_depth_image_transport's publisher writes it with its defaults
+    (m2sa_ros.compressed_depth): 16UC1 millimetres lossless, 32FC1 metres quantised to
+    inverse depth (depth_max 10 m, depth_quantization 100).
+    """
+    from m2sa_core.data.synthetic.depth import to_16uc1
+    from m2sa_ros.compressed_depth import encode_compressed_depth
+
+    CompressedImage = store.types[COMPRESSED_DEPTH_TYPE]
+    image = to_16uc1(depth_m) if encoding == "16UC1" else np.ascontiguousarray(depth_m, dtype=np.float32)
+    fmt, data = encode_compressed_depth(image, encoding, codec)
+    return CompressedImage(header=header, format=fmt, data=np.frombuffer(data, np.uint8))
+
+
+def depth_entry(store: Any, header: Any, depth_m: np.ndarray, encoding: str, codec: str = "") -> tuple[Any, str]:
+    """(message, its type) of one frame's depth as the bag records it: Image, or compressedDepth with ``codec``."""
+    if codec:
+        return compressed_depth_message(store, header, depth_m, encoding, codec), COMPRESSED_DEPTH_TYPE
+    return depth_message(store, header, depth_m, encoding), DEPTH_TYPE
+
+
 def camera_info_message(store: Any, header: Any, camera: FrameCamera) -> Any:
-    """A rosbags sensor_msgs/CameraInfo of a pinhole camera without distortion (P = [K | 0])."""
+    """Return a rosbags sensor_msgs/CameraInfo of a pinhole camera without distortion (P = [K | 0])."""
     CameraInfo = store.types[CAMERA_INFO_TYPE]
     RegionOfInterest = store.types["sensor_msgs/msg/RegionOfInterest"]
     k = np.asarray(camera.k, np.float64)
@@ -289,6 +359,6 @@ def camera_info_message(store: Any, header: Any, camera: FrameCamera) -> Any:
 
 
 def print_notes(notes: Sequence[str], prog: str = "m2sa-bag") -> None:
-    """The recorder's notes on stderr, one line each."""
+    """Print the recorder's notes on stderr, one line each."""
     for note in notes:
         print(f"{prog}: {note}", file=sys.stderr)

@@ -1,4 +1,19 @@
-"""Score the live perception node on a rosbag: ``m2sa-bag-eval``.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Score the live perception node on a rosbag: ``m2sa-bag-eval``.
 
 What a robotics team runs on its own recordings (docs/BAG_REPLAY.md):
 
@@ -46,27 +61,33 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
-import os
-import shlex
-import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+import json
+import os
 from pathlib import Path
+import shlex
+import sys
 from typing import Any, TypeVar
 
 from m2sa_core.cli_errors import cli_entry
-from m2sa_ros.bag.scoring import Prediction, prediction_from_msg, score_predictions, Scores
-from m2sa_ros.bag.replay import bag_start_ns, check_bag, NodeProcess, Outcome, Replayer, ReplayOptions
-from m2sa_ros.bag.report import json_default, build_report, render_markdown, summary_text, write_overlays
 from m2sa_ros.bag.bag_io import bag_info
 from m2sa_ros.bag.geometry_report import geometry_report
 from m2sa_ros.bag.geometry_scoring import GeometryScores, score_geometry
-from m2sa_ros.bag.geometry_truth import (CAMERA_INFO_TOPIC, DEPTH_TOPIC, GeometryGroundTruth,
-                                         load_geometry_ground_truth)
-from m2sa_ros.bag.ground_truth import (COMMAND_TOPIC, IMAGE_TOPIC, BagError, load_ground_truth,
-                                       load_tracking_ground_truth, tracking_ground_truth_path)
+from m2sa_ros.bag.geometry_truth import CAMERA_INFO_TOPIC, DEPTH_TOPIC, GeometryGroundTruth, load_geometry_ground_truth
+from m2sa_ros.bag.ground_truth import (
+    BagError,
+    COMMAND_TOPIC,
+    IMAGE_TOPIC,
+    load_ground_truth,
+    load_tracking_ground_truth,
+    tracking_ground_truth_path,
+)
+from m2sa_ros.bag.node_subprocess import Interrupted, stop_on_signals
+from m2sa_ros.bag.replay import bag_start_ns, check_bag, NodeProcess, Outcome, Replayer, ReplayOptions
+from m2sa_ros.bag.report import build_report, json_default, render_markdown, summary_text, write_overlays
+from m2sa_ros.bag.scoring import Prediction, prediction_from_msg, score_predictions, Scores
 
 R = TypeVar("R", bound=Replayer)
 PROTOCOLS = ("auto", "commands", "tracking")
@@ -74,15 +95,19 @@ PROTOCOLS = ("auto", "commands", "tracking")
 
 # --------------------------------------------------------------------------- a session
 def _namespace(namespace: str | None) -> str:
-    """The node's namespace: the given one (made absolute) or a private one for this run."""
+    """Return the node's namespace: the given one (made absolute) or a private one for this run."""
     namespace = namespace or f"/m2sa_bag_eval_{os.getpid()}"
     return namespace if namespace.startswith("/") else "/" + namespace
 
 
 @contextmanager
 def _live_node(bag: Path, node: NodeProcess | None, make_replayer: Callable[[Any], R]) -> Iterator[R]:
-    """Start the node (unless one runs already) and a replayer on its own DDS context, on
-    the bag's clock, waiting until the node is there; stop both whatever happens."""
+    """
+    Start the node (unless one runs already) and a replayer; stop both whatever happens.
+
+    The replayer has its own DDS context and runs on the bag's clock; the block starts once
+    the node is there.
+    """
     import rclpy
 
     context = rclpy.Context()
@@ -97,11 +122,13 @@ def _live_node(bag: Path, node: NodeProcess | None, make_replayer: Callable[[Any
         replayer.wait_for_node(node)
         yield replayer
     finally:
-        if replayer is not None:
-            replayer.close()
-        if node is not None:
-            node.stop()
-        rclpy.try_shutdown(context=context)
+        try:
+            if replayer is not None:
+                replayer.close()
+        finally:  # the node goes even when a stop signal cut the replayer's close short
+            if node is not None:
+                node.stop()
+            rclpy.try_shutdown(context=context)
 
 
 def _results_bag(out_dir: Path) -> Path:
@@ -121,16 +148,19 @@ class Evaluation:
     scores: Scores | None
     geometry: GeometryScores | None = None  # the 3-D errors, when the bag has depth ground truth
 
+
 def evaluate_bag(bag: str | Path, out_dir: str | Path, *, node_args: Sequence[str] = (), start_node: bool = True,
                  namespace: str | None = None, rate_factor: float = 1.0, settle_s: float = 0.1,
                  max_in_flight: int = 4, result_timeout_s: float = 300.0, startup_timeout_s: float = 300.0,
                  ground_truth: str | Path | None = None, progress: bool = True, overlays: bool = True,
                  geometry_ground_truth: str | Path | None = None) -> Evaluation:
-    """Replay ``bag`` through a perception node, record, score and write the reports into ``out_dir``.
+    """
+    Replay ``bag`` through a perception node, record, score and write the reports into ``out_dir``.
 
     With depth in the bag, its depth and camera_info go to the node too, and with a
     geometry sidecar (``geometry_ground_truth``, default BAG/geometry_ground_truth.json)
-    the targets' 3-D errors are scored (``m2sa_ros.bag.geometry_scoring``)."""
+    the targets' 3-D errors are scored (``m2sa_ros.bag.geometry_scoring``).
+    """
     bag, out_dir = Path(bag), Path(out_dir)
     if not (bag / "metadata.yaml").is_file():
         raise BagError(f"{bag} is not a rosbag2 directory (no metadata.yaml)")
@@ -144,14 +174,17 @@ def evaluate_bag(bag: str | Path, out_dir: str | Path, *, node_args: Sequence[st
     check_bag(bag, truth, image_topic, command_topic)  # before paying for a node start-up
     geometry, geometry_note = _geometry_truth(bag, geometry_ground_truth)
     depth_topics = _depth_topics(bag, geometry)
+    compressed = _compressed_depth(bag, depth_topics)
     results_bag = _results_bag(out_dir)
     namespace = _namespace(namespace)
     options = ReplayOptions(namespace, rate_factor, settle_s, max_in_flight, result_timeout_s, startup_timeout_s)
-    node = NodeProcess(namespace, list(node_args), out_dir / "node.log") if start_node else None
+    node = NodeProcess(namespace, _depth_node_args(node_args, compressed), out_dir / "node.log") if start_node \
+        else None
 
     def make_replayer(context: Any) -> Replayer:
         replayer = Replayer(options, context, results_bag)
         replayer.expect_depth = depth_topics is not None
+        replayer.compressed_depth = compressed
         return replayer
 
     with _live_node(bag, node, make_replayer) as replayer:
@@ -189,8 +222,12 @@ def evaluate_bag(bag: str | Path, out_dir: str | Path, *, node_args: Sequence[st
 
 
 def _geometry_truth(bag: Path, override: str | Path | None) -> tuple[GeometryGroundTruth | None, str | None]:
-    """The bag's 3-D ground truth, or (None, why) when it has none or it cannot be read: a
-    broken geometry sidecar costs the 3-D scores (said in one line), never the masks'."""
+    """
+    Return the bag's 3-D ground truth, or (None, why) when it has none or it cannot be read.
+
+    A broken geometry sidecar costs the 3-D scores (said in one line), never the
+    masks'.
+    """
     try:
         return load_geometry_ground_truth(bag, override), None
     except BagError as exc:
@@ -204,6 +241,24 @@ def _depth_topics(bag: Path, geometry: GeometryGroundTruth | None) -> tuple[str,
     depth = geometry.depth_topic if geometry else DEPTH_TOPIC
     info = geometry.camera_info_topic if geometry else CAMERA_INFO_TOPIC
     return (depth, info) if depth in topics and info in topics else None
+
+
+def _compressed_depth(bag: Path, depth_topics: tuple[str, str] | None) -> bool:
+    """Whether the bag's depth is image_transport's compressedDepth (a CompressedImage topic)."""
+    if depth_topics is None:
+        return False
+    return bag_info(bag)["topics"][depth_topics[0]]["type"] == "sensor_msgs/msg/CompressedImage"
+
+
+def _depth_node_args(node_args: Sequence[str], compressed: bool) -> list[str]:
+    """
+    Return the node's arguments.
+
+    With a compressedDepth bag it listens on depth/compressedDepth (a node you start yourself,
+    --no-start, needs ``-p use_compressed_depth:=true`` too).
+    """
+    return [*node_args, *(("-p", "use_compressed_depth:=true") if compressed else ())]
+
 
 @dataclass
 class TrackingEvaluation:
@@ -219,7 +274,8 @@ def evaluate_tracking_bag(bag: str | Path, out_dir: str | Path, *, node_args: Se
                           min_score: float = 0.0, lost_frames: int = 0, progress: bool = True,
                           overlays: bool = True,
                           geometry_ground_truth: str | Path | None = None) -> TrackingEvaluation:
-    """Replay a tracking bag through the node's ``track`` action, score per frame, write the reports.
+    """
+    Replay a tracking bag through the node's ``track`` action, score per frame, write the reports.
 
     One goal per sequence (docs/TRACKING.md, m2sa_ros.bag.tracking); ``ground_truth`` is
     the tracking sidecar (default BAG/tracking_ground_truth.json). With depth in the bag
@@ -227,9 +283,14 @@ def evaluate_tracking_bag(bag: str | Path, out_dir: str | Path, *, node_args: Se
     (``geometry_ground_truth``, default BAG/geometry_ground_truth.json) every frame's
     targets are scored in 3-D (``tracking_report.score_tracked_geometry``).
     """
-    from m2sa_ros.bag.tracking import TrackGoalSettings, TrackReplayer, check_tracking_bag
-    from m2sa_ros.bag.tracking_report import (TrackingScores, build_tracking_report, render_tracking_markdown,
-                                              score_tracked_geometry, write_tracking_overlays)
+    from m2sa_ros.bag.tracking import check_tracking_bag, TrackGoalSettings, TrackReplayer
+    from m2sa_ros.bag.tracking_report import (
+        build_tracking_report,
+        render_tracking_markdown,
+        score_tracked_geometry,
+        TrackingScores,
+        write_tracking_overlays,
+    )
 
     bag, out_dir = Path(bag), Path(out_dir)
     if not (bag / "metadata.yaml").is_file():
@@ -249,15 +310,18 @@ def evaluate_tracking_bag(bag: str | Path, out_dir: str | Path, *, node_args: Se
     if geometry is not None and not geometry.sequences:
         geometry, geometry_note = None, "3-D errors not scored: the geometry ground truth has no sequences"
     depth_topics = _depth_topics(bag, geometry)
+    compressed = _compressed_depth(bag, depth_topics)
     results_bag = _results_bag(out_dir)
     namespace = _namespace(namespace)
     options = ReplayOptions(namespace, rate_factor, settle_s, 1, result_timeout_s, startup_timeout_s)
     goal = TrackGoalSettings(min_score, lost_frames, use_previous_mask)
-    node = NodeProcess(namespace, list(node_args), out_dir / "node.log") if start_node else None
+    node = NodeProcess(namespace, _depth_node_args(node_args, compressed), out_dir / "node.log") if start_node \
+        else None
 
     def make_replayer(context: Any) -> TrackReplayer:
         replayer = TrackReplayer(options, context, results_bag, goal)
         replayer.expect_depth = depth_topics is not None
+        replayer.compressed_depth = compressed
         return replayer
 
     with _live_node(bag, node, make_replayer) as replayer:
@@ -298,8 +362,8 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--out", required=True, help="output directory: report.md, report.json, overlays/, "
                                                      "results_bag/, node.log")
     parser.add_argument("--node-args", default="", help="extra ROS arguments for the node, one string, e.g. "
-                        "\"-p model_path:=models/m2sa-tiny-synth -p device:=cuda\" (after --ros-args)")
-    parser.add_argument("--model-path", default=None, help="shorthand for --node-args \"-p model_path:=PATH\"")
+                        '"-p model_path:=models/m2sa-tiny-synth -p device:=cuda" (after --ros-args)')
+    parser.add_argument("--model-path", default=None, help='shorthand for --node-args "-p model_path:=PATH"')
     parser.add_argument("--params-file", default=None, help="node parameters file (--params-file)")
     parser.add_argument("--no-start", action="store_true", help="use a node that is already running under "
                         "--namespace instead of starting one")
@@ -309,7 +373,9 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-in-flight", type=int, default=4, help="unanswered commands allowed at once "
                         "(keep <= the node's max_queue + 1)")
     parser.add_argument("--result-timeout", type=float, default=300.0, help="seconds a command waits for its result")
-    parser.add_argument("--startup-timeout", type=float, default=300.0, help="seconds to wait for an active node")
+    parser.add_argument("--startup-timeout", type=float, default=300.0,
+                        help="seconds to wait for the node to become active, its model loaded (default 300; a "
+                        "node that logs a configure failure ends the run at once, with its reason)")
     parser.add_argument("--ground-truth", default=None, help="ground-truth JSON (default: BAG/ground_truth.json)")
     parser.add_argument("--geometry-ground-truth", default=None,
                         help="3-D ground-truth JSON (default: BAG/geometry_ground_truth.json when the bag has depth)")
@@ -328,6 +394,7 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     return parser
 
+
 @cli_entry("m2sa-bag-eval")
 def main(argv: list[str] | None = None) -> int:
     """``m2sa-bag-eval``; exit status 1 when any command got no result, 2 on bad input."""
@@ -343,35 +410,41 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_start and node_args:
         parser.error("--node-args/--model-path/--params-file only apply to a node this tool starts")
     try:
-        protocol = resolve_protocol(args.protocol, args.bag, args.tracking_ground_truth)
-        if protocol == "tracking":
-            return _main_tracking(args, node_args)
-        if args.tracking_ground_truth or args.use_previous_mask or args.lost_frames or args.min_score:
-            parser.error("--tracking-ground-truth, --use-previous-mask, --min-score and --lost-frames only "
-                         "apply to --protocol tracking")
-        evaluation = evaluate_bag(args.bag, args.out, node_args=node_args, start_node=not args.no_start,
-                                  namespace=args.namespace, rate_factor=args.rate_factor, settle_s=args.settle,
-                                  max_in_flight=args.max_in_flight, result_timeout_s=args.result_timeout,
-                                  startup_timeout_s=args.startup_timeout, ground_truth=args.ground_truth,
-                                  progress=not args.quiet, overlays=not args.no_overlays,
-                                  geometry_ground_truth=args.geometry_ground_truth)
+        with stop_on_signals():  # SIGINT and SIGTERM stop the node this tool started, then the tool
+            protocol = resolve_protocol(args.protocol, args.bag, args.tracking_ground_truth)
+            if protocol == "tracking":
+                return _main_tracking(args, node_args)
+            if args.tracking_ground_truth or args.use_previous_mask or args.lost_frames or args.min_score:
+                parser.error("--tracking-ground-truth, --use-previous-mask, --min-score and --lost-frames only "
+                             "apply to --protocol tracking")
+            evaluation = evaluate_bag(args.bag, args.out, node_args=node_args, start_node=not args.no_start,
+                                      namespace=args.namespace, rate_factor=args.rate_factor, settle_s=args.settle,
+                                      max_in_flight=args.max_in_flight, result_timeout_s=args.result_timeout,
+                                      startup_timeout_s=args.startup_timeout, ground_truth=args.ground_truth,
+                                      progress=not args.quiet, overlays=not args.no_overlays,
+                                      geometry_ground_truth=args.geometry_ground_truth)
     except (BagError, ValueError) as exc:
         print(f"m2sa-bag-eval: error: {exc}", file=sys.stderr)
         return 2
     except (RuntimeError, TimeoutError) as exc:
         print(f"m2sa-bag-eval: {exc}", file=sys.stderr)
         return 1
-    except KeyboardInterrupt:
-        print("m2sa-bag-eval: interrupted; the node was stopped, no report written", file=sys.stderr)
-        return 130
+    except KeyboardInterrupt as exc:
+        why = exc.signal_name if isinstance(exc, Interrupted) else "interrupted"
+        print(f"m2sa-bag-eval: {why}; the node was stopped, no report written", file=sys.stderr)
+        return exc.exit_status if isinstance(exc, Interrupted) else 130
     print(summary_text(evaluation.report))
     print(f"report: {Path(args.out) / 'report.md'}")
     return 1 if evaluation.report["counts"]["commands_without_result"] else 0
 
 
 def _main_tracking(args: argparse.Namespace, node_args: list[str]) -> int:
-    """``m2sa-bag-eval`` on a tracking bag; exit status 1 when a goal had no final result or a
-    tracked frame no result, 2 on bad input (raised to :func:`main`)."""
+    """
+    ``m2sa-bag-eval`` on a tracking bag.
+
+    Exit status 1 when a goal had no final result or a tracked frame no result, 2 on bad
+    input (raised to :func:`main`).
+    """
     from m2sa_ros.bag.tracking_report import tracking_summary_text
 
     evaluation = evaluate_tracking_bag(

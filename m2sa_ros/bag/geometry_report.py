@@ -1,4 +1,19 @@
-"""The 3-D section of a bag evaluation's report: report.json's ``geometry`` and report.md's table.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The 3-D section of a bag evaluation's report: report.json's ``geometry`` and report.md's table.
 
 Kept beside ``report`` (the masks, latency and overlays) so that a bag without depth
 renders exactly as before plus one line saying why there are no 3-D figures.
@@ -6,8 +21,8 @@ renders exactly as before plus one line saying why there are no 3-D figures.
 
 from __future__ import annotations
 
-import math
 from dataclasses import asdict
+import math
 from typing import Any
 
 from m2sa_ros.bag.geometry_scoring import GeometryScores
@@ -20,7 +35,8 @@ def geometry_report(geometry: GeometryGroundTruth | None, scores: GeometryScores
     problems = list(scores.problems if scores is not None else ()) + list(bad_depth.values())
     if geometry is None or scores is None:
         return {"scored": False, "note": note or "no 3-D ground truth", "problems": problems}
-    return {"scored": True, "encoding": geometry.encoding, "artefacts": geometry.artefacts,
+    return {"scored": True, "encoding": geometry.encoding, "depth_codec": geometry.depth_codec,
+            "artefacts": geometry.artefacts,
             "splits": scores.splits, "pairs": [asdict(p) for p in scores.pairs], "problems": problems}
 
 
@@ -38,8 +54,9 @@ def geometry_markdown(section: dict[str, Any] | None) -> list[str]:
         lines = ["## 3-D geometry", "", f"n/a: {section.get('note', 'no 3-D ground truth')}.", ""]
     else:
         artefacts = section.get("artefacts", {}).get("level", "none")
+        codec = f", compressedDepth {section['depth_codec']}" if section.get("depth_codec") else ""
         lines = ["## 3-D geometry", "",
-                 f"Registered depth ({section['encoding']}, sensor artefacts: {artefacts}) against the clean "
+                 f"Registered depth ({section['encoding']}{codec}, sensor artefacts: {artefacts}) against the clean "
                  "3-D ground truth, on the pairs the mask scoring matched (IoU > 0); medians. Centroid: "
                  "`Target.centroid` to the mean of the true visible points; box centre: `pose.position` to the "
                  "true box centre; normal: the pose's z axis to the true surface normal; size: the largest "

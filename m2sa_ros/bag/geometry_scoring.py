@@ -1,4 +1,19 @@
-"""The 3-D errors of the node's targets against a bag's geometry ground truth, per split.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The 3-D errors of the node's targets against a bag's geometry ground truth, per split.
 
 Scored like the masks, on the same pairs: a predicted target is compared with the
 ground-truth target the mask scoring matched it to (Hungarian matching on IoU,
@@ -24,16 +39,15 @@ let speak for every target.
 
 from __future__ import annotations
 
-import math
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+import math
 from typing import Any
-
-import numpy as np
 
 from m2sa_ros.bag.geometry_truth import GeometryGroundTruth
 from m2sa_ros.bag.ground_truth import GroundTruth
 from m2sa_ros.bag.scoring import Prediction, Scores
+import numpy as np
 
 METRICS = ("centroid_mm", "centre_mm", "normal_deg", "size_mm")
 
@@ -78,8 +92,12 @@ def summarise(pairs: list[PairGeometry]) -> dict[str, Any]:
 
 def score_geometry(geometry: GeometryGroundTruth, truth: GroundTruth, predictions: dict[int, Prediction | None],
                    scores: Scores, exclude: Iterable[int] = ()) -> GeometryScores:
-    """The 3-D errors of every matched pair (module doc); ``exclude``: commands left out
-    (no image in the bag, or their depth could not be replayed)."""
+    """
+    Return the 3-D errors of every matched pair (module doc).
+
+    ``exclude``: commands left out (no image in the bag, or their depth could not be
+    replayed).
+    """
     from m2sa_core.evaluation.geometry_errors import geometry_errors
 
     out = GeometryScores(problems=list(geometry.problems))

@@ -1,4 +1,19 @@
-"""The 3-D ground truth of a bag with depth: ``BAG/geometry_ground_truth.json``.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The 3-D ground truth of a bag with depth: ``BAG/geometry_ground_truth.json``.
 
 A bag recorded with depth (``m2sa-bag make``, the default for synthetic data) holds a
 registered depth image and a camera_info beside each colour image, and this sidecar says
@@ -25,10 +40,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from m2sa_ros.bag.ground_truth import (
+    BagError,
+    check_sidecar_header,
+    read_sidecar_json,
+    sidecar_to_load,
+    write_sidecar_json,
+)
 import numpy as np
-
-from m2sa_ros.bag.ground_truth import (BagError, check_sidecar_header, read_sidecar_json, sidecar_to_load,
-                                       write_sidecar_json)
 
 GEOMETRY_GROUND_TRUTH_FILE = "geometry_ground_truth.json"
 GEOMETRY_GROUND_TRUTH_FORMAT = "m2sa_ros/bag_geometry_ground_truth"
@@ -100,6 +119,9 @@ class GeometryGroundTruth:
     depth_topic: str = DEPTH_TOPIC
     camera_info_topic: str = CAMERA_INFO_TOPIC
     encoding: str = "32FC1"
+    # "" = sensor_msgs/Image; "png" or "rvl": image_transport's compressedDepth (a CompressedImage
+    # on depth_topic, <raw topic>/compressedDepth) with that codec (m2sa_ros/compressed_depth.py).
+    depth_codec: str = ""
     artefacts: dict[str, Any] = field(default_factory=dict)
     generator: dict[str, Any] = field(default_factory=dict)
     frames: dict[int, FrameCamera] = field(default_factory=dict)
@@ -112,7 +134,8 @@ class GeometryGroundTruth:
     def to_json(self) -> dict[str, Any]:
         return {"format": GEOMETRY_GROUND_TRUTH_FORMAT, "version": GEOMETRY_GROUND_TRUTH_VERSION,
                 "depth_topic": self.depth_topic, "camera_info_topic": self.camera_info_topic,
-                "encoding": self.encoding, "artefacts": self.artefacts, "generator": self.generator,
+                "encoding": self.encoding, **({"depth_codec": self.depth_codec} if self.depth_codec else {}),
+                "artefacts": self.artefacts, "generator": self.generator,
                 "frames": {str(k): {"k": list(v.k), "width": v.width, "height": v.height}
                            for k, v in sorted(self.frames.items())},
                 "commands": [{"index": i, "targets": _targets_json(targets)}
@@ -130,7 +153,8 @@ class GeometryGroundTruth:
                              "geometry ground-truth", where)
         truth = cls(depth_topic=str(data.get("depth_topic", DEPTH_TOPIC)),
                     camera_info_topic=str(data.get("camera_info_topic", CAMERA_INFO_TOPIC)),
-                    encoding=str(data.get("encoding", "32FC1")), artefacts=dict(data.get("artefacts") or {}),
+                    encoding=str(data.get("encoding", "32FC1")), depth_codec=str(data.get("depth_codec", "")),
+                    artefacts=dict(data.get("artefacts") or {}),
                     generator=dict(data.get("generator") or {}))
         frames = data.get("frames") or {}
         for stamp, entry in (frames.items() if isinstance(frames, dict) else ()):
@@ -191,7 +215,7 @@ def geometry_ground_truth_path(bag: str | Path) -> Path:
 
 
 def load_geometry_ground_truth(bag: str | Path, override: str | Path | None = None) -> GeometryGroundTruth | None:
-    """The bag's geometry sidecar (or ``override``); None for a bag without depth ground truth."""
+    """Return the bag's geometry sidecar (or ``override``); None for a bag without depth ground truth."""
     path = sidecar_to_load(bag, GEOMETRY_GROUND_TRUTH_FILE, override)
     return None if path is None else GeometryGroundTruth.load(path)
 

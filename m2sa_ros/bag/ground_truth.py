@@ -1,4 +1,19 @@
-"""The ground truth of a bag: sidecar JSON files inside the bag directory.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The ground truth of a bag: sidecar JSON files inside the bag directory.
 
 ROS tools ignore them; the bag tools read them to score the node's answers:
 
@@ -19,8 +34,8 @@ Nothing here reads or writes the bag itself (``m2sa_ros.bag.bag_io`` does).
 
 from __future__ import annotations
 
-import json
 from dataclasses import asdict, dataclass, field
+import json
 from pathlib import Path
 from typing import Any
 
@@ -40,8 +55,9 @@ class BagError(ValueError):
     """A bag or its ground truth that cannot be used; the text says which file and why."""
 
 
-
 # --------------------------------------------------------------------------- commands
+
+
 @dataclass
 class GroundTruthTarget:
     """One expected target of a command, as the dataset annotates it."""
@@ -147,7 +163,7 @@ class GroundTruth:
 
 
 def read_sidecar_json(path: str | Path, what: str) -> Any:
-    """The JSON of a sidecar file; a missing or malformed file is a one-line BagError naming ``what``."""
+    """Return the JSON of a sidecar file; a missing or malformed file is a one-line BagError naming ``what``."""
     path = Path(path)
     try:
         return json.loads(path.read_text(encoding="utf-8"))
@@ -165,7 +181,7 @@ def write_sidecar_json(path: str | Path, data: Any) -> Path:
 
 
 def check_sidecar_header(data: Any, fmt: str, version: int, what: str, where: str) -> None:
-    """A one-line BagError naming ``where`` unless ``data`` is a ``what`` sidecar of ``fmt`` at ``version``."""
+    """Raise a one-line BagError naming ``where`` unless ``data`` is a ``what`` sidecar of ``fmt`` at ``version``."""
     if not isinstance(data, dict) or data.get("format") != fmt:
         raise BagError(f"{where}: not an m2sa_ros {what} file (format must be '{fmt}')")
     if data.get("version") != version:
@@ -186,13 +202,14 @@ def ground_truth_path(bag: str | Path) -> Path:
 
 
 def load_ground_truth(bag: str | Path, override: str | Path | None = None) -> GroundTruth | None:
-    """The bag's sidecar (or ``override``); None for a bag without ground truth."""
+    """Return the bag's sidecar (or ``override``); None for a bag without ground truth."""
     path = sidecar_to_load(bag, GROUND_TRUTH_FILE, override)
     return None if path is None else GroundTruth.load(path)
 
 
-
 # --------------------------------------------------------------------------- tracking sequences
+
+
 @dataclass
 class GroundTruthSequenceFrame:
     """One frame of a sequence: its image stamp and the command's targets on it (answer order)."""
@@ -292,6 +309,6 @@ def tracking_ground_truth_path(bag: str | Path) -> Path:
 
 
 def load_tracking_ground_truth(bag: str | Path, override: str | Path | None = None) -> TrackingGroundTruth | None:
-    """The bag's tracking sidecar (or ``override``); None for a bag without one."""
+    """Return the bag's tracking sidecar (or ``override``); None for a bag without one."""
     path = sidecar_to_load(bag, TRACKING_GROUND_TRUTH_FILE, override)
     return None if path is None else TrackingGroundTruth.load(path)

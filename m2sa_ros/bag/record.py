@@ -1,4 +1,19 @@
-"""Deprecated: ``m2sa_ros.bag.record`` was split by job; import from the new modules.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Deprecated: ``m2sa_ros.bag.record`` was split by job; import from the new modules.
 
 * ``m2sa_ros.bag.ground_truth``: the sidecars (``GroundTruth`` ..., ``BagError``);
 * ``m2sa_ros.bag.bag_io``: the typestore, planning, writing and reading bags;

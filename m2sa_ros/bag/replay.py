@@ -1,4 +1,19 @@
-"""Replaying a bag through a live node over DDS, on the bag's own time.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Replaying a bag through a live node over DDS, on the bag's own time.
 
 The node runs as a subprocess under a private namespace (or one already running is
 used); images and commands go out with their recorded spacing, ``/clock`` carries the
@@ -7,73 +22,28 @@ bag time, and every result is recorded (see the package docstring of ``evaluate`
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 import math
-import signal
-import subprocess
+from pathlib import Path
 import sys
 import threading
 import time
-from collections.abc import Sequence
-from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
-from m2sa_ros.bag.bag_io import (COMMAND_STAMPED_TOPIC, COMMAND_STAMPED_TYPE, RESULT_TOPIC, RESULT_TYPE, bag_info,
-                                 decode, iter_messages, message_typestore, stamp_ns)
+from m2sa_ros.bag.bag_io import (
+    bag_info,
+    COMMAND_STAMPED_TOPIC,
+    COMMAND_STAMPED_TYPE,
+    decode,
+    iter_messages,
+    message_typestore,
+    RESULT_TOPIC,
+    RESULT_TYPE,
+    stamp_ns,
+)
 from m2sa_ros.bag.ground_truth import BagError, GroundTruth
+from m2sa_ros.bag.node_subprocess import NodeProcess
 
-
-# --------------------------------------------------------------------------- the node
-class NodeProcess:
-    """The perception node as a subprocess, its output in a log file; stopped with SIGINT."""
-
-    def __init__(self, namespace: str, node_args: Sequence[str], log_path: Path) -> None:
-        self.namespace = namespace
-        self.command = [sys.executable, "-m", "m2sa_ros.main", "--ros-args",
-                        "-r", f"__ns:={namespace}",
-                        # A replayed bag must not lose frames: a reliable subscription.
-                        "-p", "image_reliability:=reliable",
-                        # Bag time: /clock comes from the replayer.
-                        "-p", "use_sim_time:=true", *node_args]
-        self.log_path = log_path
-        self._log: Any = None
-        self.process: subprocess.Popen | None = None
-
-    def start(self) -> "NodeProcess":
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "wb")
-        self.process = subprocess.Popen(self.command, stdout=self._log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
-        return self
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            text = self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-        return "\n".join(text.splitlines()[-lines:])
-
-    def stop(self, timeout: float = 20.0) -> None:
-        process = self.process
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            try:
-                process.wait(timeout)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(10)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def __enter__(self) -> "NodeProcess":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
 
 # --------------------------------------------------------------------------- replay
 @dataclass
@@ -95,6 +65,7 @@ class Outcome:
     def latency_ms(self) -> float:
         return (self.received_at - self.sent_at) * 1e3 if self.result is not None else math.nan
 
+
 @dataclass
 class ReplayOptions:
     namespace: str
@@ -104,8 +75,9 @@ class ReplayOptions:
     result_timeout_s: float = 300.0
     startup_timeout_s: float = 300.0
 
+
 def check_bag(bag: Path, truth: GroundTruth | None, image_topic: str, command_topic: str) -> int:
-    """Number of commands in ``bag``; BagError when it has none or disagrees with its ground truth."""
+    """Return the number of commands in ``bag``; BagError when it has none or disagrees with its ground truth."""
     topics = bag_info(bag)["topics"]
     n_commands = topics.get(command_topic, {}).get("count", 0)
     if not n_commands:
@@ -116,8 +88,10 @@ def check_bag(bag: Path, truth: GroundTruth | None, image_topic: str, command_to
         raise BagError(f"{bag}: {n_commands} command messages but the ground truth lists {len(truth.commands)}")
     return n_commands
 
+
 class BagClock:
-    """Bag time for /clock while a bag is replayed at ``factor`` times its speed.
+    """
+    Bag time for /clock while a bag is replayed at ``factor`` times its speed.
 
     Anchored at each message's bag time when it is published, it runs on between
     messages but never past the next message's time (``hold_until``), so the node's
@@ -149,14 +123,19 @@ class BagClock:
             estimate = bag + int((time.monotonic() - wall) * self.factor * 1e9)
             return estimate if self._limit is None else min(estimate, max(self._limit, bag))
 
+
 CLOCK_PERIOD_S = 0.01  # /clock at 100 Hz of wall time
 
 
 class Pacer:
-    """When each bag message goes out: its recorded spacing (divided by ``factor``),
-    shifted by every wait on the node, and at least ``settle_s`` after the last frame
-    for a command. Drives the bag clock: it is held at a message's time until that
-    message is published, so the node's clock never runs ahead of a late message."""
+    """
+    When each bag message goes out.
+
+    Its recorded spacing (divided by ``factor``), shifted by every wait on the node,
+    and at least ``settle_s`` after the last frame for a command. Drives the bag
+    clock: it is held at a message's time until that message is published, so the
+    node's clock never runs ahead of a late message.
+    """
 
     def __init__(self, clock: BagClock, factor: float, settle_s: float) -> None:
         self.clock = clock
@@ -168,7 +147,8 @@ class Pacer:
         self._last_image_at = -math.inf
 
     def wait_for(self, time_ns: int, after_frame: bool = False) -> None:
-        """Sleep until the message of bag time ``time_ns`` is due, then move the clock to it.
+        """
+        Sleep until the message of bag time ``time_ns`` is due, then move the clock to it.
 
         ``after_frame``: the message must follow the last frame by ``settle_s`` (a command,
         so that its frame is in the node before it).
@@ -189,16 +169,16 @@ class Pacer:
     def frame_sent(self) -> None:
         self._last_image_at = time.monotonic()
 
+
 class Replayer:
     """Publishes a bag's frames, commands and /clock to a node and collects its results."""
 
     def __init__(self, options: ReplayOptions, context: Any, results_bag: Path | None) -> None:
+        from m2sa_ros.msg import Command, SegmentationResult
         from rclpy.node import Node
         from rclpy.qos import HistoryPolicy, QoSProfile, ReliabilityPolicy
         from rosgraph_msgs.msg import Clock
         from sensor_msgs.msg import Image
-
-        from m2sa_ros.msg import Command, SegmentationResult
 
         self.options = options
         self.context = context
@@ -210,12 +190,15 @@ class Replayer:
             Command, f"{ns}/command_stamped", QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE))
         # The node's depth and camera_info (relative names under its namespace, as image);
         # matched before the replay only when the bag has depth (``expect_depth``).
-        from sensor_msgs.msg import CameraInfo
+        from sensor_msgs.msg import CameraInfo, CompressedImage
 
         sensor = QoSProfile(depth=5, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)
         self.depth_pub = self.node.create_publisher(Image, f"{ns}/depth", sensor)
+        # A bag of compressedDepth goes to the node's depth/compressedDepth (use_compressed_depth), as recorded.
+        self.compressed_depth_pub = self.node.create_publisher(CompressedImage, f"{ns}/depth/compressedDepth", sensor)
         self.camera_info_pub = self.node.create_publisher(CameraInfo, f"{ns}/camera_info", sensor)
         self.expect_depth = False
+        self.compressed_depth = False  # the bag's depth is compressedDepth: matched on depth/compressedDepth
         self.bad_depth: dict[int, str] = {}  # frame stamp -> why its depth was not sent (one line)
         self.clock = BagClock(options.rate_factor)
         self._last_clock = -1
@@ -287,7 +270,7 @@ class Replayer:
         self.clock.hold_until(bag_ns)
 
     def pacer(self) -> Pacer:
-        """A fresh schedule for one replay, on this replayer's clock."""
+        """Return a fresh schedule for one replay, on this replayer's clock."""
         return Pacer(self.clock, self.options.rate_factor, self.options.settle_s)
 
     def _record(self, connection: Any, raw: bytes, bag_ns: int | None = None) -> None:
@@ -302,21 +285,25 @@ class Replayer:
         """Until the node's image/command subscriptions and result publisher are matched."""
         deadline = time.monotonic() + self.options.startup_timeout_s
         while time.monotonic() < deadline:
-            depth_ready = not self.expect_depth or (self.depth_pub.get_subscription_count() > 0
+            depth_pub = self.compressed_depth_pub if self.compressed_depth else self.depth_pub
+            depth_ready = not self.expect_depth or (depth_pub.get_subscription_count() > 0
                                                     and self.camera_info_pub.get_subscription_count() > 0)
             if (self.image_pub.get_subscription_count() > 0 and self.command_pub.get_subscription_count() > 0
                     and self.result_sub.get_publisher_count() > 0 and depth_ready):
                 time.sleep(0.2)  # let the reliable endpoints finish matching both ways
                 return
-            if node is not None and not node.alive():
-                raise RuntimeError(f"the perception node exited (code {node.process.returncode}) before "
-                                   f"becoming active; its log ({node.log_path}) ends with:\n{node.log_tail()}")
+            if node is not None:
+                node.check_starting()  # a configure failure or an exit ends the wait at once
             time.sleep(0.1)
         where = f"under namespace {self.options.namespace}"
         tail = f"; its log ({node.log_path}) ends with:\n{node.log_tail()}" if node is not None else ""
+        depth = ""
+        if self.compressed_depth and self.compressed_depth_pub.get_subscription_count() == 0:
+            depth = (f"; nothing listens on {self.compressed_depth_pub.topic_name}: the bag's depth is "
+                     "compressedDepth, a node needs -p use_compressed_depth:=true")
         raise TimeoutError(f"no active perception node {where} after {self.options.startup_timeout_s:.0f} s "
                            f"(topics {self.image_pub.topic_name}, {self.command_pub.topic_name}, "
-                           f"{self.result_sub.topic_name}){tail}")
+                           f"{self.result_sub.topic_name}){depth}{tail}")
 
     # -- results ----------------------------------------------------------------------
     def _on_result(self, raw: bytes) -> None:
@@ -357,13 +344,16 @@ class Replayer:
     def replay(self, bag: Path, truth: GroundTruth | None, image_topic: str, command_topic: str,
                node: NodeProcess | None = None, progress: bool = True,
                depth_topics: tuple[str, str] | None = None) -> list[Outcome]:
-        """Publish the bag and collect the results; ``depth_topics`` (depth, camera_info in
-        the bag) are published too, on the node's ``depth`` and ``camera_info``, a depth
-        message that cannot be read being left out with one line in ``bad_depth``."""
+        """
+        Publish the bag and collect the results.
+
+        ``depth_topics`` (depth, camera_info in the bag) are published too, on the
+        node's ``depth`` and ``camera_info``, a depth message that cannot be read being
+        left out with one line in ``bad_depth``.
+        """
+        from m2sa_ros.msg import Command
         from rclpy.serialization import deserialize_message, serialize_message
         from std_msgs.msg import String
-
-        from m2sa_ros.msg import Command
 
         n_commands = check_bag(bag, truth, image_topic, command_topic)
         bar = None
@@ -434,20 +424,28 @@ class Replayer:
         return outcomes
 
     def _publish_depth(self, message: Any, is_depth: bool) -> None:
-        """Send a depth or camera_info message as recorded; a depth image that cannot be
-        read (bad encoding, data shorter than its size) is not sent and is said once."""
+        """
+        Send a depth or camera_info message as recorded.
+
+        A depth image that cannot be read (bad encoding, data shorter than its size, a
+        compressedDepth payload that does not decode) is not sent and is said once.
+        compressedDepth goes out as it is, to the node's depth/compressedDepth.
+        """
         if is_depth:
+            from m2sa_ros.compressed_depth import decode_compressed_depth
             from m2sa_ros.image_conversion import depth_to_metres
 
+            compressed = message.msgtype == "sensor_msgs/msg/CompressedImage"
             msg = None
             try:
                 msg = decode(message)
-                depth_to_metres(msg, what=f"depth at {message.time_ns} ns")
+                read = decode_compressed_depth if compressed else depth_to_metres
+                read(msg, what=f"depth at {message.time_ns} ns")
             except Exception as exc:  # noqa: BLE001 - any undecodable entry: one line, and go on
                 stamp = stamp_ns(msg.header) if msg is not None else message.time_ns
                 self.bad_depth[stamp] = f"depth at {message.time_ns} ns not replayed: {str(exc).splitlines()[0]}"
                 return
-            self.depth_pub.publish(message.raw)
+            (self.compressed_depth_pub if compressed else self.depth_pub).publish(message.raw)
         else:
             self.camera_info_pub.publish(message.raw)
 

@@ -1,3 +1,17 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """The report of a bag evaluation: Markdown, JSON payload, overlays and a contact sheet."""
 
 from __future__ import annotations
@@ -6,20 +20,20 @@ import math
 from pathlib import Path
 from typing import Any
 
+from m2sa_ros.bag.bag_io import read_frames
+from m2sa_ros.bag.geometry_report import geometry_markdown, geometry_summary_line
+from m2sa_ros.bag.ground_truth import GroundTruth, GroundTruthCommand
+from m2sa_ros.bag.replay import Outcome
+from m2sa_ros.bag.scoring import percentiles, Prediction, Scores
 import numpy as np
 
-from m2sa_ros.bag.scoring import percentiles, Prediction, Scores
-from m2sa_ros.bag.replay import Outcome
-from m2sa_ros.bag.bag_io import read_frames
-from m2sa_ros.bag.ground_truth import GroundTruth, GroundTruthCommand
-from m2sa_ros.bag.geometry_report import geometry_markdown, geometry_summary_line
-
-
 MIN_PANEL_HEIGHT = 384  # overlay panels of smaller frames are enlarged to at least this
+
 
 # --------------------------------------------------------------------------- reports
 def _fmt(value: float, digits: int = 4) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
+
 
 def build_report(bag: Path, truth: GroundTruth | None, outcomes: list[Outcome], scores: Scores | None,
                  settings: dict[str, Any], foreign_results: int) -> dict[str, Any]:
@@ -75,6 +89,7 @@ def build_report(bag: Path, truth: GroundTruth | None, outcomes: list[Outcome], 
         "commands": commands,
     }
 
+
 def render_markdown(report: dict[str, Any], overlays: list[str]) -> str:
     """report.md: summary, metrics per split, latency, problems, one row per command."""
     c = report["counts"]
@@ -120,8 +135,10 @@ def render_markdown(report: dict[str, Any], overlays: list[str]) -> str:
                   "Left: ground truth, right: the node's answer; one file per command in `overlays/`."]
     return "\n".join(lines) + "\n"
 
+
 def _md(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
+
 
 # --------------------------------------------------------------------------- overlays
 def _caption(width: int, lines: list[str], scale: float = 0.4) -> np.ndarray:
@@ -133,10 +150,12 @@ def _caption(width: int, lines: list[str], scale: float = 0.4) -> np.ndarray:
         cv2.putText(strip, line, (4, 16 + 16 * i), cv2.FONT_HERSHEY_SIMPLEX, scale, (0, 0, 0), 1, cv2.LINE_AA)
     return strip
 
+
 def _wrap(text: str, width_px: int, char_px: int = 7) -> list[str]:
     import textwrap
 
     return textwrap.wrap(text, max(10, width_px // char_px)) or [""]
+
 
 def command_overlay(image: np.ndarray, command: GroundTruthCommand | None, text: str, prediction: Prediction | None,
                     ious: list[float] | None) -> np.ndarray:
@@ -172,14 +191,15 @@ def command_overlay(image: np.ndarray, command: GroundTruthCommand | None, text:
     gap = np.full((image.shape[0], 4, 3), 255, dtype=np.uint8)
     body = np.concatenate([gt_panel, gap, pred_panel], axis=1)
     answer = "no result" if prediction is None else (prediction.answer if prediction.success
-                                                      else f"error: {prediction.error}")
+                                                     else f"error: {prediction.error}")
     lines = _wrap(f"command: {text}", body.shape[1]) + _wrap(f"answer: {answer}", body.shape[1])
     if command is not None:
         lines += _wrap("expected: " + (", ".join(t.label for t in command.targets) or "nothing"), body.shape[1])
     return np.concatenate([_caption(body.shape[1], lines), body], axis=0)
 
+
 def contact_sheet(tiles: list[tuple[str, np.ndarray]], columns: int = 4, tile_width: int = 320) -> np.ndarray:
-    """A grid of thumbnails, each titled (e.g. "#3 gIoU 0.71")."""
+    """Return a grid of thumbnails, each titled (e.g. "#3 gIoU 0.71")."""
     import cv2
 
     if not tiles:
@@ -198,6 +218,7 @@ def contact_sheet(tiles: list[tuple[str, np.ndarray]], columns: int = 4, tile_wi
         row += [np.full((height, tile_width + 4, 3), 255, dtype=np.uint8)] * (columns - len(row))
         rows.append(np.concatenate(row, axis=1))
     return np.concatenate(rows, axis=0)
+
 
 def write_overlays(out_dir: Path, bag: Path, truth: GroundTruth | None, outcomes: list[Outcome],
                    predictions: dict[int, Prediction | None], scores: Scores | None, image_topic: str) -> list[str]:
@@ -225,9 +246,10 @@ def write_overlays(out_dir: Path, bag: Path, truth: GroundTruth | None, outcomes
         cv2.imwrite(str(overlay_dir / "contact_sheet.png"), contact_sheet(tiles)[:, :, ::-1])
     return written
 
+
 def summary_text(report: dict[str, Any]) -> str:
-    """A few lines for the terminal: counts, scores per split, latency."""
-    from m2sa_core.evaluation.metrics import SplitReport, format_report
+    """Return a few lines for the terminal: counts, scores per split, latency."""
+    from m2sa_core.evaluation.metrics import format_report, SplitReport
 
     c = report["counts"]
     lines = [f"commands {c['commands']}, results {c['results']}, without result {c['commands_without_result']}, "
@@ -241,6 +263,7 @@ def summary_text(report: dict[str, Any]) -> str:
     lat = report["latency_ms"]
     lines.append("latency ms: " + ", ".join(f"{k} {_fmt(v, 1)}" for k, v in lat.items()))
     return "\n".join(lines)
+
 
 def json_default(value: Any) -> Any:
     if isinstance(value, (np.floating, np.integer)):

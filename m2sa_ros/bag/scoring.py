@@ -1,4 +1,19 @@
-"""Scoring the node's answers against a bag's ground truth (generative protocol).
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Scoring the node's answers against a bag's ground truth (generative protocol).
 
 Predictions come from result messages (the node) or from ``Result`` objects (a direct
 Segmenter run); both are scored the same way: Hungarian matching on IoU, gIoU, cIoU and
@@ -7,17 +22,16 @@ target-count accuracy per split, each target on the shape its ``mask_type`` asks
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+import math
 from typing import Any
 
+from m2sa_ros.bag.ground_truth import BagError, GroundTruth, GroundTruthCommand
 import numpy as np
 
-from m2sa_ros.bag.ground_truth import BagError, GroundTruth, GroundTruthCommand
-
-
 LATENCY_PERCENTILES = (50, 90, 95, 99)
+
 
 # --------------------------------------------------------------------------- predictions
 @dataclass
@@ -39,14 +53,19 @@ class Prediction:
     poses: list["PredictedPose"] | None = None
 
     def requested_masks(self) -> np.ndarray:
-        """Per target, the shape its command asked for: the complete one for "amodal"
-        targets that carry it, else the visible one (what a planner would use)."""
+        """
+        Per target, the shape its command asked for.
+
+        The complete one for "amodal" targets that carry it, else the visible one
+        (what a planner would use).
+        """
         if not len(self.masks):
             return self.masks
         types = self.mask_types or ["modal"] * len(self.masks)
         amodal = self.amodal_masks or [None] * len(self.masks)
         return np.stack([a if t == "amodal" and a is not None else m
                          for m, a, t in zip(self.masks, amodal, types)])
+
 
 @dataclass(frozen=True)
 class PredictedPose:
@@ -84,7 +103,7 @@ class PredictedPose:
 
 
 def prediction_from_msg(msg: Any) -> Prediction:
-    """A SegmentationResult message (rclpy) -> Prediction; a failed result has no masks."""
+    """Return a SegmentationResult message (rclpy) -> Prediction; a failed result has no masks."""
     from m2sa_ros.image_conversion import msg_to_mask
     from m2sa_ros.msg import Target as TargetMsg
 
@@ -99,14 +118,16 @@ def prediction_from_msg(msg: Any) -> Prediction:
                       scores=[float(t.score) for t in msg.targets], success=bool(msg.success), error=msg.error,
                       amodal_masks=amodal, mask_types=types, poses=poses)
 
+
 def prediction_from_result(result: Any, height: int, width: int) -> Prediction:
-    """An ``m2sa_core.types.Result`` -> Prediction (the direct, ROS-free path)."""
+    """Return an ``m2sa_core.types.Result`` -> Prediction (the direct, ROS-free path)."""
     masks = [np.asarray(t.mask, dtype=bool) for t in result.targets]
     stack = np.stack(masks) if masks else np.zeros((0, height, width), dtype=bool)
     amodal = [None if t.amodal_mask is None else np.asarray(t.amodal_mask, dtype=bool) for t in result.targets]
     return Prediction(answer=result.answer, masks=stack, labels=[t.label for t in result.targets],
                       scores=[float(t.score) for t in result.targets], amodal_masks=amodal,
                       mask_types=[t.mask_type for t in result.targets])
+
 
 # --------------------------------------------------------------------------- scoring
 @dataclass
@@ -120,15 +141,18 @@ class CommandScore:
     missed_gt: list[int]  # ground truths no prediction matched
     entry_ious: list[float]  # what entered gIoU (matched pairs, then unmatched entries)
 
+
 @dataclass
 class Scores:
     reports: dict[str, Any]  # split -> m2sa_core.evaluation.metrics.SplitReport
     commands: dict[int, CommandScore]
 
+
 def score_predictions(truth: GroundTruth, predictions: dict[int, Prediction | None],
                       exclude: Sequence[int] = (),
                       extra_splits: Callable[[GroundTruthCommand], Sequence[str]] | None = None) -> Scores:
-    """Generative protocol over the commands of ``truth``.
+    """
+    Score the commands of ``truth`` by the generative protocol.
 
     A command without a prediction (no result) or with a failed result counts as an
     answer with no masks: every ground truth is missed. Each predicted target is scored
@@ -140,7 +164,7 @@ def score_predictions(truth: GroundTruth, predictions: dict[int, Prediction | No
     problem, not the node's). ``extra_splits`` names further splits each command also
     counts in (tracking scores a frame under its frame index and under "after_first").
     """
-    from m2sa_core.evaluation.metrics import SegmentationEvaluator, match_masks
+    from m2sa_core.evaluation.metrics import match_masks, SegmentationEvaluator
 
     evaluator = SegmentationEvaluator("generative")
     scored: dict[int, CommandScore] = {}
@@ -169,6 +193,7 @@ def score_predictions(truth: GroundTruth, predictions: dict[int, Prediction | No
         scored[command.index] = CommandScore(command.index, command.split, target_ious, matched,
                                              list(matching.unmatched_gt), [float(v) for v in entries])
     return Scores(evaluator.report(), scored)
+
 
 def percentiles(values: Sequence[float]) -> dict[str, float]:
     """p50/p90/p95/p99, mean and max of ``values`` (NaN when empty)."""

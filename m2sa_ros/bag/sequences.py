@@ -1,4 +1,19 @@
-"""Tracking bags: rendered camera sequences and the ground truth of every frame.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Tracking bags: rendered camera sequences and the ground truth of every frame.
 
 A tracked command is answered once and then followed on the frames that come after it,
 so scoring it needs what an ordinary bag does not hold: the targets' masks on *every*
@@ -29,16 +44,22 @@ seed, motion, frame count and size hold the same sequences.
 from __future__ import annotations
 
 import json
-import warnings
 from pathlib import Path
 from typing import Any
+import warnings
 
+from m2sa_ros.bag.bag_io import BagPlan, DEFAULT_FRAME_ID, DEFAULT_START_NS, PlannedCommand, PlannedFrame, write_bag
+from m2sa_ros.bag.ground_truth import (
+    BagError,
+    GroundTruth,
+    GroundTruthFrame,
+    GroundTruthSequence,
+    GroundTruthSequenceFrame,
+    GroundTruthTarget,
+    tracking_ground_truth_path,
+    TrackingGroundTruth,
+)
 import numpy as np
-
-from m2sa_ros.bag.bag_io import DEFAULT_FRAME_ID, DEFAULT_START_NS, BagPlan, PlannedCommand, PlannedFrame, write_bag
-from m2sa_ros.bag.ground_truth import (BagError, GroundTruth, GroundTruthFrame, GroundTruthSequence,
-                                       GroundTruthSequenceFrame, GroundTruthTarget, TrackingGroundTruth,
-                                       tracking_ground_truth_path)
 
 # The tracking sidecar moved to m2sa_ros.bag.ground_truth; these names are handed on, with
 # a DeprecationWarning, for one release.
@@ -65,9 +86,9 @@ def render_sequence_k(seed: int, k: int, n_frames: int, motion: str, size: int) 
 
 
 def _targets_on(sequence: Any, frame: int, question: Any) -> list[GroundTruthTarget]:
-    """The question's targets on one frame: the shape it asks for, plus the complete one."""
-    from m2sa_core.labels import category_of, make_label
+    """Return the question's targets on one frame: the shape it asks for, plus the complete one."""
     from m2sa_core.data.rle import encode_mask
+    from m2sa_core.labels import category_of, make_label
     from m2sa_core.types import Granularity, MaskType
 
     out = []
@@ -84,7 +105,8 @@ def _targets_on(sequence: Any, frame: int, question: Any) -> list[GroundTruthTar
 
 def plan_from_sequences(sequences: list[Any], rate_hz: float = 5.0, start_ns: int = DEFAULT_START_NS,
                         frame_id: str = DEFAULT_FRAME_ID) -> tuple[BagPlan, TrackingGroundTruth]:
-    """Lay sequences out in time: their frames back to back, each command after its first frame.
+    """
+    Lay sequences out in time: their frames back to back, each command after its first frame.
 
     Frame ``i`` of the whole bag is at ``start + i / rate_hz``; a sequence's command is
     half a period after its first frame. Sequence ``k`` asks its question ``k mod n`` (the
@@ -127,7 +149,8 @@ def plan_from_sequences(sequences: list[Any], rate_hz: float = 5.0, start_ns: in
 def make_sequence_bag(out: str | Path, count: int, n_frames: int = 6, motion: str = "mixed", seed: int = 4242,
                       size: int = 256, storage: str = "mcap", rate_hz: float = 5.0,
                       frame_id: str = DEFAULT_FRAME_ID, progress: bool = False, depth: Any = None) -> Path:
-    """Render ``count`` sequences and write them as a bag with both ground-truth sidecars.
+    """
+    Render ``count`` sequences and write them as a bag with both ground-truth sidecars.
 
     ``depth``: a ``depth_recording.DepthOptions`` to record registered depth, camera_info and
     the per-frame 3-D ground truth too; None for images and commands only.
@@ -162,4 +185,3 @@ def make_sequence_bag(out: str | Path, count: int, n_frames: int = 6, motion: st
     write_bag(plan, out, storage, progress=progress)
     tracking.save(tracking_ground_truth_path(out))
     return Path(out)
-

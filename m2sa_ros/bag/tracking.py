@@ -1,4 +1,19 @@
-"""Replaying a tracking bag through the node's ``track`` action, one sequence at a time.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Replaying a tracking bag through the node's ``track`` action, one sequence at a time.
 
 For each sequence of the bag (``m2sa_ros.bag.sequences``): its first frame goes out, the
 command is sent as a ``track`` goal with a request id of its own (``track-<index>``) and
@@ -18,18 +33,17 @@ SegmentationResult on ``result`` plus one Command per goal.
 
 from __future__ import annotations
 
-import math
-import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+import math
 from pathlib import Path
+import threading
+import time
 from typing import Any
 
 from m2sa_ros.bag.bag_io import bag_info, decode, iter_messages, stamp_ns
 from m2sa_ros.bag.ground_truth import BagError, TrackingGroundTruth
 from m2sa_ros.bag.replay import NodeProcess, Replayer, ReplayOptions
-
 
 FEEDBACK_GRACE_S = 2.0  # how long a frame's feedback may trail its track's final result
 
@@ -121,7 +135,7 @@ class _Goal:
 
     @property
     def final(self) -> Any:
-        """The Track.Result once it came (None before, or when asking for it failed)."""
+        """Return the Track.Result once it came (None before, or when asking for it failed)."""
         return None if self.result is None or self.result is False else self.result.result
 
     @property
@@ -130,7 +144,7 @@ class _Goal:
 
 
 def check_tracking_bag(bag: Path, truth: TrackingGroundTruth) -> None:
-    """BagError when ``bag`` and its tracking ground truth disagree (before a node is started)."""
+    """Raise BagError when ``bag`` and its tracking ground truth disagree (before a node is started)."""
     topics = bag_info(bag)["topics"]
     n_commands = topics.get(truth.command_topic, {}).get("count", 0)
     if not truth.sequences:
@@ -149,9 +163,8 @@ class TrackReplayer(Replayer):
 
     def __init__(self, options: ReplayOptions, context: Any, results_bag: Path | None,
                  goal_settings: TrackGoalSettings | None = None) -> None:
-        from rclpy.action import ActionClient
-
         from m2sa_ros.action import Track
+        from rclpy.action import ActionClient
 
         super().__init__(options, context, results_bag)
         self.goal_settings = goal_settings or TrackGoalSettings()
@@ -202,9 +215,8 @@ class TrackReplayer(Replayer):
 
     def _send(self, outcome: TrackOutcome, node: NodeProcess | None) -> _Goal:
         """Send the goal and wait for its answer (feedback 0) or its end."""
-        from rclpy.serialization import serialize_message
-
         from m2sa_ros.msg import Command
+        from rclpy.serialization import serialize_message
 
         goal = _Goal(outcome, self._cond)
         s = self.goal_settings
@@ -235,7 +247,7 @@ class TrackReplayer(Replayer):
         return goal
 
     def _take_feedback(self, goal: _Goal, frame: TrackedFrame, node: NodeProcess | None) -> None:
-        """The newest unclaimed feedback of ``goal`` belongs to ``frame``: check its number and stamp."""
+        """Give ``frame`` the newest unclaimed feedback of ``goal``, checking its number and stamp."""
         final = goal.final
         if final is not None:
             # Feedback and the final result travel on different topics: the result of a
@@ -260,7 +272,7 @@ class TrackReplayer(Replayer):
             frame.problems.append(f"tracked on the frame stamped {got} ns, not on its own ({frame.stamp_ns} ns)")
 
     def _track_frame(self, goal: _Goal, frame: TrackedFrame, node: NodeProcess | None) -> None:
-        """A frame of a running track just went out: wait for its tracked result (or the track's end)."""
+        """Wait for the tracked result (or the track's end) of a running track's frame that just went out."""
         frame.tracked = True
         claimed = sum(1 for f in goal.outcome.frames if f.result is not None)
         timeout = self.options.result_timeout_s
@@ -297,11 +309,13 @@ class TrackReplayer(Replayer):
     # -- the replay -------------------------------------------------------------------
     def replay_tracks(self, bag: Path, truth: TrackingGroundTruth, node: NodeProcess | None = None,
                       progress: bool = True, depth_topics: tuple[str, str] | None = None) -> list[TrackOutcome]:
-        """Replay ``bag`` sequence by sequence (see the module docstring); one outcome per sequence.
+        """
+        Replay ``bag`` sequence by sequence (see the module docstring); one outcome per sequence.
 
         ``depth_topics`` (depth, camera_info in the bag) go to the node's ``depth`` and
         ``camera_info`` as recorded, each just before its colour image, as in the command
-        replay; one that cannot be read is left out with one line in ``bad_depth``."""
+        replay; one that cannot be read is left out with one line in ``bad_depth``.
+        """
         from rclpy.serialization import deserialize_message
         from std_msgs.msg import String
 

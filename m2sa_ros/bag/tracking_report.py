@@ -1,4 +1,19 @@
-"""Scores and report of a tracking replay: gIoU per frame index, timing, how tracks ended.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Scores and report of a tracking replay: gIoU per frame index, timing, how tracks ended.
 
 Every frame of every sequence is one sample of the generative protocol (Hungarian
 matching on IoU, unmatched masks IoU 0, the shape the command asked for), scored under
@@ -10,12 +25,10 @@ track ended, or no result came) counts as an answer with no masks.
 
 from __future__ import annotations
 
-import math
 from collections import Counter
+import math
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from m2sa_ros.bag.bag_io import read_frames
 from m2sa_ros.bag.geometry_report import geometry_markdown, geometry_summary_line
@@ -23,8 +36,9 @@ from m2sa_ros.bag.geometry_scoring import GeometryScores, score_geometry, summar
 from m2sa_ros.bag.geometry_truth import GeometryGroundTruth
 from m2sa_ros.bag.ground_truth import GroundTruth, TrackingGroundTruth
 from m2sa_ros.bag.report import _fmt, _md, command_overlay, contact_sheet
-from m2sa_ros.bag.scoring import Prediction, Scores, percentiles, prediction_from_msg, score_predictions
+from m2sa_ros.bag.scoring import percentiles, Prediction, prediction_from_msg, score_predictions, Scores
 from m2sa_ros.bag.tracking import TrackOutcome
+import numpy as np
 
 OVERALL = "after_first"
 _STATUS = {4: "succeeded", 5: "canceled", 6: "aborted"}  # action_msgs/GoalStatus
@@ -77,9 +91,13 @@ class TrackingScores:
 
 def score_tracked_geometry(geometry: GeometryGroundTruth, scores: TrackingScores, truth: TrackingGroundTruth,
                            bad_depth: dict[int, str]) -> GeometryScores:
-    """The 3-D errors of every frame's matched targets (``m2sa_ros.bag.geometry_scoring``'s
-    rules, on the pairs the per-frame mask scoring matched), per frame index and over the
-    tracked frames (``after_first``); a frame whose depth could not be replayed is left out."""
+    """
+    Return the 3-D errors of every frame's matched targets, per frame index and over the tracked frames.
+
+    By ``m2sa_ros.bag.geometry_scoring``'s rules, on the pairs the per-frame mask scoring
+    matched; the tracked frames are ``after_first``. A frame whose depth could not be
+    replayed is left out.
+    """
     flat = GeometryGroundTruth(encoding=geometry.encoding, artefacts=geometry.artefacts,
                                generator=geometry.generator, problems=list(geometry.problems))
     left_out: list[int] = []  # frames the mask scoring left out have no score: score_geometry skips them
@@ -293,7 +311,7 @@ def write_tracking_overlays(out_dir: Path, bag: Path, truth: TrackingGroundTruth
 
 
 def tracking_summary_text(report: dict[str, Any]) -> str:
-    """A few lines for the terminal."""
+    """Return a few lines for the terminal."""
     c = report["counts"]
     per = ", ".join(f"{f['frame']}: {_fmt(f['giou'], 3)}" for f in report["per_frame"])
     o = report["overall"]

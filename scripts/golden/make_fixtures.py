@@ -1,4 +1,19 @@
-"""Regenerate the golden fixtures in tests/core/golden/ from the authors' stack.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Regenerate the golden fixtures in tests/core/golden/ from the authors' stack.
 
     python scripts/golden/make_fixtures.py --authors-git /path/to/MMR/.git
 
@@ -19,10 +34,10 @@ tests (tests/core/test_fidelity_*.py) read the committed fixtures and need none 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
 import subprocess
 import sys
 import venv
-from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -58,7 +73,7 @@ def export_authors(git_dir: Path, commit: str, dest: Path) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--authors-git", required=True, type=Path, help="git directory of a jdg900/MMR clone")
     parser.add_argument("--commit", default=AUTHORS_COMMIT)
     parser.add_argument("--env", type=Path, default=ROOT / "build" / "golden-env")

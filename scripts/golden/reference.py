@@ -1,4 +1,19 @@
-"""Run the authors' text and image pipeline and write golden fixtures (side environment only).
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Run the authors' text and image pipeline and write golden fixtures (side environment only).
 
 Started by ``make_fixtures.py`` with the side environment's interpreter (transformers
 4.31, tokenizers 0.13, sentencepiece, PIL, torchvision: scripts/golden/requirements.txt)
@@ -25,9 +40,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 import sys
 import types
-from pathlib import Path
 
 import numpy as np
 
@@ -59,7 +74,7 @@ QUESTION_2 = "Which parts let me click on something? It's my friend's computer."
 
 
 def pattern_image(height: int, width: int) -> np.ndarray:
-    """A deterministic RGB uint8 image with smooth and high-frequency content (integer arithmetic only)."""
+    """Return a deterministic RGB uint8 image with smooth and high-frequency content (integer arithmetic only)."""
     y, x = np.mgrid[0:height, 0:width].astype(np.int64)
     r = (3 * x + 5 * y) % 256
     g = (x * y // 7) % 256
@@ -86,7 +101,7 @@ def import_authors(root: Path) -> dict:
 
 
 def train_base_tokenizer(corpus: Path, out: Path) -> None:
-    """A small Llama-style sentencepiece model (BPE, byte fallback, digits split, identity normaliser)."""
+    """Train a small Llama-style sentencepiece model (BPE, byte fallback, digits split, identity normaliser)."""
     import sentencepiece as spm
 
     out.mkdir(parents=True, exist_ok=True)
@@ -101,7 +116,7 @@ def train_base_tokenizer(corpus: Path, out: Path) -> None:
 
 
 def authors_tokenizer(base: Path, save_to: Path):
-    """The tokenizer exactly as train_ds.py and merge_lora_weights_and_save_hf_model.py make it."""
+    """Return the tokenizer exactly as train_ds.py and merge_lora_weights_and_save_hf_model.py make it."""
     import transformers
 
     from_utils = AUTHORS["utils"]
@@ -130,7 +145,7 @@ def with_image_tokens(text: str) -> str:
 
 
 def collate_ids_labels(tokenizer, text: str) -> tuple[str, list[int], list[int]]:
-    """The conversation as collate_fn rewrites it (image tokens), its input_ids and labels."""
+    """Return the conversation as collate_fn rewrites it (image tokens), its input_ids and labels."""
     import torch
 
     item = ("img.jpg", torch.zeros(3, 4, 4), torch.zeros(3, 4, 4), [text], torch.zeros(1, 4, 4),
@@ -211,7 +226,7 @@ def image_cases(out: Path, work: Path) -> dict:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=__doc__.strip().splitlines()[0])
     parser.add_argument("--authors", required=True, type=Path, help="export of the authors' repository")
     parser.add_argument("--corpus", required=True, type=Path, help="text to train the small tokenizer on")
     parser.add_argument("--work", required=True, type=Path, help="scratch directory")

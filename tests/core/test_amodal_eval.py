@@ -1,3 +1,17 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """m2sa-eval's amodal scores: visible / amodal / occluded gIoU-cIoU and mask-type accuracy."""
 
 from __future__ import annotations
@@ -5,12 +19,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from m2sa_core.evaluation.metrics import AmodalEvaluator, occluded
 import numpy as np
 import pytest
-
-from m2sa_core.evaluation.metrics import AmodalEvaluator, occluded
 from training.config import DataSourceConfig
-from training.evaluate import Predictions, amodal_markdown, main, score_amodal
+from training.evaluate import amodal_markdown, main, Predictions, score_amodal
 from training.sources import open_source
 
 

@@ -1,13 +1,26 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Segmenter's amodal output: amodal_mask on request, and the complete shape in `mask` when asked for."""
 
 from __future__ import annotations
 
+from m2sa_core.inference import Segmenter
+from m2sa_core.types import Granularity, mask_bbox, Target
 import numpy as np
 import pytest
 import torch
-
-from m2sa_core.inference import Segmenter
-from m2sa_core.types import Granularity, Target, mask_bbox
 
 ANSWER = "The mug_1 [SEG] and the television_set_1's button [SEG]."
 COMMAND = "Show me the mug and what turns the TV on."

@@ -1,18 +1,31 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Amodal masks and mask-type intent in the model: decoder outputs, losses, training, checkpoints."""
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-import torch
-
-from m2sa_core.prompt import SEG_TOKEN
-from m2sa_core.model import ImageProcessor, M2SAModel, get_preset
+from m2sa_core.model import get_preset, ImageProcessor, M2SAModel
 from m2sa_core.model.batch import make_batch
 from m2sa_core.model.checkpoint import from_pretrained, save_pretrained
 from m2sa_core.model.tokenizer import build_tiny_tokenizer
 from m2sa_core.model.trainable import apply_trainable_policy
+from m2sa_core.prompt import SEG_TOKEN
 from m2sa_core.types import mask_bbox
+import numpy as np
+import pytest
+import torch
 from toy_batches import fit_batch, toy_example
 
 
@@ -39,7 +52,7 @@ def _amodal_of(masks: np.ndarray) -> np.ndarray:
     out = masks.copy()
     _, w = masks.shape[1:]
     x, y, bw, bh = mask_bbox(masks[0])
-    out[0, y : y + bh, x : w // 2 + w // 8] = True  # reaches into the blue box
+    out[0, y:y + bh, x:w // 2 + w // 8] = True  # reaches into the blue box
     return out
 
 
@@ -184,8 +197,11 @@ def test_training_batches_with_and_without_amodal_masks_reach_the_model(model, t
 
 
 def test_loss_terms_sum_to_the_loss_and_count_what_each_averages(model, tokenizer):
-    """Data-parallel training weighs each rank's terms by these counts (training.train.step_loss):
-    a wrong count would train another loss than one process on the whole batch."""
+    """
+    Data-parallel training weighs each rank's terms by these counts (training.train.step_loss).
+
+    A wrong count would train another loss than one process on the whole batch.
+    """
     batch = _batch(model, tokenizer, amodal=True, mask_type="modal")
     with torch.no_grad():
         out = model(batch)
@@ -198,7 +214,8 @@ def test_loss_terms_sum_to_the_loss_and_count_what_each_averages(model, tokenize
     assert float(exclusion) == 0.0 and out.loss_counts[7] == 0  # off by default, as the authors train
     answer_tokens = int((batch["labels"][:, 1:] != -100).sum())
     assert answer_tokens > 0
-    assert out.loss_counts.tolist()[:6] == [answer_tokens, 2, 2, 2, 2, 2]  # two targets, each with a complete shape and a type
+    # two targets, each with a complete shape and a type
+    assert out.loss_counts.tolist()[:6] == [answer_tokens, 2, 2, 2, 2, 2]
 
 
 def test_exclusion_term_counts_each_mask_that_could_claim_another_targets_pixels(model, tokenizer):
@@ -216,8 +233,11 @@ def test_exclusion_term_counts_each_mask_that_could_claim_another_targets_pixels
 
 
 def test_exclusion_margin_counts_only_the_share_beyond_it(model, tokenizer):
-    """A boundary's spill onto a neighbour stays under the margin; a mask drawn on another
-    target goes past it and counts only by how far."""
+    """
+    A boundary's spill onto a neighbour stays under the margin.
+
+    A mask drawn on another target goes past it and counts only by how far.
+    """
     from m2sa_core.model.losses import exclusion_per_mask
 
     batch = _batch(model, tokenizer)
@@ -238,8 +258,12 @@ def test_exclusion_margin_counts_only_the_share_beyond_it(model, tokenizer):
 
 
 def test_exclusion_share_is_the_other_targets_pixels_a_mask_claims():
-    """pan_3's bottom drawn on pan_4's is what the term is for; a part inside its object
-    costs the object nothing, and a lone target has nothing to claim."""
+    """
+    pan_3's bottom drawn on pan_4's is what the term is for.
+
+    A part inside its object costs the object nothing, and a lone target has nothing
+    to claim.
+    """
     from m2sa_core.model.losses import exclusion_per_mask
 
     left, right, whole = torch.zeros(3, 8, 8), torch.zeros(8, 8), torch.zeros(8, 8)

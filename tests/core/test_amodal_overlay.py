@@ -1,13 +1,26 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Overlay of amodal masks: a dashed outline in the target's colour over the tinted visible mask."""
 
 from __future__ import annotations
 
 import cv2
-import numpy as np
-import pytest
-
 from m2sa_core.types import Granularity, Target
 from m2sa_core.visualize import dashed_outline, overlay_targets, target_colour
+import numpy as np
+import pytest
 
 
 def _target(visible: np.ndarray, amodal: np.ndarray | None) -> Target:

@@ -1,12 +1,33 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Kinds of answer mistakes: what m2sa-eval reports beside gIoU to say why an answer missed."""
 
 from __future__ import annotations
 
-import pytest
-
-from m2sa_core.evaluation.answer_errors import (KINDS, AnswerErrorCounter, answer_error, markdown, markdown_by_number,
-                                    markdown_by_question, number_group, report_by_question)
+from m2sa_core.evaluation.answer_errors import (
+    answer_error,
+    AnswerErrorCounter,
+    KINDS,
+    markdown,
+    markdown_by_number,
+    markdown_by_question,
+    number_group,
+    report_by_question,
+)
 from m2sa_core.labels import parse_label_before
+import pytest
 
 
 def targets(*labels: str):
@@ -31,7 +52,7 @@ def test_an_answer_gets_the_first_kind_that_describes_its_targets(predicted, tru
 
 
 def test_instances_count_only_where_the_truth_numbers_them():
-    """ReasonSeg names targets by category (instance 0): any instance of it is right."""
+    """A ReasonSeg truth names targets by category (instance 0): any instance of it is right."""
     truth = targets("mug_1")
     unnumbered = [type(truth[0])(label="mug", object_name="mug", instance=0, part_name="")]
     assert answer_error(targets("mug_3"), unnumbered) == "exact"

@@ -1,33 +1,46 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Checkpoints: our format round trip, the authors' layout, LLaVA v1 + SAM, unsafe pickles."""
 
 from __future__ import annotations
 
 import os
 
-import numpy as np
-import pytest
-import torch
-from safetensors.torch import save_file
-
 from m2sa_core.inference import Segmenter
-from m2sa_core.model import M2SAModel, get_preset
+from m2sa_core.model import get_preset, M2SAModel
 from m2sa_core.model.checkpoint import (
     CheckpointError,
-    KeyMismatchError,
     from_pretrained,
     import_authors_checkpoint,
     import_llava_sam,
+    KeyMismatchError,
     load_tensor_file,
     save_pretrained,
 )
 from m2sa_core.model.tokenizer import add_special_tokens, builtin_corpus, train_tokenizer
 from m2sa_core.model.trainable import apply_trainable_policy
+import numpy as np
+import pytest
+from safetensors.torch import save_file
+import torch
 from toy_batches import toy_example
 
 
 @pytest.fixture(scope="module")
 def base_tokenizer_dir(tmp_path_factory):
-    """A tokenizer without [SEG], as an original LLaVA directory ships it."""
+    """Return a tokenizer without [SEG], as an original LLaVA directory ships it."""
     path = tmp_path_factory.mktemp("base_tok")
     train_tokenizer(builtin_corpus()[:200], vocab_size=600).save_pretrained(path)
     return path
@@ -197,6 +210,7 @@ def test_import_llava_and_sam(tmp_path, reference, base_tokenizer_dir):
 
 # -- unsafe files --------------------------------------------------------------------------------
 class _Exploit:
+
     def __init__(self, marker: str) -> None:
         self.marker = marker
 

@@ -1,35 +1,52 @@
-"""Sample builder: prompts through the shared conversation code, supervision, mask order,
-LISA-style templates, and the round trip synthetic generator -> readers -> builder."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Sample builder tests.
+
+Prompts through the shared conversation code, supervision, mask order, LISA-style
+templates, and the round trip synthetic generator -> readers -> builder.
+"""
 
 from __future__ import annotations
 
 import json
-import random
 from pathlib import Path
+import random
 
 import cv2
-import numpy as np
-import pytest
-from tokenizers import Tokenizer, models, pre_tokenizers, trainers
-from transformers import PreTrainedTokenizerFast
-
 from m2sa_core.data import templates
 from m2sa_core.data.amodal_reasonseg import read_amodal_reasonseg
 from m2sa_core.data.builder import SampleBuilder
-from m2sa_core.prompt import IGNORE_INDEX, IMAGE_PLACEHOLDER_ID, SEG_TOKEN, SYSTEM, build_conversation
 from m2sa_core.data.mmr import read_mmr
 from m2sa_core.data.r2sm import read_r2sm
 from m2sa_core.data.reasonseg import read_reasonseg
 from m2sa_core.data.records import DataError
 from m2sa_core.data.rle import encode_mask
 from m2sa_core.data.synthetic import generate_dataset, text_corpus
+from m2sa_core.prompt import build_conversation, IGNORE_INDEX, IMAGE_PLACEHOLDER_ID, SEG_TOKEN, SYSTEM
+import numpy as np
+import pytest
+from tokenizers import models, pre_tokenizers, Tokenizer, trainers
+from transformers import PreTrainedTokenizerFast
 
 SPECIALS = ["<unk>", "<s>", "</s>", "<pad>"]
 ADDED = [SEG_TOKEN, "<im_start>", "<im_end>"]
 
 
 def make_tokenizer(corpus: list[str]) -> PreTrainedTokenizerFast:
-    """A WordLevel tokenizer over the corpus with LLaVA's special tokens and M2SA's added ones."""
+    """Return a WordLevel tokenizer over the corpus with LLaVA's special tokens and M2SA's added ones."""
     tok = Tokenizer(models.WordLevel(unk_token="<unk>"))
     tok.pre_tokenizer = pre_tokenizers.Whitespace()
     tok.train_from_iterator(corpus, trainers.WordLevelTrainer(special_tokens=SPECIALS, min_frequency=1))

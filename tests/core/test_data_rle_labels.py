@@ -1,16 +1,29 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """RLE encode/decode checks and the answer-label parser the readers rely on."""
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
-
+from m2sa_core.data.rle import check_rle, decode_rle, encode_mask, rle_area, rle_bbox, RLEError
 from m2sa_core.labels import make_label, parse_label_before, split_category
-from m2sa_core.data.rle import RLEError, check_rle, decode_rle, encode_mask, rle_area, rle_bbox
 from m2sa_core.types import Granularity, mask_bbox
+import numpy as np
+import pytest
 
 
 @settings(max_examples=60, deadline=None)

@@ -1,18 +1,29 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """An instance the answer names twice goes: from the targets, the answer text and the track prompts."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
-
-import numpy as np
-import pytest
 
 from m2sa_core.inference.answer import parse_targets
 from m2sa_core.inference.duplicates import duplicate_targets, remove_from_answer
+from m2sa_core.shipped_model import SHIPPED_MODEL
 from m2sa_core.types import Granularity, Target
-
-SHIPPED_MODEL = Path(__file__).resolve().parents[2] / "models" / "m2sa-tiny-synth"
+import numpy as np
+import pytest
 
 
 def box(x: int, y: int, w: int = 10, h: int = 10, size: int = 64) -> np.ndarray:
@@ -92,9 +103,12 @@ def held_out_knife():
 
 
 def test_the_shipped_model_names_one_knife_once(held_out_knife):
-    """The tiny model's language side says "knife_1 and knife_2" for a scene with one
-    knife; both masks lie on it. What a planner receives is one knife, in the answer
-    and in the targets; the raw answer keeps what was generated."""
+    """
+    The tiny model's language side says "knife_1 and knife_2" for a scene with one knife; both masks lie on it.
+
+    What a planner receives is one knife, in the answer and in the targets; the raw
+    answer keeps what was generated.
+    """
     from m2sa_core.inference import Segmenter
 
     assert json.loads((SHIPPED_MODEL / "config.json").read_text())["duplicate_instance_iou"] == 0.7
@@ -113,9 +127,13 @@ def test_the_shipped_model_names_one_knife_once(held_out_knife):
 
 
 def test_m2sa_eval_scores_the_merged_answers_and_says_what_went(tmp_path):
-    """The generative protocol scores what the node answers: the merged knife is not an
-    extra target (count right), the answer log names it, the report names the threshold;
-    `--duplicate-iou 0` scores the raw answer (one target too many)."""
+    """
+    The generative protocol scores what the node answers.
+
+    The merged knife is not an extra target (count right), the answer log names it, the
+    report names the threshold; `--duplicate-iou 0` scores the raw answer (one target
+    too many).
+    """
     from m2sa_core.data.synthetic.world import image_entries
     from training.evaluate import main
 

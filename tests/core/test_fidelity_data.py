@@ -1,3 +1,17 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Data items of docs/FIDELITY.md: the MMR image root, empty sources, ReasonSeg's first query."""
 
 from __future__ import annotations
@@ -6,10 +20,9 @@ import json
 from pathlib import Path
 
 import cv2
+from m2sa_core.data.rle import encode_mask
 import numpy as np
 import pytest
-
-from m2sa_core.data.rle import encode_mask
 from training.config import DataSourceConfig
 from training.evaluate import select_queries
 from training.mixture import Mixture, Source
@@ -53,6 +66,7 @@ def test_the_mixture_never_drops_an_empty_source_silently():
 
 
 class _Rec:
+
     def __init__(self, source: str, image: int, q: int) -> None:
         self.source, self.image_id, self.question_index = source, image, q
 
@@ -64,6 +78,7 @@ def test_reasonseg_evaluation_takes_the_first_query_per_image_by_default():
 
 
 class _Record:
+
     def __init__(self, image: str, question: int) -> None:
         self.image_path, self.question = image, question
 

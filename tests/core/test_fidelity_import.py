@@ -1,4 +1,19 @@
-"""The real-weights import paths end to end at tiny size, with the authors' tokenizer files.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The real-weights import paths end to end at tiny size, with the authors' tokenizer files.
 
 authors: a directory laid out as the authors' merge script leaves it (LISA-style keys in
 sharded ``pytorch_model-*.bin`` files with an index, ``tokenizer.model`` and the three
@@ -11,17 +26,16 @@ key accounting, the [SEG] id and that the prompt ids equal the authors' (golden)
 from __future__ import annotations
 
 import json
-import shutil
 from pathlib import Path
+import shutil
 
+from m2sa_core.inference import Segmenter
+from m2sa_core.model import get_preset, M2SAModel
+from m2sa_core.model.config import AUTHORS_SEG_REQUEST
+from m2sa_core.model.llama_tokenizer import load_tokenizer
 import numpy as np
 import pytest
 import torch
-
-from m2sa_core.inference import Segmenter
-from m2sa_core.model import M2SAModel, get_preset
-from m2sa_core.model.config import AUTHORS_SEG_REQUEST
-from m2sa_core.model.llama_tokenizer import load_tokenizer
 from training.export import main as export_main
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -38,7 +52,7 @@ _LISA_RULES = (("fusion.", "model.visual_model.mask_decoder.compress_vit."), ("s
 
 @pytest.fixture(scope="module")
 def reference():
-    """A random tiny model with the authors' conventions and the golden tokenizer's vocabulary."""
+    """Return a random tiny model with the authors' conventions and the golden tokenizer's vocabulary."""
     config = get_preset("tiny-authors")
     config.text_config["vocab_size"] = SPECIAL["length"]
     config.seg_token_id, config.im_start_token_id, config.im_end_token_id = (

@@ -1,4 +1,19 @@
-"""CLIP and SAM preprocessing of the real presets against the authors' stack.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+CLIP and SAM preprocessing of the real presets against the authors' stack.
 
 tests/core/golden/preprocess.{json,npz} were written by scripts/golden/make_fixtures.py from
 the authors' ``CLIPImageProcessor.preprocess`` (openai/clip-vit-large-patch14 settings)
@@ -13,11 +28,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-import pytest
-
 from m2sa_core.model.preprocess import ImageProcessor
 from m2sa_core.model.presets import get_preset
+import numpy as np
+import pytest
 
 GOLDEN = Path(__file__).parent / "golden"
 META = json.loads((GOLDEN / "preprocess.json").read_text())
@@ -27,7 +41,7 @@ SAM_PIXEL_TOLERANCE = 1
 
 
 def pattern_image(height: int, width: int) -> np.ndarray:
-    """The fixture script's deterministic image (scripts/golden/reference.py)."""
+    """Return the fixture script's deterministic image (scripts/golden/reference.py)."""
     y, x = np.mgrid[0:height, 0:width].astype(np.int64)
     r = (3 * x + 5 * y) % 256
     g = (x * y // 7) % 256

@@ -1,26 +1,40 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Prompt, answer length and recipe details of docs/FIDELITY.md that need no golden files."""
 
 from __future__ import annotations
 
-import random
 from pathlib import Path
+import random
 
+from m2sa_core.data.builder import SampleBuilder
+from m2sa_core.data.records import SegRecord, TargetAnnotation
+from m2sa_core.inference import DEFAULT_MAX_NEW_TOKENS, Segmenter
+from m2sa_core.model import get_preset
+from m2sa_core.model.config import AUTHORS_SEG_REQUEST
+from m2sa_core.model.generation import greedy_generate, SpecialIds
+from m2sa_core.model.losses import dice_per_mask
+from m2sa_core.prompt import build_prompt
+from m2sa_core.shipped_model import SHIPPED_MODEL
+from m2sa_core.types import Granularity
 import pytest
 import torch
 import yaml
 
-from m2sa_core.data.builder import SampleBuilder
-from m2sa_core.prompt import build_prompt
-from m2sa_core.inference import DEFAULT_MAX_NEW_TOKENS, Segmenter
-from m2sa_core.model import get_preset
-from m2sa_core.model.config import AUTHORS_SEG_REQUEST
-from m2sa_core.model.generation import SpecialIds, greedy_generate
-from m2sa_core.model.losses import dice_per_mask
-from m2sa_core.types import Granularity
-from m2sa_core.data.records import SegRecord, TargetAnnotation
-
 ROOT = Path(__file__).resolve().parents[2]
-SHIPPED = ROOT / "models" / "m2sa-tiny-synth"
+SHIPPED = SHIPPED_MODEL
 # Prompt ids of a demo command for the shipped model: what its training built (no
 # segmentation request after the question). Re-pinned only when the model is re-exported
 # with a new tokenizer (scripts/train_tiny.sh --export), never when the prompt code changes.

@@ -1,4 +1,19 @@
-"""Token ids identical to the authors' stack (transformers 4.31, slow LlamaTokenizer).
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Token ids identical to the authors' stack (transformers 4.31, slow LlamaTokenizer).
 
 The fixtures in tests/core/golden/ were written by scripts/golden/make_fixtures.py, which runs
 the authors' own tokenizer preparation, conversation template, ``tokenizer_image_token``
@@ -12,13 +27,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
-from m2sa_core.inference.answer import parse_targets
 from m2sa_core.data.cli import main as data_main
-from m2sa_core.prompt import build_prompt, tokenize_dialogue, tokenize_prompt
+from m2sa_core.inference.answer import parse_targets
 from m2sa_core.model.config import AUTHORS_SEG_REQUEST
 from m2sa_core.model.llama_tokenizer import load_tokenizer, save_tokenizer
+from m2sa_core.prompt import build_prompt, tokenize_dialogue, tokenize_prompt
+import pytest
 
 GOLDEN = Path(__file__).parent / "golden"
 TOKENIZER_DIR = GOLDEN / "llama_tokenizer"
@@ -64,7 +78,7 @@ def test_inference_prompt_with_the_segmentation_request_gives_the_authors_ids(to
 
 
 def test_seg_follows_the_target_word_without_a_space_token(tokenizer):
-    """phi reads the state of the token before [SEG]: it must be the target's last piece, not "▁"."""
+    """The projection phi reads the state of the token before [SEG]: it must be the target's last piece, not "▁"."""
     case = next(c for c in TRAIN_CASES if c["name"] == "several_seg_train")
     ids, _ = tokenize_dialogue(tokenizer, [tuple(t) for t in case["turns"]], use_im_start_end=True)
     seg = tokenizer.convert_tokens_to_ids("[SEG]")

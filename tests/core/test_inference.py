@@ -1,14 +1,27 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Segmenter at tiny scale: results, frame cache, batched commands, callbacks, cancellation."""
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-import torch
-
 from m2sa_core.inference import Cancelled, Segmenter
 from m2sa_core.model.batch import make_batch
 from m2sa_core.types import Granularity, Result
+import numpy as np
+import pytest
+import torch
 from toy_batches import fit_batch, toy_example
 
 
@@ -19,7 +32,7 @@ def example():
 
 @pytest.fixture(scope="module")
 def segmenter(example):
-    """A tiny model overfitted on one scene, so it answers with [SEG] tokens."""
+    """Return a tiny model overfitted on one scene, so it answers with [SEG] tokens."""
     seg = Segmenter.from_pretrained("tiny", max_new_tokens=24)
     batch = make_batch([example], seg.tokenizer, seg.processor, seg.model.config)
     fit_batch(seg.model, batch, steps=50, lr=2e-3)

@@ -1,22 +1,35 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """The mask refiner: SAM's masks upsampled 2x by weights read from the image."""
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-import torch
-import torch.nn.functional as F
-
+from m2sa_core.data.synthetic.scene import render_scene
 from m2sa_core.inference import Segmenter
-from m2sa_core.model import M2SAModel, get_preset
+from m2sa_core.inference.tracking import TrackedTarget, TrackPrompts
+from m2sa_core.model import get_preset, M2SAModel
 from m2sa_core.model.checkpoint import from_pretrained, save_pretrained
 from m2sa_core.model.presets import attach_tokenizer
 from m2sa_core.model.refiner import MaskRefiner
 from m2sa_core.model.tokenizer import build_tiny_tokenizer
 from m2sa_core.model.trainable import apply_trainable_policy
-from m2sa_core.data.synthetic.scene import render_scene
-from m2sa_core.inference.tracking import TrackedTarget, TrackPrompts
 from m2sa_core.types import Granularity
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
 
 
 @pytest.fixture(scope="module")
@@ -41,10 +54,13 @@ def test_an_untrained_refiner_upsamples_exactly_as_bilinear_interpolation():
 
 
 def _parts_scene(rng: np.random.Generator, n: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Images [n, 3, 64, 64] with a few small rectangles (3-9 px, like buttons and handles) of
-    their own colour, the fine mask [n, 1, 32, 32] of the rectangles, and the coarse logits
-    [n, 1, 16, 16] of the covered fraction of each 4-px cell: what a perfect decoder on the
-    coarse grid says."""
+    """
+    Return images [n, 3, 64, 64] with a few small rectangles, their fine masks and coarse logits.
+
+    The rectangles (3-9 px, like buttons and handles) have their own colour; the fine mask
+    [n, 1, 32, 32] is of the rectangles, and the coarse logits [n, 1, 16, 16] are of the
+    covered fraction of each 4-px cell: what a perfect decoder on the coarse grid says.
+    """
     images, fine, coarse = [], [], []
     for _ in range(n):
         image = np.broadcast_to(rng.uniform(-1.5, 1.5, size=(3, 1, 1)), (3, 64, 64)).copy()
@@ -69,10 +85,14 @@ def _iou(logits: torch.Tensor, truth: torch.Tensor) -> float:
 
 @pytest.fixture
 def one_torch_thread():
-    """Training's outcome depends on the order of float sums, which torch's CPU thread
+    """
+    Pin torch to one CPU thread for the test.
+
+    Training's outcome depends on the order of float sums, which torch's CPU thread
     count changes, so it is pinned rather than left to the machine's core count (the suite
     had always happened to run this test on one thread: an earlier test set it
-    process-wide, until the tests were grouped into folders and the order changed)."""
+    process-wide, until the tests were grouped into folders and the order changed).
+    """
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
@@ -82,8 +102,11 @@ def one_torch_thread():
 
 
 def test_training_moves_mask_edges_onto_the_image_edges(one_torch_thread):
-    """Bilinear upsampling of coarse logits blurs a small part over its neighbouring cells;
-    the refiner, trained on 3,200 scenes, reads from the image where the part ends."""
+    """
+    Bilinear upsampling of coarse logits blurs a small part over its neighbouring cells.
+
+    The refiner, trained on 3,200 scenes, reads from the image where the part ends.
+    """
     torch.manual_seed(0)
     rng = np.random.default_rng(0)
     refiner = MaskRefiner(16)
@@ -105,8 +128,11 @@ def test_training_moves_mask_edges_onto_the_image_edges(one_torch_thread):
 
 
 def test_a_model_with_a_fresh_refiner_gives_sams_masks_at_twice_the_grid(tokenizer):
-    """The refiner is built last: every other weight is drawn as without it, so its masks
-    are the plain model's upsampled."""
+    """
+    The refiner is built last: every other weight is drawn as without it.
+
+    So its masks are the plain model's upsampled.
+    """
     plain, refined = _model(tokenizer, 0), _model(tokenizer, 8)
     torch.manual_seed(1)
     images, states = torch.randn(1, 3, 256, 256), torch.randn(3, 128)

@@ -1,21 +1,34 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """gIoU / cIoU, Hungarian matching and per-split reports (see m2sa_core.evaluation.metrics)."""
 
 from __future__ import annotations
 
 import math
 
-import numpy as np
-import pytest
-from pycocotools import mask as mask_utils
-
 from m2sa_core.data.rle import encode_mask
 from m2sa_core.evaluation.metrics import (
-    IoUAccumulator,
-    SegmentationEvaluator,
     format_report,
+    IoUAccumulator,
     mask_iou,
     match_masks,
+    SegmentationEvaluator,
 )
+import numpy as np
+from pycocotools import mask as mask_utils
+import pytest
 
 
 def box(x0, y0, x1, y1, h=10, w=10):

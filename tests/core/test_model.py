@@ -1,23 +1,36 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """M2SA model at tiny scale: config, tokenizer, preprocessing, shapes, early features, losses."""
 
 from __future__ import annotations
 
 import json
 
-import numpy as np
-import pytest
-import torch
-
-from m2sa_core.prompt import (
-    IMAGE_PLACEHOLDER_ID,
-    SEG_TOKEN,
-    build_conversation,
-    tokenize_conversation,
-)
-from m2sa_core.model import ImageProcessor, M2SAConfig, M2SAModel, get_preset
+from m2sa_core.model import get_preset, ImageProcessor, M2SAConfig, M2SAModel
 from m2sa_core.model.batch import make_batch
 from m2sa_core.model.sam import encode_with_early_features
 from m2sa_core.model.tokenizer import build_tiny_tokenizer, train_tokenizer
+from m2sa_core.prompt import (
+    build_conversation,
+    IMAGE_PLACEHOLDER_ID,
+    SEG_TOKEN,
+    tokenize_conversation,
+)
+import numpy as np
+import pytest
+import torch
 from toy_batches import toy_example
 
 

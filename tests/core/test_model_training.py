@@ -1,16 +1,34 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Training behaviour: the loss falls on one sample; the trainable/frozen split and LoRA."""
 
 from __future__ import annotations
 
-import pytest
-import torch
-
-from m2sa_core.prompt import SEG_TOKEN
-from m2sa_core.model import ImageProcessor, M2SAModel, get_preset
+from m2sa_core.model import get_preset, ImageProcessor, M2SAModel
 from m2sa_core.model.batch import make_batch
 from m2sa_core.model.tokenizer import build_tiny_tokenizer
-from m2sa_core.model.trainable import (apply_trainable_policy, has_lora, merge_lora, split_summary,
-                                      trainable_parameter_groups)
+from m2sa_core.model.trainable import (
+    apply_trainable_policy,
+    has_lora,
+    merge_lora,
+    split_summary,
+    trainable_parameter_groups,
+)
+from m2sa_core.prompt import SEG_TOKEN
+import pytest
+import torch
 from toy_batches import fit_batch, toy_example
 
 

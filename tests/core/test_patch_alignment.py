@@ -1,20 +1,37 @@
-"""CLIP's patch alignment (stage 1b of the tiny model): the targets say what covers each
-patch in the frame CLIP sees, and training on them makes patch tokens read as those words."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+CLIP's patch alignment (stage 1b of the tiny model).
+
+The targets say what covers each patch in the frame CLIP sees, and training on them makes
+patch tokens read as those words.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-import pytest
-import torch
-
-from m2sa_core.data.patch_words import PatchWordSample, label_words
+from m2sa_core.data.patch_words import label_words, PatchWordSample
 from m2sa_core.model.patch_alignment import collate_patch_words, patch_word_accuracy, patch_word_forward
 from m2sa_core.model.preprocess import ImageProcessor
 from m2sa_core.model.presets import build_preset
 from m2sa_core.model.tokenizer import add_special_tokens, train_tokenizer
 from m2sa_core.model.trainable import apply_trainable_policy
+import numpy as np
+import pytest
+import torch
 
 
 @pytest.fixture(scope="module")
@@ -104,11 +121,10 @@ def test_training_moves_patch_tokens_to_their_words_and_leaves_the_words_alone(t
 
 
 def _scene(labels: list[str], image_path: Path):
-    """A mask_annotations record of a 4 x 4 image holding objects ``labels`` and one part."""
-    from PIL import Image
-
+    """Return a mask_annotations record of a 4 x 4 image holding objects ``labels`` and one part."""
     from m2sa_core.data.records import SegRecord, TargetAnnotation
     from m2sa_core.data.rle import encode_mask
+    from PIL import Image
 
     Image.fromarray(np.zeros((4, 4, 3), np.uint8)).save(image_path)
     rle = encode_mask(np.ones((4, 4), bool))

@@ -1,4 +1,19 @@
-"""Quantized loading: int8 / int4 language model through bitsandbytes, on CPU at tiny size.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Quantized loading: int8 / int4 language model through bitsandbytes, on CPU at tiny size.
 
 The quality figures compare the shipped tiny model quantized against itself unquantized
 on the demo's held-out scenes (bench/bench_quantization.py, 3 scenes, 14 commands, 48
@@ -16,28 +31,27 @@ scales, a transposed weight, a layer skipped) gives noise: agreement near 0.
 from __future__ import annotations
 
 import importlib.util
-import sys
 from pathlib import Path
-
-import pytest
-import torch
-from torch import nn
+import sys
 
 from m2sa_core.inference import Segmenter
 from m2sa_core.model.presets import build_preset
 from m2sa_core.model.quantization import (
-    UnsupportedQuantization,
     is_quantized,
     language_model_linears,
     language_model_weight_bytes,
     packs_for_cpu,
     quantize_language_model,
+    UnsupportedQuantization,
 )
+from m2sa_core.shipped_model import SHIPPED_MODEL
+import pytest
+import torch
+from torch import nn
 
 pytest.importorskip("bitsandbytes")
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED_MODEL = REPO / "models" / "m2sa-tiny-synth"
 BENCH = REPO / "bench" / "bench_quantization.py"
 # Measured minus a margin (see the module docstring); noise scores near 0.
 THRESHOLDS = {"int8": {"token_agreement": 0.85, "mask_iou": 0.9},
@@ -95,9 +109,12 @@ def test_language_model_weights_shrink(mode, ratio):
 
 
 def test_int4_layers_of_every_width_give_the_float_layers_output():
-    """The tiny language model's MLP is 352 wide, not a multiple of the 64-value blocks:
-    on a CPU with AVX512-BF16, bitsandbytes' packed kernel fails on such a layer at its first
-    call, so it must run the generic path there; the other layers keep the fast one."""
+    """
+    The tiny language model's MLP is 352 wide, not a multiple of the 64-value blocks.
+
+    On a CPU with AVX512-BF16, bitsandbytes' packed kernel fails on such a layer at its first
+    call, so it must run the generic path there; the other layers keep the fast one.
+    """
     model = Segmenter.from_pretrained("tiny").model
     floats = {name: layer.weight.detach().clone() for name, layer in language_model_linears(model)}
     quantize_language_model(model, "int4")
@@ -135,8 +152,12 @@ def test_unknown_mode_and_unsupported_settings_are_refused_before_loading():
 
 
 def test_a_model_in_memory_is_wrapped_as_from_pretrained_wraps_a_checkpoint():
-    """``from_model`` is ``from_pretrained`` without the read: same quantization, same
-    decoder choice, same refusals, so a caller holding weights need not repeat its steps."""
+    """
+    ``from_model`` is ``from_pretrained`` without the read.
+
+    Same quantization, same decoder choice, same refusals, so a caller holding weights
+    need not repeat its steps.
+    """
     model, tokenizer = build_preset("tiny", device="cpu", dtype=torch.float32)
     with pytest.raises(UnsupportedQuantization, match="decoder 'graph'"):
         Segmenter.from_model(model, tokenizer, quantization="int8", decoder="graph")
@@ -164,9 +185,13 @@ def test_bench_writes_its_section(tmp_path, bench):
 
 
 def test_bench_draws_random_weights_once_and_gives_each_mode_a_copy(bench):
-    """A 7b/13b run draws its random weights once (drawing them per mode on an H200's host
-    stopped two GPU runs at their caps, bench/RESULTS.md): every mode starts from the same
-    weights, and loading one mode leaves the host copy whole for the next."""
+    """
+    A 7b/13b run draws its random weights once, and each mode gets a copy.
+
+    Drawing them per mode on an H200's host stopped two GPU runs at their caps
+    (bench/RESULTS.md): every mode starts from the same weights, and loading one mode
+    leaves the host copy whole for the next.
+    """
     host_model = bench.build_preset("tiny", device="cpu", dtype=torch.float32)
     before = {k: v.clone() for k, v in host_model[0].state_dict().items()}
     loaded = {mode: bench.load("tiny", mode, torch.device("cpu"), torch.float32, 8, host_model=host_model)
@@ -201,7 +226,7 @@ def test_node_parameter_loads_the_language_model_quantized():
     pytest.importorskip("rclpy")
     from m2sa_core.model.quantization import MODES
     from m2sa_ros.model_source import resolve_model_source
-    from m2sa_ros.node_params import PARAMETERS, QUANTIZATIONS, ParameterError, validate
+    from m2sa_ros.node_params import ParameterError, PARAMETERS, QUANTIZATIONS, validate
     from m2sa_ros.perception_node import load_segmenter
 
     assert QUANTIZATIONS == MODES

@@ -1,3 +1,17 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """MMR reader on small fixture files written by the tests (the release is not available here)."""
 
 from __future__ import annotations
@@ -6,13 +20,12 @@ import json
 from pathlib import Path
 
 import cv2
-import numpy as np
-import pytest
-
 from m2sa_core.data.mmr import read_mmr
 from m2sa_core.data.records import DataError
 from m2sa_core.data.rle import encode_mask
 from m2sa_core.types import Granularity
+import numpy as np
+import pytest
 
 H, W = 6, 8
 
@@ -30,7 +43,8 @@ def ann(mask: np.ndarray, category: str, image_id: int = 1, **extra) -> dict:
 
 def image_entry(image_id: int, file_name: str, questions, answers, text_answers, **extra) -> dict:
     return {"file_name": file_name, "height": H, "width": W, "image_id": image_id, "questions": questions,
-            "answers": answers, "text_answers": text_answers, "raw_answers": [t.replace(" {seg}", "") for t in text_answers],
+            "answers": answers, "text_answers": text_answers,
+            "raw_answers": [t.replace(" {seg}", "") for t in text_answers],
             "coco_url": "http://example/x.jpg", "neg_category_ids": [5], "not_exhaustive_category_ids": [], **extra}
 
 
@@ -69,7 +83,8 @@ def test_each_question_gets_its_own_answer_and_masks(tmp_path, image_root):
         assert np.array_equal(rec.targets[0].mask(H, W), masks[i])
     assert [r.targets[0].label for r in ds] == ["television_set_1's button", "mug_1", "knife_2's blade"]
     assert ds[0].split == "val" and ds[0].source == "mmr"
-    assert ds[0].meta["coco_url"] == "http://example/x.jpg" and ds[0].meta["raw_answer"] == "Press the television_set_1's button."
+    assert ds[0].meta["coco_url"] == "http://example/x.jpg"
+    assert ds[0].meta["raw_answer"] == "Press the television_set_1's button."
 
 
 def test_granularity_from_category_then_from_text(tmp_path, image_root):
@@ -83,7 +98,8 @@ def test_granularity_from_category_then_from_text(tmp_path, image_root):
     )
     (rec,) = read_mmr(write(tmp_path, [entry]), image_root, strict=True)
     t = rec.targets
-    assert (t[0].object_name, t[0].instance, t[0].part_name, t[0].granularity) == ("television_set", 1, "button", Granularity.PART)
+    assert (t[0].object_name, t[0].instance, t[0].part_name, t[0].granularity) == (
+        "television_set", 1, "button", Granularity.PART)
     assert (t[1].label, t[1].instance, t[1].granularity) == ("mug_2", 2, Granularity.OBJECT)
     # Bare object category, but the answer names a part: part level from the text.
     assert (t[2].label, t[2].part_name, t[2].granularity) == ("knife_1's handle", "handle", Granularity.PART)
@@ -106,7 +122,8 @@ def test_uncompressed_counts_and_amodal_key(tmp_path, image_root):
     runs.append(n)
     a = ann(visible, "mug", amodal_segmentation=encode_mask(amodal))
     a["segmentation"] = {"size": [H, W], "counts": runs}
-    (rec,) = read_mmr(write(tmp_path, [image_entry(1, "a.png", ["q"], [[a]], ["mug_1 {seg}"])]), image_root, strict=True)
+    (rec,) = read_mmr(write(tmp_path, [image_entry(1, "a.png", ["q"], [[a]], ["mug_1 {seg}"])]), image_root,
+                      strict=True)
     assert np.array_equal(rec.targets[0].mask(H, W), visible)
     assert np.array_equal(rec.targets[0].amodal_mask(H, W), amodal)
     assert rec.targets[0].mask().dtype == np.bool_

@@ -1,3 +1,17 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """ReasonSeg, R2SM and AmodalReasonSeg readers on fixture files the tests write."""
 
 from __future__ import annotations
@@ -6,9 +20,6 @@ import json
 from pathlib import Path
 
 import cv2
-import numpy as np
-import pytest
-
 from m2sa_core.data.amodal_reasonseg import read_amodal_reasonseg
 from m2sa_core.data.r2sm import read_r2sm
 from m2sa_core.data.readers import read_dataset
@@ -16,6 +27,8 @@ from m2sa_core.data.reasonseg import read_reasonseg
 from m2sa_core.data.records import DataError
 from m2sa_core.data.rle import encode_mask
 from m2sa_core.types import Granularity
+import numpy as np
+import pytest
 
 H, W = 20, 30
 
@@ -151,7 +164,8 @@ def test_amodal_reasonseg_visible_and_amodal_per_target(tmp_path, layout_root):
         {"image_id": "img-1", "file_name": "s.png", "height": H, "width": W, "questions": [
             {"question": "What could I drink from?", "answer": "The mug_1 {seg} and the bottle_1's cap {seg}.",
              "targets": [
-                 {"category_name": "mug", "visible_segmentation": encode_mask(vis1), "amodal_segmentation": encode_mask(am1)},
+                 {"category_name": "mug", "visible_segmentation": encode_mask(vis1),
+                  "amodal_segmentation": encode_mask(am1)},
                  {"category_name": "bottle:cap", "visible_segmentation": encode_mask(vis2),
                   "amodal_segmentation": encode_mask(vis2)}]},
             {"question": "Too few?", "answer": "The mug_1 {seg}.", "targets": []},

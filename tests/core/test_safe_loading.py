@@ -1,4 +1,19 @@
-"""Files from other people cannot run code or reach outside their folder.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Files from other people cannot run code or reach outside their folder.
 
 * Checkpoints: safetensors, or pickles through ``torch.load(weights_only=True)`` only; a
   pickle whose unpickling would run a command is refused with an error naming the file,
@@ -21,8 +36,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 import pytest
-import torch
 from safetensors.torch import save_file
+import torch
 
 
 class _RunsCommand:
@@ -36,7 +51,7 @@ class _RunsCommand:
 
 
 def _evil_pickle(path: Path, marker: Path, **tensors: torch.Tensor) -> Path:
-    torch.save({**{k: v for k, v in tensors.items()}, "payload": _RunsCommand(marker)}, path)
+    torch.save({**dict(tensors.items()), "payload": _RunsCommand(marker)}, path)
     return path
 
 
@@ -113,13 +128,12 @@ def test_training_resume_refuses_a_malicious_optimizer_state_even_with_a_forged_
 
 
 # ----------------------------------------------------------------------------- configs
-EVIL_YAML = "!!python/object/apply:os.system [\"touch {marker}\"]"
+EVIL_YAML = '!!python/object/apply:os.system ["touch {marker}"]'
 
 
 def test_training_config_with_python_tags_is_refused(tmp_path, marker):
-    import yaml
-
     from training.config import load_config
+    import yaml
 
     config = tmp_path / "evil.yaml"
     config.write_text(f"seed: {EVIL_YAML.format(marker=marker)}\nout_dir: runs/x\n")
@@ -131,12 +145,15 @@ def test_training_config_with_python_tags_is_refused(tmp_path, marker):
 
 @pytest.mark.ros
 def test_node_parameters_file_with_python_tags_runs_nothing_and_configure_fails(tmp_path, marker, capfd):
-    """rcl parses the parameters file (libyaml, no Python objects): the tag is ignored,
-    the value arrives as a list, and configure refuses it by name."""
+    """
+    The rcl library parses the parameters file (libyaml, no Python objects).
+
+    The tag is ignored, the value arrives as a list, and configure refuses it by
+    name.
+    """
+    from m2sa_ros.perception_node import PerceptionNode
     import rclpy
     from rclpy.lifecycle import TransitionCallbackReturn
-
-    from m2sa_ros.perception_node import PerceptionNode
 
     params = tmp_path / "perception.yaml"
     params.write_text("/**:\n  ros__parameters:\n"

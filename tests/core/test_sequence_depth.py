@@ -1,4 +1,19 @@
-"""One 3-D world per camera sequence (m2sa_core.data.synthetic.sequence_depth).
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+One 3-D world per camera sequence (m2sa_core.data.synthetic.sequence_depth).
 
 A tracked target is scored in 3-D on every frame, so the frames' ground truth must be
 one world: the same camera, table and object faces throughout, each frame's depth the
@@ -7,11 +22,10 @@ picture's own, and a target's truth moving only as the picture does.
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-
 from m2sa_core.data.synthetic.sequence_depth import sequence_depths
 from m2sa_core.data.synthetic.sequences import render_sequence
+import numpy as np
+import pytest
 
 SIZE, FRAMES = 128, 5
 
@@ -42,8 +56,12 @@ def test_every_frame_sees_the_same_camera_table_and_faces(motion):
 
 @pytest.mark.parametrize("motion", ["pan", "nudge", "mixed"])
 def test_each_frames_depth_is_its_pictures_and_the_truth_moves_with_it(motion):
-    """With ``mixed`` the occluder changes what is visible (the visible centroid jumps), so
-    only the depth's agreement with the picture is checked there."""
+    """
+    Each frame's depth agrees with its picture, and the truth moves with it.
+
+    With ``mixed`` the occluder changes what is visible (the visible centroid jumps), so
+    only the depth's agreement with the picture is checked there.
+    """
     sequence = _sequence(motion)
     depths = sequence_depths(sequence, (4242, 1, 100))
     steps = []

@@ -1,18 +1,32 @@
-"""The synthetic household world: determinism, mask sanity, answer/annotation agreement,
-held-out phrasings, instance numbering, and the m2sa-synth CLI."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The synthetic household world.
+
+Determinism, mask sanity, answer/annotation agreement, held-out phrasings, instance
+numbering, and the m2sa-synth CLI.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+from pathlib import Path
 import re
 import time
-from pathlib import Path
 
-import numpy as np
-import pytest
-
-from m2sa_core.labels import label_segments, parse_label_before, split_category
 from m2sa_core.data.rle import decode_rle
 from m2sa_core.data.synthetic import CATEGORIES, generate_dataset, main, text_corpus
 from m2sa_core.data.synthetic.questions import (
@@ -24,6 +38,9 @@ from m2sa_core.data.synthetic.questions import (
     VISIBLE_PHRASINGS,
 )
 from m2sa_core.data.synthetic.world import MMR_FILES
+from m2sa_core.labels import label_segments, parse_label_before, split_category
+import numpy as np
+import pytest
 
 N_IMAGES = 30
 MMR_KEYS = {"file_name", "height", "width", "image_id", "questions", "answers", "text_answers", "raw_answers",
@@ -164,15 +181,19 @@ def _held_out_texts() -> set[str]:
 
 
 def test_mixed_words_train_asks_for_each_object_and_its_part_without_the_word_part(world):
-    """The object-and-part requests joined without "part": for every train image, per
-    category in view, every instance followed by the part that serves the action named
-    in the question, with that instance's and part's masks; no wording says "part" or
-    "where I" or carries a clause of the held-out mixed phrasing, so the held-out test
-    still measures generalisation."""
+    """
+    The object-and-part requests joined without "part".
+
+    For every train image, per category in view, every instance followed by the part
+    that serves the action named in the question, with that instance's and part's
+    masks; no wording says "part" or "where I" or carries a clause of the held-out
+    mixed phrasing, so the held-out test still measures generalisation.
+    """
     from m2sa_core.data.synthetic.wording.mixed import HELD_OUT_CLAUSES
 
     assert HELD_OUT_CLAUSES == ("point out the", "and also where i")
-    masks = {e["image_id"]: {a["label"]: a for a in e["annotations"]} for e in load(world, "masks_train.json")["images"]}
+    masks = {e["image_id"]: {a["label"]: a for a in e["annotations"]}
+             for e in load(world, "masks_train.json")["images"]}
     train_ids = {e["image_id"] for e in load(world, "MMR_train.json")}
     held_out = _held_out_texts()
     parts_by_action = {fn.action: fn.targets[0] for fn in PART_FUNCTIONS}
@@ -202,17 +223,22 @@ def test_mixed_words_train_asks_for_each_object_and_its_part_without_the_word_pa
 
 
 def test_level_words_train_asks_each_action_for_the_object_then_its_part(world):
-    """The level pairs: for every train image, per category in view, one of its part's
+    """
+    The level pairs ask each part's action for the object, then for its part.
+
+    For every train image, per category in view, one of its part's
     actions asked for the object without naming it (every instance, object level) and then
     for the part, naming the object (every instance's part), with those masks; the object
     side asks by use, never by what the thing has (run 31 learned that one cue); each pair
     differs only in how it is put, and no wording is a held-out sentence or carries a
-    clause of one, so the held-out splits still measure reading the level."""
+    clause of one, so the held-out splits still measure reading the level.
+    """
     from m2sa_core.data.synthetic.wording.level import HELD_OUT_CLAUSES
 
     assert "which part of the" in HELD_OUT_CLAUSES and "how do i power up the" in HELD_OUT_CLAUSES
     assert "which parts are designed for my hand" in HELD_OUT_CLAUSES  # the multi families' too
-    masks = {e["image_id"]: {a["label"]: a for a in e["annotations"]} for e in load(world, "masks_train.json")["images"]}
+    masks = {e["image_id"]: {a["label"]: a for a in e["annotations"]}
+             for e in load(world, "masks_train.json")["images"]}
     train_ids = {e["image_id"] for e in load(world, "MMR_train.json")}
     held_out = _held_out_texts()
     parts_by_action = {fn.action: fn.targets[0] for fn in PART_FUNCTIONS}
@@ -237,8 +263,8 @@ def test_level_words_train_asks_each_action_for_the_object_then_its_part(world):
                 assert question not in held_out and not any(c in question.lower() for c in HELD_OUT_CLAUSES), question
             instances = sorted((lab for lab, a in image.items() if a["category_name"] == category),
                                key=lambda lab: int(lab.rsplit("_", 1)[1]))
-            for answer, anns, labels in ((obj_a, obj_anns, instances), (part_a, part_anns,
-                                                                          [f"{o}'s {part}" for o in instances])):
+            part_labels = [f"{o}'s {part}" for o in instances]
+            for answer, anns, labels in ((obj_a, obj_anns, instances), (part_a, part_anns, part_labels)):
                 assert re.findall(r"the ([^,{]+?) \{seg\}", answer) == labels
                 assert [a["segmentation"] for a in anns] == [image[lab]["segmentation"] for lab in labels]
             pairs += 1
@@ -274,9 +300,13 @@ def test_cli_writes_the_dataset(tmp_path, capsys):
 
 
 def test_views_train_asks_each_instance_of_a_several_target_view_question_by_name(world):
-    """R2SM asks for one instance at a time ("... I mean the bottle_2."): the train split
-    asks the same, one named question per target of every visible/complete question
-    about several instances, with that target's mask and the asked mask type."""
+    """
+    R2SM asks for one instance at a time ("... I mean the bottle_2.").
+
+    The train split asks the same, one named question per target of every
+    visible/complete question about several instances, with that target's mask and the
+    asked mask type.
+    """
     train = {e["image_id"]: e for e in load(world, "MMR_train.json")}
     named = {}
     for entry in load(world, "views_train.json"):
@@ -298,11 +328,14 @@ def test_views_train_asks_each_instance_of_a_several_target_view_question_by_nam
 
 
 def _view_rows(source: dict, entry: dict):
-    """Walk a generated entry against the train entry it was made from: for each of the
-    source's visible/complete questions, a row about all its instances and, when it has
-    several, one per named instance. Yields (k, the source's annotations for that row,
-    the question without its "I mean the X." suffix, text answer, answers, mask type);
-    fails if the entry holds anything more."""
+    """
+    Walk a generated entry against the train entry it was made from.
+
+    For each of the source's visible/complete questions, a row about all its instances
+    and, when it has several, one per named instance. Yields (k, the source's
+    annotations for that row, the question without its "I mean the X." suffix, text
+    answer, answers, mask type); fails if the entry holds anything more.
+    """
     rows = iter(zip(entry["questions"], entry["text_answers"], entry["answers"], entry["mask_types"]))
     for k, family in enumerate(source["question_families"]):
         if family not in ("amodal", "visible"):
@@ -319,10 +352,14 @@ def _view_rows(source: dict, entry: dict):
 
 
 def test_view_words_train_words_each_view_request_afresh_without_held_out_clauses(world):
-    """The visible/complete requests worded from the view lexicon: for each such train
-    question, one rewording about all its instances and one per named instance when it
-    has several, each with the source's masks and mask type; no wording carries a
-    clause of a held-out phrasing, so the held-out test still measures generalisation."""
+    """
+    The visible/complete requests worded from the view lexicon.
+
+    For each such train question, one rewording about all its instances and one per
+    named instance when it has several, each with the source's masks and mask type; no
+    wording carries a clause of a held-out phrasing, so the held-out test still
+    measures generalisation.
+    """
     from m2sa_core.data.synthetic.wording.view import HELD_OUT_CLAUSES
 
     train = {e["image_id"]: e for e in load(world, "MMR_train.json")}
@@ -345,12 +382,15 @@ def test_view_words_train_words_each_view_request_afresh_without_held_out_clause
 
 
 def test_view_twins_ask_each_train_view_request_again_as_the_other_kind(world):
-    """Each train visible/complete question made from a fixed phrasing comes back as its
-    twin of the other kind: the same targets, the other mask type, answered in the other
-    kind's words, once about all instances and once per named instance when it has
-    several; no twin carries a clause of a held-out phrasing."""
-    from m2sa_core.data.synthetic.wording.view_twins import TWINS
+    """
+    Each train visible/complete question made from a fixed phrasing comes back as its twin of the other kind.
+
+    The same targets, the other mask type, answered in the other kind's words, once
+    about all instances and once per named instance when it has several; no twin carries
+    a clause of a held-out phrasing.
+    """
     from m2sa_core.data.synthetic.wording.view import HELD_OUT_CLAUSES
+    from m2sa_core.data.synthetic.wording.view_twins import TWINS
 
     train = {e["image_id"]: e for e in load(world, "MMR_train.json")}
     other = {"amodal": "modal", "modal": "amodal"}
@@ -376,8 +416,11 @@ def test_view_twins_ask_each_train_view_request_again_as_the_other_kind(world):
 
 
 def test_every_train_view_phrasing_has_twins_of_the_other_kind():
-    """A phrasing added to or reworded in questions.py without twins would lean its words
-    towards one mask kind again; the twins keep most of their source's words."""
+    """
+    A phrasing added to or reworded in questions.py without twins would lean its words towards one mask kind again.
+
+    The twins keep most of their source's words.
+    """
     from m2sa_core.data.synthetic.questions import phrasings_for
     from m2sa_core.data.synthetic.wording.view_twins import TWINS
 
@@ -391,9 +434,13 @@ def test_every_train_view_phrasing_has_twins_of_the_other_kind():
 
 
 def test_view_wording_says_hidden_as_often_when_asking_for_the_visible_mask():
-    """A hidden word must not decide the mask kind: the composed visible requests say
-    "hidden" ("excluding the hidden part") about as often as the complete ones
-    ("including the hidden part"), as with the other hidden words."""
+    """
+    A hidden word must not decide the mask kind.
+
+    The composed visible requests say "hidden" ("excluding the hidden part") about
+    as often as the complete ones ("including the hidden part"), as with the other
+    hidden words.
+    """
     from m2sa_core.data.synthetic.knowledge import VIEW_WORDS
     from m2sa_core.data.synthetic.wording.view import compose
 
@@ -406,9 +453,12 @@ def test_view_wording_says_hidden_as_often_when_asking_for_the_visible_mask():
 
 
 def test_phrase_exposure_shows_the_twins_balance_a_phrasings_words(world, tmp_path):
-    """training/tiny/research/phrase_exposure.py, as run from the repository: over MMR_train alone the
-    fixed complete phrasing's "hidden parts" comes with complete requests only; adding
-    the twins brings it to visible ones as well."""
+    """
+    training/tiny/research/phrase_exposure.py, as run from the repository.
+
+    Over MMR_train alone the fixed complete phrasing's "hidden parts" comes with complete requests
+    only; adding the twins brings it to visible ones as well.
+    """
     import subprocess
     import sys
 
@@ -430,8 +480,11 @@ def test_phrase_exposure_shows_the_twins_balance_a_phrasings_words(world, tmp_pa
 
 
 def test_probe_view_wording_asks_every_variant_about_the_same_objects(world):
-    """training/tiny/research/probe_view_wording.py, as run from the repository with the shipped model:
-    one table row per request, each counted over the same held-out visible requests."""
+    """
+    training/tiny/research/probe_view_wording.py, as run from the repository with the shipped model.
+
+    One table row per request, each counted over the same held-out visible requests.
+    """
     import subprocess
     import sys
 
@@ -446,8 +499,11 @@ def test_probe_view_wording_asks_every_variant_about_the_same_objects(world):
 
 
 def test_probe_patch_words_scores_the_training_and_val_images_it_is_asked_for(world):
-    """training/tiny/research/probe_patch_words.py, as run from the repository with the shipped model: one
-    row per split over the first images asked for, each instance column with its patch count."""
+    """
+    training/tiny/research/probe_patch_words.py, as run from the repository with the shipped model.
+
+    One row per split over the first images asked for, each instance column with its patch count.
+    """
     import re
     import subprocess
     import sys
@@ -467,8 +523,11 @@ def test_probe_patch_words_scores_the_training_and_val_images_it_is_asked_for(wo
 
 
 def test_probe_patch_words_also_scores_another_worlds_training_images(world, tmp_path):
-    """``--also WORLD``: a third row, that world's training images under the first world's
-    candidate words; the same images under another name score exactly as the train row."""
+    """
+    ``--also WORLD``: a third row, that world's training images under the first world's candidate words.
+
+    The same images under another name score exactly as the train row.
+    """
     import shutil
     import subprocess
     import sys
@@ -488,8 +547,11 @@ def test_probe_patch_words_also_scores_another_worlds_training_images(world, tmp
 
 
 def test_probe_patch_words_by_object_accounts_for_every_object_once(world):
-    """``--by-object``: one row per (objects of its category, its own number) and split; each
-    object counted once, either without a main patch or with at most all of it read."""
+    """
+    ``--by-object``: one row per (objects of its category, its own number) and split.
+
+    Each object counted once, either without a main patch or with at most all of it read.
+    """
     import json
     import subprocess
     import sys
@@ -513,9 +575,12 @@ def test_probe_patch_words_by_object_accounts_for_every_object_once(world):
 
 
 def test_lexicon_cuts_held_out_clauses_and_never_composes_one():
-    """Clauses of three words or more, cut at slots and sentence ends, each once; a
-    composition that can only produce a forbidden clause fails loudly instead of
-    slipping a held-out sentence into training."""
+    """
+    Clauses of three words or more, cut at slots and sentence ends, each once.
+
+    A composition that can only produce a forbidden clause fails loudly instead
+    of slipping a held-out sentence into training.
+    """
     from m2sa_core.data.synthetic.wording.lexicon import compose, held_out_clauses
 
     clauses = held_out_clauses(["Point out the {name} and also where I {action}.", "Point out the {name} now."])
@@ -530,9 +595,12 @@ def test_lexicon_cuts_held_out_clauses_and_never_composes_one():
 
 
 def test_probe_instance_misses_lists_each_target_under_the_threshold_with_its_nearest_other(world):
-    """training/tiny/research/probe_instance_misses.py, as run from the repository with the shipped model:
-    under an IoU of 1.01 every target of the questions asked is listed, once, with the other
-    target of its question its mask overlaps most (none for a question of one target)."""
+    """
+    training/tiny/research/probe_instance_misses.py, as run from the repository with the shipped model.
+
+    Under an IoU of 1.01 every target of the questions asked is listed, once, with the other target of
+    its question its mask overlaps most (none for a question of one target).
+    """
     import subprocess
     import sys
 
@@ -562,7 +630,8 @@ def test_probe_instance_misses_lists_each_target_under_the_threshold_with_its_ne
     broken.write_text('[{"file_name": "000000.png", "height": 8, "width": 8, "questions": ["q"], "answers": []}]')
     empty = subprocess.run(cmd[:4] + ["--data", str(broken)] + cmd[6:], cwd=root, capture_output=True, text=True)
     assert empty.returncode == 2 and "Traceback" not in empty.stderr
-    assert empty.stderr.strip().splitlines()[-1].startswith(f"probe_instance_misses: data source synthetic: no usable samples in {broken}")
+    assert empty.stderr.strip().splitlines()[-1].startswith(
+        f"probe_instance_misses: data source synthetic: no usable samples in {broken}")
     other_family = subprocess.run(cmd + ["--family", "object"], cwd=root, capture_output=True, text=True)
     assert other_family.returncode == 2 and "Traceback" not in other_family.stderr
     assert "is of the families ['object']" in other_family.stderr.strip().splitlines()[-1]

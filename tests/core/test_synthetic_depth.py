@@ -1,19 +1,36 @@
-"""The synthetic world's registered depth and 3-D ground truth (m2sa_core.data.synthetic.depth)
-and its sensor artefacts (depth_noise): deterministic per seed, consistent with the masks
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The synthetic world's registered depth, 3-D ground truth and sensor artefacts.
+
+The depth and truth are m2sa_core.data.synthetic.depth's, the artefacts depth_noise's:
+deterministic per seed, consistent with the masks
 (occluders in front, nothing behind the table or the wall), ground truth that is the
-rendered depth back-projected, and the RGB and masks untouched."""
+rendered depth back-projected, and the RGB and masks untouched.
+"""
 
 from __future__ import annotations
 
 import hashlib
 
-import numpy as np
-import pytest
-
 from m2sa_core.camera import Intrinsics
 from m2sa_core.data.synthetic.depth import RELIEF_MM, render_depth, to_16uc1
 from m2sa_core.data.synthetic.depth_noise import add_holes, add_noise, bleed_edges
 from m2sa_core.data.synthetic.scene import render_layout
+import numpy as np
+import pytest
 
 SEEDS = range(12)
 

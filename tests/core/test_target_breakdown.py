@@ -1,11 +1,24 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """m2sa-eval's per-target breakdown: which kinds of target and which sizes the masks fail on."""
 
 from __future__ import annotations
 
+from m2sa_core.evaluation.target_breakdown import markdown, score_targets, size_range, summarise, target_kind
 import numpy as np
 import pytest
-
-from m2sa_core.evaluation.target_breakdown import markdown, score_targets, size_range, summarise, target_kind
 
 
 def _box(y0: int, x0: int, h: int, w: int, size: int = 128) -> np.ndarray:
@@ -31,7 +44,8 @@ def test_teacher_forced_pairs_by_order_and_generative_by_matching():
     assert [e["iou"] for e in forced] == [0.0, 0.0]  # the first prediction is the first target's
     free = score_targets(preds, gts, kinds, "generative")
     assert [e["iou"] for e in free] == [0.5, 1.0]
-    assert [(e["target"], e["area"], e["size"]) for e in free] == [("tv", 10000, "large"), ("tv's button", 100, "small")]
+    expected = [("tv", 10000, "large"), ("tv's button", 100, "small")]
+    assert [(e["target"], e["area"], e["size"]) for e in free] == expected
 
 
 def test_a_missed_target_scores_zero_and_an_extra_prediction_is_in_no_row():

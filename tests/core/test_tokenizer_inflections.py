@@ -1,15 +1,33 @@
-"""The tokenizer option that cuts inflection endings: a held-out form of a training word
-must start with that word's stem token, and nothing may change in what decodes."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The tokenizer option that cuts inflection endings.
+
+A held-out form of a training word must start with that word's stem token, and
+nothing may change in what decodes.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from m2sa_core.data.patch_words import background_word, label_words
 from m2sa_core.model.checkpoint import load_tokenizer
 from m2sa_core.model.tokenizer import add_special_tokens, train_tokenizer
+from m2sa_core.shipped_model import SHIPPED_MODEL
+import pytest
 from training.config import load_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +55,7 @@ def cut():
 
 @pytest.fixture(scope="module")
 def plain():
-    """The default, whole-word tokenizer of the same corpus."""
+    """Return the default, whole-word tokenizer of the same corpus."""
     return train_tokenizer(CORPUS, vocab_size=600)
 
 
@@ -62,7 +80,7 @@ def test_cutting_changes_no_text(cut, text):
 
 
 def _words(tokenizer, text: str) -> list[str]:
-    """The pieces BPE sees: what the pre-tokenizer cut the text into."""
+    """Return the pieces BPE sees: what the pre-tokenizer cut the text into."""
     return [piece for piece, _ in tokenizer.backend_tokenizer.pre_tokenizer.pre_tokenize_str(text)]
 
 
@@ -96,8 +114,12 @@ def test_a_tokenizer_that_spells_the_table_in_letters_is_refused():
 
 
 def test_the_stage_that_trains_the_tokenizer_cuts_inflections_and_later_stages_keep_it():
-    """Stage 1 trains the shipped tokenizer with the option; stage 3 loads it from stage 2's
-    checkpoint, where setting the option again is refused (the test below)."""
+    """
+    Stage 1 trains the shipped tokenizer with the option.
+
+    Stage 3 loads it from stage 2's checkpoint, where setting the option again is refused
+    (the test below).
+    """
     assert load_config(STAGE_1).model.tokenizer_split_inflections is True
     assert load_config(STAGE_3).model.tokenizer_split_inflections is False
     switched_off = load_config(STAGE_1, ["model.tokenizer_split_inflections=false"])
@@ -113,9 +135,13 @@ def test_the_option_is_refused_where_the_tokenizer_comes_from_a_checkpoint(tmp_p
 
 
 def test_the_shipped_model_reads_a_held_out_form_by_its_training_stem():
-    """The shipped tokenizer was trained with the option: a verb the training world only
-    says as a gerund ("sizzling") reaches the model as the same stem."""
-    shipped = load_tokenizer(ROOT / "models" / "m2sa-tiny-synth")
+    """
+    The shipped tokenizer was trained with the option.
+
+    A verb the training world only says as a gerund ("sizzling") reaches the model as
+    the same stem.
+    """
+    shipped = load_tokenizer(SHIPPED_MODEL)
     assert _first_token(shipped, "sizzle") == _first_token(shipped, "sizzling")
     text = "How do I power up the TV? The television_set_1's button [SEG]."
     assert shipped.decode(shipped(text, add_special_tokens=False)["input_ids"]) == text

@@ -1,21 +1,32 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Tracking: a command's [SEG] prompts re-segment later frames with SAM alone."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
+from m2sa_core.data.synthetic.scene import render_scene
+from m2sa_core.data.synthetic.sequences import render_sequence
+from m2sa_core.inference import Segmenter
+from m2sa_core.inference.tracking import LostRule, TrackPrompts, TrackState
+from m2sa_core.shipped_model import SHIPPED_MODEL
+from m2sa_core.types import Granularity, Result, Target
 import numpy as np
 import pytest
 import torch
+from training.tracking_eval import evaluate_tracking, MODES, tracking_markdown
 
-from m2sa_core.data.synthetic.scene import render_scene
-from m2sa_core.inference import Segmenter
-from m2sa_core.data.synthetic.sequences import render_sequence
-from m2sa_core.inference.tracking import LostRule, TrackPrompts, TrackState
-from training.tracking_eval import MODES, evaluate_tracking, tracking_markdown
-from m2sa_core.types import Granularity, Result, Target
-
-SHIPPED_MODEL = Path(__file__).resolve().parents[2] / "models" / "m2sa-tiny-synth"
 COMMAND = "Which parts of the objects here can be held by hand?"
 
 
@@ -27,9 +38,12 @@ def segmenter() -> Segmenter:
 
 @pytest.fixture(scope="module")
 def scene_image() -> np.ndarray:
-    """A scene the shipped model answers COMMAND in with the same two targets before and
-    after a pan (the two mugs, at object level where parts are asked for), so a tracked
-    mask can be compared with a fresh answer's. Chosen again with each shipped model."""
+    """
+    Return a scene the shipped model answers COMMAND in with the same two targets before and after a pan.
+
+    The two mugs, at object level where parts are asked for, so a tracked mask can be
+    compared with a fresh answer's. Chosen again with each shipped model.
+    """
     return render_scene(np.random.default_rng(30)).image
 
 
@@ -69,9 +83,12 @@ def test_tracking_never_calls_the_language_model(segmenter, scene_image):
 
 
 def test_masks_follow_a_panned_camera(segmenter, scene_image):
-    """After a pan, a tracked mask is where answering the command again puts it, not where
-    the target was: tracking reuses the command's prompts on the new frame at a fraction of
-    the cost (bench/bench_tracking.py), so it must see what the model itself sees there."""
+    """
+    After a pan, a tracked mask is where answering the command again puts it, not where the target was.
+
+    Tracking reuses the command's prompts on the new frame at a fraction of the cost
+    (bench/bench_tracking.py), so it must see what the model itself sees there.
+    """
     result, prompts = answer_with_prompts(segmenter, scene_image, COMMAND)
     # An eighth of the frame: far enough that even a laptop-sized mask overlaps its old
     # place by under half, so "it moved" below cannot pass by a mask standing still.
@@ -179,13 +196,16 @@ def test_m2sa_eval_tracking_protocol_writes_per_frame_reports(tmp_path):
 
 
 def test_a_command_answered_without_targets_keeps_empty_prompts_and_tracks_to_nothing(segmenter, scene_image):
-    """An answer with no [SEG] ("There is no such thing here.") must still give a result and
-    a track: its prompts are empty, not an error, and every later frame answers empty."""
+    """
+    An answer with no [SEG] ("There is no such thing here.") must still give a result and a track.
+
+    Its prompts are empty, not an error, and every later frame answers empty.
+    """
     from m2sa_core.inference.tracking import seg_prompt_embeddings
 
     answered = Result(answer="There is no such thing here.", targets=[])
     prompts = TrackPrompts.from_result(answered, seg_prompt_embeddings(segmenter.model, segmenter.settings, []),
-                                     "Where is the piano?")
+                                       "Where is the piano?")
     assert len(prompts) == 0 and prompts.embeddings.shape == (0, segmenter.model.config.sam.prompt_embed_dim)
     tracked, state = segmenter.track(scene_image, prompts)
     assert tracked.targets == [] and tracked.answer == answered.answer and state.frame_index == 0

@@ -1,17 +1,35 @@
-"""points <-> sensor_msgs/PointCloud2 (m2sa_ros.cloud_conversion): the byte layout checked
-by hand (x, y, z FLOAT32 at 0/4/8, point_step 12, little-endian, height 1, is_dense),
-reading other layouts back (padding, extra fields, big-endian, organised, NaN), errors,
-and agreement with sensor_msgs_py.point_cloud2 where that module is installed."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+points <-> sensor_msgs/PointCloud2 (m2sa_ros.cloud_conversion).
+
+The byte layout checked by hand (x, y, z FLOAT32 at 0/4/8, point_step 12, little-endian,
+height 1, is_dense), reading other layouts back (padding, extra fields, big-endian,
+organised, NaN), errors, and agreement with sensor_msgs_py.point_cloud2
+(common_interfaces, built by make setup).
+"""
 
 from __future__ import annotations
 
 import struct
 from types import SimpleNamespace
 
+from m2sa_ros.cloud_conversion import cloud_to_points, CloudConversionError
 import numpy as np
 import pytest
-
-from m2sa_ros.cloud_conversion import CloudConversionError, cloud_to_points
+from ros_install import require_upstream
 
 POINTS = np.array([[1.0, 2.0, 3.0], [-0.25, 0.5, 1.125]], np.float32)
 
@@ -29,9 +47,8 @@ def _cloud(data: bytes, fields, height: int, width: int, point_step: int, row_st
 
 def test_points_to_cloud_byte_layout():
     pytest.importorskip("sensor_msgs.msg")
-    from std_msgs.msg import Header
-
     from m2sa_ros.cloud_conversion import points_to_cloud
+    from std_msgs.msg import Header
 
     msg = points_to_cloud(POINTS, Header(frame_id="camera_color_optical_frame"))
     assert msg.header.frame_id == "camera_color_optical_frame"
@@ -83,10 +100,10 @@ def test_malformed_clouds_are_refused():
 
 
 def test_agrees_with_sensor_msgs_py():
-    point_cloud2 = pytest.importorskip("sensor_msgs_py.point_cloud2")
-    from std_msgs.msg import Header
-
+    require_upstream("sensor_msgs_py")  # built by make setup: a failure there, a skip only without it
     from m2sa_ros.cloud_conversion import points_to_cloud
+    from sensor_msgs_py import point_cloud2
+    from std_msgs.msg import Header
 
     rng = np.random.default_rng(0)
     pts = rng.uniform(-1, 1, (100, 3)).astype(np.float32)

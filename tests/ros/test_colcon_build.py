@@ -1,14 +1,32 @@
-"""CI builds the package the way a ROS 2 user does: `colcon build` (colcon from PyPI)
-against the venv's ROS 2 wheels into a scratch workspace, then the *installed*
-`lib/m2sa_ros/perception_node` from that install space goes active and answers a
-command, and `colcon test` finds the pytest files CMake registers."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+CI builds the package the way a ROS 2 user does.
+
+`colcon build` (colcon from PyPI) against the venv's ROS 2 wheels into a scratch
+workspace, then the *installed* `lib/m2sa_ros/perception_node` from that install
+space goes active and answers a command, and `colcon test` finds the pytest files
+CMake registers.
+"""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -20,7 +38,7 @@ COLCON = VENV_BIN / "colcon"
 
 
 def _env(workspace: Path) -> dict[str, str]:
-    """The environment `source /opt/ros/<distro>/setup.bash` gives, with the venv as the underlay."""
+    """Return the environment `source /opt/ros/<distro>/setup.bash` gives, with the venv as the underlay."""
     env = dict(os.environ)
     env["PATH"] = f"{VENV_BIN}:{env.get('PATH', '')}"
     env["AMENT_PREFIX_PATH"] = str(VENV_BIN.parent)
@@ -31,21 +49,9 @@ def _env(workspace: Path) -> dict[str, str]:
 
 
 @pytest.fixture(scope="module")
-def workspace(tmp_path_factory) -> Path:
-    if not COLCON.exists():
-        pytest.skip(f"{COLCON} missing: make setup installs colcon from requirements.lock")
-    ws = tmp_path_factory.mktemp("colcon_ws")
-    (ws / "src").mkdir()
-    (ws / "src" / "m2sa_ros").symlink_to(ROOT, target_is_directory=True)
-    build = subprocess.run(
-        [str(COLCON), "build", "--base-paths", "src", "--build-base", "build", "--install-base", "install",
-         "--event-handlers", "console_direct+", "--cmake-args", f"-DPython3_EXECUTABLE={sys.executable}",
-         "-DBUILD_TESTING=ON"],
-        cwd=ws, env={**_env(ws), "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)},
-        capture_output=True, text=True, timeout=1200)
-    assert build.returncode == 0, build.stdout[-6000:] + build.stderr[-3000:]
-    assert "Finished <<< m2sa_ros" in build.stdout, build.stdout[-3000:]
-    return ws
+def workspace(colcon_workspace) -> Path:
+    """Return the session's one colcon build (tests/ros/conftest.py), which the launch, CLI and Nav2 tests share."""
+    return colcon_workspace
 
 
 def _sourced(ws: Path, command: str) -> list[str]:
@@ -63,7 +69,8 @@ def test_install_space_has_the_node_launch_config_rviz_and_model(workspace):
 
 def test_installed_node_is_imported_from_the_install_space(workspace):
     out = subprocess.run(_sourced(workspace, "python3 -c 'import m2sa_ros.perception_node as n, m2sa_ros.msg as m, "
-                                              "m2sa_core as c; print(n.__file__); print(m.__file__); print(c.__file__)'"),
+                                             "m2sa_core as c; print(n.__file__); print(m.__file__); "
+                                             "print(c.__file__)'"),
                          env=_env(workspace), capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     install = workspace / "install" / "m2sa_ros"
@@ -73,18 +80,18 @@ def test_installed_node_is_imported_from_the_install_space(workspace):
     # checkout (a setuptools meta-path finder) still wins over PYTHONPATH, as it would
     # for any editable package, so only its presence in the install space is checked.
     site = Path(node_file).parents[1]
-    assert (site / "m2sa_core" / "__init__.py").is_file() and (site / "m2sa_core" / "inference" / "segmenter.py").is_file()
+    assert (site / "m2sa_core" / "__init__.py").is_file()
+    assert (site / "m2sa_core" / "inference" / "segmenter.py").is_file()
     assert core_file.endswith("m2sa_core/__init__.py")
 
 
 def test_installed_perception_node_goes_active_and_answers(workspace, ros_context):
+    from m2sa_ros.msg import Command, SegmentationResult
+    from node_harness import good_image
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
-
-    from m2sa_ros.msg import Command, SegmentationResult
-    from node_harness import good_image
 
     ns = f"/colcon_{os.getpid()}"
     node_exe = workspace / "install" / "m2sa_ros" / "lib" / "m2sa_ros" / "perception_node"
@@ -153,8 +160,12 @@ def test_colcon_test_runs_the_registered_pytest_files(workspace):
 
 @pytest.mark.parametrize("second_sigint_after", [0.15, 1.0], ids=["second-0.15s", "second-1.0s"])
 def test_ctrl_c_under_launch_ends_the_installed_node_with_exit_0(workspace, ros_context, second_sigint_after):
-    """The terminal + ``ros2 launch`` signal sequence (node_process.py) on the install space's
-    executable, as launch starts it: every pending command answered, exit 0."""
+    """
+    Ctrl-C under launch ends the installed node with exit 0.
+
+    The terminal + ``ros2 launch`` signal sequence (node_process.py) on the install space's
+    executable, as launch starts it: every pending command answered, exit 0.
+    """
     from node_process import answer_then_ctrl_c, start_active_node
 
     ns = f"/colcon_ctrl_c_{os.getpid()}_{int(second_sigint_after * 1000)}"

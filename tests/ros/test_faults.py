@@ -1,4 +1,19 @@
-"""Fault injection: the model runs out of memory, image conversion breaks, a goal is cancelled.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Fault injection: the model runs out of memory, image conversion breaks, a goal is cancelled.
 
 For each fault the command gets its error result, the worker goes on and the next
 command succeeds. After an out-of-memory error the node gives the memory back: the
@@ -12,18 +27,17 @@ The model is the real tiny Segmenter; faults are injected into its stages
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 import gc
 import threading
 import time
-import weakref
-from contextlib import contextmanager
 from typing import Any, Callable
+import weakref
 
+from node_harness import DirectNode, good_image
 import numpy as np
 import pytest
 import torch
-
-from node_harness import DirectNode, good_image
 
 pytestmark = pytest.mark.ros
 
@@ -36,7 +50,8 @@ def segmenter():
 
 
 class Faults:
-    """Arms one failure inside the real model, through forward hooks on its modules.
+    """
+    Arms one failure inside the real model, through forward hooks on its modules.
 
     Hooks sit on modules every implementation of the stages must call: the LM head
     (called once per generated token) and the SAM mask decoder's two-way transformer
@@ -185,7 +200,8 @@ def test_oom_on_cuda_empties_the_allocator_cache(module_context, segmenter, cuda
 
 
 @pytest.mark.parametrize("error", [RuntimeError("converter crashed"), MemoryError(), ValueError("odd")])
-def test_an_image_conversion_failure_is_an_error_result_not_a_dead_callback(module_context, segmenter, monkeypatch, error):
+def test_an_image_conversion_failure_is_an_error_result_not_a_dead_callback(module_context, segmenter, monkeypatch,
+                                                                            error):
     import m2sa_ros.perception_node as pn
 
     harness = DirectNode(module_context, segmenter)

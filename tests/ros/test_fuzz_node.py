@@ -1,4 +1,19 @@
-"""Fuzzing the perception node's inputs: hostile images and commands never kill it.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Fuzzing the perception node's inputs: hostile images and commands never kill it.
 
 Property, for every generated input: the callback returns normally (an exception out
 of an rclpy callback stops the executor, i.e. a dead node), and every command gets
@@ -18,12 +33,11 @@ import time
 from typing import Any
 
 import cv2
+from hypothesis import event, given, HealthCheck, settings
+from hypothesis import strategies as st
+from node_harness import DirectNode, good_image, H, image_msg, W
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, event, given, settings
-from hypothesis import strategies as st
-
-from node_harness import H, W, DirectNode, good_image, image_msg
 
 pytestmark = pytest.mark.ros
 
@@ -32,7 +46,8 @@ FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=list(Healt
 
 # ----------------------------------------------------------------------------- harness
 class PromptRecorder:
-    """Stands in for the Segmenter: builds the real prompt ids, records them, answers at once.
+    """
+    Stands in for the Segmenter: builds the real prompt ids, records them, answers at once.
 
     The prompt is built by the real tiny Segmenter (tokenizer, template, sanitising),
     so the ids checked are exactly those the model would be fed; generation itself is
@@ -165,7 +180,7 @@ def assert_prompt_is_clean(seg: Any, ids: list[int]) -> None:
 @FUZZ
 @given(msg=images())
 def test_malformed_images_give_an_error_result_or_a_correct_one(direct, msg):
-    from m2sa_ros.image_conversion import ImageConversionError, image_to_rgb
+    from m2sa_ros.image_conversion import image_to_rgb, ImageConversionError
 
     try:
         expected = image_to_rgb(msg)
@@ -190,7 +205,7 @@ def test_malformed_images_give_an_error_result_or_a_correct_one(direct, msg):
 @FUZZ
 @given(msg=compressed())
 def test_compressed_garbage_gives_an_error_result_or_the_decoded_image(direct, msg):
-    from m2sa_ros.image_conversion import ImageConversionError, compressed_to_rgb
+    from m2sa_ros.image_conversion import compressed_to_rgb, ImageConversionError
 
     try:
         expected = compressed_to_rgb(msg)
@@ -228,8 +243,12 @@ def test_hostile_commands_cannot_inject_masks_images_or_roles(direct, tiny_segme
 @settings(max_examples=10, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 @given(data=st.binary(min_size=1, max_size=64))
 def test_invalid_utf8_on_the_wire_is_decoded_and_answered(direct, tiny_segmenter, data):
-    """A non-Python publisher can put any bytes in a std_msgs/String: rclpy's decoding
-    replaces invalid UTF-8, and the command is then answered like any other."""
+    """
+    A non-Python publisher can put any bytes in a std_msgs/String.
+
+    Rclpy's decoding replaces invalid UTF-8, and the command is then answered like
+    any other.
+    """
     from rclpy.serialization import deserialize_message, serialize_message
     from std_msgs.msg import String
 
@@ -278,15 +297,14 @@ def test_seg_markers_in_a_command_do_not_add_masks_with_the_real_model(tiny_segm
 # ----------------------------------------------------------------------------- over DDS
 @pytest.fixture(scope="module")
 def dds(module_context, tiny_segmenter):
-    """The node and a client on a spinning executor: inputs cross real Fast DDS."""
+    """Yield the node and a client on a spinning executor: inputs cross real Fast DDS."""
+    from m2sa_ros.executor_spin import spin_through_destroyed_entities
+    from m2sa_ros.msg import SegmentationResult
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import CompressedImage, Image
     from std_msgs.msg import String
-
-    from m2sa_ros.msg import SegmentationResult
-    from m2sa_ros.executor_spin import spin_through_destroyed_entities
 
     # Reliable images: a best-effort sample dropped on a loaded machine would read as a failure.
     harness = DirectNode(module_context, PromptRecorder(tiny_segmenter), namespace="fuzz_dds",
@@ -353,8 +371,12 @@ def test_over_dds_bad_images_and_hostile_commands_leave_the_node_serving(dds, ti
 
 
 def test_compressed_image_declaring_billions_of_pixels_is_refused_without_decoding(direct):
-    """A PNG whose header claims 40000 x 40000 pixels: OpenCV refuses it with cv2.error
-    (not None) before allocating; the node turns that into an error result."""
+    """
+    A PNG whose header claims 40000 x 40000 pixels.
+
+    OpenCV refuses it with cv2.error (not None) before allocating; the node turns
+    that into an error result.
+    """
     import struct
     import zlib
 
@@ -374,8 +396,12 @@ def test_compressed_image_declaring_billions_of_pixels_is_refused_without_decodi
 
 
 def test_over_dds_a_command_with_invalid_utf8_bytes_is_answered(dds, tiny_segmenter):
-    """Raw CDR from a publisher that does not check UTF-8: rclpy decodes it with
-    replacement characters and the node answers it like any other command."""
+    """
+    Raw CDR from a publisher that does not check UTF-8.
+
+    Rclpy decodes it with replacement characters and the node answers it like
+    any other command.
+    """
     from rclpy.serialization import serialize_message
     from std_msgs.msg import String
 

@@ -1,26 +1,51 @@
-"""sensor_msgs image <-> numpy conversion: the cases cv_bridge's own tests cover
-(every encoding, padded step, both byte orders, data length mismatch, empty image,
-unsupported encoding) plus depth units and exact compressed decoding."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+sensor_msgs image <-> numpy conversion.
+
+The cases cv_bridge's own tests cover (every encoding, padded step, both byte
+orders, data length mismatch, empty image, unsupported encoding) plus depth units
+and exact compressed decoding.
+"""
 
 from __future__ import annotations
 
 from types import SimpleNamespace
 
 import cv2
-import numpy as np
-import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-
-from m2sa_ros.image_conversion import (SUPPORTED_COLOUR_ENCODINGS, ImageConversionError, compressed_to_rgb,
-                                       depth_to_metres, image_to_rgb, mask_to_msg, msg_to_mask, rgb_to_msg)
+from m2sa_ros.image_conversion import (
+    compressed_to_rgb,
+    depth_to_metres,
+    image_to_rgb,
+    ImageConversionError,
+    mask_to_msg,
+    msg_to_mask,
+    rgb_to_msg,
+    SUPPORTED_COLOUR_ENCODINGS,
+)
+import numpy as np
+import pytest
 
 RNG = np.random.default_rng(7)
 RGB = RNG.integers(0, 256, size=(5, 7, 3), dtype=np.uint8)
 
 
 def _msg(array: np.ndarray, encoding: str, pad: int = 0, bigendian: bool = False) -> SimpleNamespace:
-    """An Image-shaped message; ``pad`` bytes of garbage at the end of every row."""
+    """Return an Image-shaped message; ``pad`` bytes of garbage at the end of every row."""
     h, w = array.shape[:2]
     dtype = array.dtype.newbyteorder(">" if bigendian else "<")
     rows = array.astype(dtype).reshape(h, -1).view(np.uint8)
@@ -31,7 +56,8 @@ def _msg(array: np.ndarray, encoding: str, pad: int = 0, bigendian: bool = False
 
 
 def _reference_rgb(raw: np.ndarray, encoding: str) -> np.ndarray:
-    """What ``cv_bridge.toCvCopy(msg, "rgb8").image`` holds, written out per encoding.
+    """
+    Return what ``cv_bridge.toCvCopy(msg, "rgb8").image`` holds, written out per encoding.
 
     Independent of the module under test: plain channel reordering for the RGB family,
     the cv::cvtColor code cv_bridge's conversion table names for Bayer and YUV 4:2:2,

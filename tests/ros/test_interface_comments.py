@@ -1,4 +1,19 @@
-"""The comments of msg/, srv/ and action/ survive rosidl as written.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The comments of msg/, srv/ and action/ survive rosidl as written.
 
 rosidl reads a bracketed word in a field's comment as the field's unit: "answer text,
 [SEG] markers removed" became the unit "SEG" and the comment "answer text, markers
@@ -9,8 +24,8 @@ the build generated (what ros2cli and the generated code see).
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
+import re
 
 import pytest
 
@@ -29,7 +44,7 @@ def _source_comments(path: Path) -> list[str]:
 
 
 def _specs(path: Path) -> list:
-    """The message specifications rosidl parses from one interface file."""
+    """Return the message specifications rosidl parses from one interface file."""
     parser = pytest.importorskip("rosidl_adapter.parser")
     text, name = path.read_text(), path.stem
     if path.suffix == ".msg":
@@ -60,7 +75,7 @@ def test_rosidl_parser_keeps_every_comment_whole(path: Path):
 
 
 def _generated_idl() -> list[Path]:
-    """The .idl files of the current build: the venv's share/ (make setup) or build/ros/."""
+    """Return the .idl files of the current build: the venv's share/ (make setup) or build/ros/."""
     import sys
 
     for base in (Path(sys.prefix) / "share" / "m2sa_ros", ROOT / "build" / "ros" / "rosidl_adapter" / "m2sa_ros"):

@@ -1,4 +1,19 @@
-"""The generated interfaces are real: they cross Fast DDS on loopback intact.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The generated interfaces are real: they cross Fast DDS on loopback intact.
 
 One process, two nodes, a multi-threaded executor: what a planner and the perception
 node do, minus the model.
@@ -57,11 +72,10 @@ def _result_with_two_targets():
 
 
 def test_segmentation_result_with_two_targets_arrives_intact(ros_context):
+    from m2sa_ros.msg import SegmentationResult
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, ReliabilityPolicy
-
-    from m2sa_ros.msg import SegmentationResult
 
     qos = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
     pub_node = Node("iface_pub", context=ros_context)
@@ -100,10 +114,9 @@ def test_segmentation_result_with_two_targets_arrives_intact(ros_context):
 
 
 def test_segment_service_round_trip(ros_context):
+    from m2sa_ros.srv import Segment
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.node import Node
-
-    from m2sa_ros.srv import Segment
 
     server = Node("iface_srv", context=ros_context)
     client_node = Node("iface_cli", context=ros_context)
@@ -136,12 +149,11 @@ def test_segment_service_round_trip(ros_context):
 
 def test_segment_action_feedback_and_cancel(ros_context):
     from action_msgs.msg import GoalStatus
+    from m2sa_ros.action import Segment
     from rclpy.action import ActionClient, ActionServer, CancelResponse
     from rclpy.callback_groups import ReentrantCallbackGroup
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.node import Node
-
-    from m2sa_ros.action import Segment
 
     server_node = Node("iface_action_srv", context=ros_context)
     client_node = Node("iface_action_cli", context=ros_context)

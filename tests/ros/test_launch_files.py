@@ -1,5 +1,25 @@
-"""The parameters file and the launch file, as far as they can be checked without a ROS
-installation (launch / launch_ros are not on PyPI)."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The parameters file and the launch file.
+
+Their keys and arguments, the docs that list them, and the launch description on the
+real launch / launch_ros (not on PyPI: a ROS install's, or scripts/build_ros_src.sh's
+build from ../shared/ros-src). What each argument does is
+tests/ros/test_launch_arguments.py's.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +27,17 @@ import ast
 import importlib.util
 from pathlib import Path
 
+from m2sa_ros.node_params import PARAMETERS, validate
 import pytest
 import yaml
-
-from m2sa_ros.node_params import PARAMETERS, validate
 
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS_FILE = ROOT / "config" / "perception.yaml"
 LAUNCH_FILE = ROOT / "launch" / "perception.launch.py"
 REQUIRED_ARGUMENTS = {"model_path", "preset", "device", "image_topic", "command_topic", "namespace",
-                      "params_file", "use_sim_time", "command_stamped_topic"}
+                      "params_file", "use_sim_time", "command_stamped_topic", "log_level", "use_compressed",
+                      "image_reliability", "depth_reliability", "camera_info_reliability", "autostart", "respawn",
+                      "respawn_delay", "rviz", "rviz_fixed_frame"}
 
 
 def _node_parameters() -> dict:
@@ -41,10 +62,14 @@ def test_params_file_values_pass_validation_and_match_the_defaults():
 
 @pytest.mark.ros
 def test_params_file_is_read_by_the_ros_parameter_parser(ros_context):
-    """rcl's own YAML parser, the one behind --params-file (which launch passes the file
+    """
+    The params file is read by the ROS parameter parser: "/**" matches a namespaced node.
+
+    The rcl library's own YAML parser, the one behind --params-file (which launch passes the file
     to), gives the node under a namespace exactly the declared parameters: "/**" matches
     it. (rclpy's Python parameter_dict_from_yaml_file is not that parser, and resolves
-    "/**" for a named node only from rclpy 9, Kilted, on.)"""
+    "/**" for a named node only from rclpy 9, Kilted, on.)
+    """
     from rclpy.node import Node
     from rclpy.parameter import Parameter
 
@@ -74,9 +99,7 @@ def test_launch_file_declares_the_documented_arguments():
     assert REQUIRED_ARGUMENTS <= _launch_arguments()
 
 
-def test_launch_file_imports_and_describes_the_node_when_launch_is_installed():
-    pytest.importorskip("launch")
-    pytest.importorskip("launch_ros")
+def test_launch_file_imports_and_describes_the_node():
     spec = importlib.util.spec_from_file_location("perception_launch", LAUNCH_FILE)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)

@@ -1,15 +1,33 @@
-"""The `m2sa-perception` console entry point: standard ROS arguments, the shipped
-parameters file, autostart, a clear log line for a bad parameter, clean Ctrl-C."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The `m2sa-perception` console entry point.
+
+Standard ROS arguments, the shipped parameters file, autostart, a clear log
+line for a bad parameter, clean Ctrl-C.
+"""
 
 from __future__ import annotations
 
 import os
-import signal
+from pathlib import Path
 import subprocess
 import sys
 import time
-from pathlib import Path
 
+from node_process import ctrl_c
 import numpy as np
 import pytest
 
@@ -27,23 +45,10 @@ def _start(*ros_args: str) -> subprocess.Popen:
                             stderr=subprocess.STDOUT, text=True, env=dict(os.environ), cwd=ROOT)
 
 
-def _stop(proc: subprocess.Popen) -> tuple[int, str]:
-    if proc.poll() is None:
-        proc.send_signal(signal.SIGINT)
-    try:
-        out, _ = proc.communicate(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, _ = proc.communicate()
-        raise AssertionError(f"the node did not exit on SIGINT:\n{out}")
-    return proc.returncode, out
-
-
 def test_entry_point_with_params_file_remaps_and_serves(ros_context):
+    from m2sa_ros.srv import Segment
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
-
-    from m2sa_ros.srv import Segment
 
     proc = _start("--params-file", str(PARAMS), "-p", "preset:=tiny", "-p", "max_new_tokens:=8",
                   "-r", "__ns:=/cli_robot", "-r", "image:=/cli_robot/camera/color")
@@ -71,7 +76,7 @@ def test_entry_point_with_params_file_remaps_and_serves(ros_context):
         assert wanted <= set(dict(node.get_topic_names_and_types())), "remapped topics not found"
     finally:
         node.destroy_node()
-        code, out = _stop(proc)
+        code, out = ctrl_c(proc, must_exit=True)
     assert code == 0, out
     assert "random weights" in out  # the untrained preset is announced
     assert "Traceback" not in out, out
@@ -90,7 +95,7 @@ def test_bad_parameter_is_a_clear_log_line_not_a_traceback():
             time.sleep(0.05)
     os.set_blocking(proc.stdout.fileno(), True)
     alive = proc.poll() is None
-    code, out = _stop(proc)
+    code, out = ctrl_c(proc, must_exit=True)
     out = "".join(lines) + out
     assert "configure failed: invalid parameters: device='gpu'" in out, out
     assert "max_queue=0: must be >= 1" in out
@@ -99,9 +104,13 @@ def test_bad_parameter_is_a_clear_log_line_not_a_traceback():
 
 
 def test_the_node_process_hands_the_gil_back_to_the_model_thread_quickly():
-    """At Python's default 5 ms switch interval, each of the model's small operations could wait
+    """
+    The node process hands the GIL back to the model thread quickly.
+
+    At Python's default 5 ms switch interval, each of the model's small operations could wait
     that long for an executor thread busy with a message (a /clock at 100 Hz under simulated
-    time): `make demo` measured 7.8 s commands that take 45 ms alone."""
+    time): `make demo` measured 7.8 s commands that take 45 ms alone.
+    """
     code = ("import sys\nfrom m2sa_ros import main as node\n"
             "try:\n    node.main(['perception_node', '--ros-args', '--params-file', '/nonexistent/p.yaml'])\n"
             "except SystemExit:\n    pass\nprint('switch interval', sys.getswitchinterval())\n")

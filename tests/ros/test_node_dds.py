@@ -1,4 +1,19 @@
-"""perception_node over real Fast DDS on loopback, with the real tiny M2SA model.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+perception_node over real Fast DDS on loopback, with the real tiny M2SA model.
 
 The model is the `tiny` preset with random weights, loaded once for the module. Random
 weights rarely say "[SEG]", so a forward hook on its lm_head steers greedy decoding to
@@ -14,10 +29,9 @@ import threading
 import time
 from typing import Any
 
+from node_harness import wait_until
 import numpy as np
 import pytest
-
-from node_harness import wait_until
 
 pytestmark = pytest.mark.ros
 
@@ -48,7 +62,7 @@ class Steering:
 
 @pytest.fixture(scope="module")
 def tiny():
-    """The real tiny Segmenter (random weights) and its steering hook, built once."""
+    """Yield the real tiny Segmenter (random weights) and its steering hook, built once."""
     from m2sa_core.inference import Segmenter
 
     segmenter = Segmenter.from_pretrained("tiny", device="cpu", frame_cache_size=4, max_new_tokens=48)
@@ -140,9 +154,8 @@ class Graph:
         self.thread.start()
 
     def add_node(self, segmenter: ScriptedSegmenter, namespace: str = "", **params: Any):
-        from rclpy.parameter import Parameter
-
         from m2sa_ros.perception_node import PerceptionNode
+        from rclpy.parameter import Parameter
 
         params = {"autostart": False, "wait_for_image": 0.2, "max_queue": 4, **params}
         node = PerceptionNode(context=self.context, namespace=namespace,
@@ -170,7 +183,8 @@ class Graph:
     def publisher(self, msg_type, topic: str, depth: int = 100):
         from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-        pub = self.client.create_publisher(msg_type, topic, QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE))
+        pub = self.client.create_publisher(msg_type, topic,
+                                           QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE))
         wait_until(lambda: pub.get_subscription_count() > 0, 10, f"a subscriber on {topic}")
         return pub
 
@@ -220,11 +234,10 @@ def _mask(target_msg) -> np.ndarray:
 # ----------------------------------------------------------------------------- tests
 def test_topics_image_and_command_give_one_result_with_masks_overlay_and_diagnostics(graph, tiny):
     from diagnostic_msgs.msg import DiagnosticArray
-    from sensor_msgs.msg import Image
-    from std_msgs.msg import String
-
     from m2sa_core.visualize import overlay_targets
     from m2sa_ros.msg import SegmentationResult, Target
+    from sensor_msgs.msg import Image
+    from std_msgs.msg import String
 
     seg = ScriptedSegmenter(tiny)
     node = graph.add_node(seg, diagnostics_period=0.2)
@@ -266,8 +279,8 @@ def test_topics_image_and_command_give_one_result_with_masks_overlay_and_diagnos
     # The overlay is m2sa_core.visualize's drawing of exactly these targets on exactly this image.
     expected = overlay_targets(rgb, [_core_target(t) for t in res.targets])
     np.testing.assert_array_equal(pixels, expected)
-    status = wait_until(lambda: [d for d in diagnostics if dict((kv.key, kv.value) for kv in d.status[0].values)
-                            .get("results") == "1"], 10, "diagnostics after the result")[0].status[0]
+    status = wait_until(lambda: [d for d in diagnostics if {kv.key: kv.value for kv in d.status[0].values}
+                                 .get("results") == "1"], 10, "diagnostics after the result")[0].status[0]
     values = {kv.key: kv.value for kv in status.values}
     assert values["device"] == "cpu" and values["state"] == "active" and values["queue_depth"] == "0"
     assert float(values["last_latency_ms"]) > 0 and "cache_misses" in values
@@ -275,9 +288,8 @@ def test_topics_image_and_command_give_one_result_with_masks_overlay_and_diagnos
 
 
 def test_service_uses_the_latest_frame_or_the_request_image(graph, tiny):
-    from sensor_msgs.msg import Image
-
     from m2sa_ros.srv import Segment
+    from sensor_msgs.msg import Image
 
     node = graph.add_node(ScriptedSegmenter(tiny))
     graph.start(node)
@@ -323,10 +335,9 @@ def test_service_uses_the_latest_frame_or_the_request_image(graph, tiny):
 
 def test_action_streams_feedback_and_honours_cancel(graph, tiny):
     from action_msgs.msg import GoalStatus
+    from m2sa_ros.action import Segment
     from rclpy.action import ActionClient
     from sensor_msgs.msg import Image
-
-    from m2sa_ros.action import Segment
 
     seg = ScriptedSegmenter(tiny)
     node = graph.add_node(seg)
@@ -391,10 +402,9 @@ def test_action_streams_feedback_and_honours_cancel(graph, tiny):
 def test_lifecycle_transitions_over_the_lifecycle_services(graph, tiny):
     from lifecycle_msgs.msg import State, Transition
     from lifecycle_msgs.srv import ChangeState, GetState
+    from m2sa_ros.srv import Segment
     from rclpy.parameter import Parameter
     from sensor_msgs.msg import Image
-
-    from m2sa_ros.srv import Segment
 
     seg = ScriptedSegmenter(tiny)
     node = graph.add_node(seg, namespace="lc", max_queue=0)  # invalid: configure must fail
@@ -436,10 +446,9 @@ def test_lifecycle_transitions_over_the_lifecycle_services(graph, tiny):
 
 
 def test_each_error_yields_its_result_and_the_next_command_succeeds(graph, tiny):
+    from m2sa_ros.msg import SegmentationResult
     from sensor_msgs.msg import Image
     from std_msgs.msg import String
-
-    from m2sa_ros.msg import SegmentationResult
 
     seg = ScriptedSegmenter(tiny)
     node = graph.add_node(seg, max_image_age=5.0, max_command_length=50)
@@ -488,10 +497,9 @@ def test_each_error_yields_its_result_and_the_next_command_succeeds(graph, tiny)
 
 
 def test_burst_of_50_commands_gets_50_results_none_lost_none_duplicated(graph, tiny):
+    from m2sa_ros.msg import SegmentationResult
     from sensor_msgs.msg import Image
     from std_msgs.msg import String
-
-    from m2sa_ros.msg import SegmentationResult
 
     node = graph.add_node(ScriptedSegmenter(tiny), max_queue=2)
     graph.start(node)
@@ -523,10 +531,9 @@ def _depth_msg(depth: np.ndarray, stamp_ns: int, encoding: str):
 
 
 def test_centroids_from_depth_with_known_geometry(graph, tiny, capfd):
+    from m2sa_ros.msg import SegmentationResult
     from sensor_msgs.msg import CameraInfo, Image
     from std_msgs.msg import String
-
-    from m2sa_ros.msg import SegmentationResult
 
     seg = ScriptedSegmenter(tiny)
     seg.box = (40, 10, 16, 20)  # every target's mask: columns 40..55, rows 10..29
@@ -581,10 +588,9 @@ def test_centroids_from_depth_with_known_geometry(graph, tiny, capfd):
 
 
 def test_two_nodes_in_two_namespaces_side_by_side(graph, tiny):
+    from m2sa_ros.msg import SegmentationResult
     from sensor_msgs.msg import Image
     from std_msgs.msg import String
-
-    from m2sa_ros.msg import SegmentationResult
 
     seg = ScriptedSegmenter(tiny)
     sizes = {"robot1": (64, 48), "robot2": (80, 60)}
@@ -610,10 +616,9 @@ def test_two_nodes_in_two_namespaces_side_by_side(graph, tiny):
 
 def test_compressed_png_input_is_decoded_exactly(graph, tiny):
     import cv2
+    from m2sa_ros.msg import SegmentationResult
     from sensor_msgs.msg import CompressedImage, Image
     from std_msgs.msg import String
-
-    from m2sa_ros.msg import SegmentationResult
 
     seg = ScriptedSegmenter(tiny)
     seg.box = (0, 0, 1, 1)  # tiny masks so the overlay shows the decoded image almost everywhere

@@ -1,4 +1,19 @@
-"""The v3 geometry through the node: pose, size, has_pose and points of every target.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The v3 geometry through the node: pose, size, has_pose and points of every target.
 
 A node fed a synthetic scene's RGB, its registered depth and camera_info
 (m2sa_core.data.synthetic.depth.render_depth) over real DDS answers with targets whose
@@ -13,18 +28,21 @@ the geometry's (the figures are in the test's assertion messages).
 
 from __future__ import annotations
 
-import numpy as np
-import pytest
-from scipy.spatial import cKDTree
-from scipy.spatial.transform import Rotation
+from typing import Any
 
 from fake_models import BoxSegmenter
 from m2sa_core.data.synthetic.depth import render_depth
 from m2sa_core.data.synthetic.scene import render_layout
 from m2sa_core.types import Granularity, Result, Target
-from node_harness import DirectNode, H, W, good_image, wait_until
-from test_node_dds import Graph, _image, _now_ns, graph  # noqa: F401
-from test_node_robot import CX, CY, FRAME, FX, FY, _depth, _frame_with_depth, _info
+from node_harness import DirectNode, good_image, wait_until
+import numpy as np
+import pytest
+from scipy.spatial import cKDTree
+from scipy.spatial.transform import Rotation
+from test_node_dds import _image, _now_ns, Graph, graph  # noqa: F401 - graph: the fixture, by name
+from test_node_dds import H as DDS_H  # noqa: F401
+from test_node_dds import W as DDS_W
+from test_node_robot import _frame_with_depth, CX, CY, FRAME, FX, FY
 
 pytestmark = pytest.mark.ros
 
@@ -42,11 +60,12 @@ class SceneSegmenter:
         self.duplicate_iou = 0.0
 
     def segment(self, image: np.ndarray, command: str, **kwargs) -> Result:
-        return Result(answer="the targets", targets=[t for t in self.targets])
+        return Result(answer="the targets", targets=list(self.targets))
 
 
 def _synthetic(seed: int, size: int = 256):
-    """(scene, SceneDepth, targets with their ground truth) of one seeded synthetic scene.
+    """
+    (scene, SceneDepth, targets with their ground truth) of one seeded synthetic scene.
 
     Every visible object and part; an occluded object also once as an amodal target
     (its complete shape asked for), whose geometry must be the visible part's.
@@ -107,47 +126,110 @@ def _depth_image(depth: np.ndarray, stamp_ns: int, frame_id: str = CAMERA_FRAME)
     return msg
 
 
-def _camera_info(camera, stamp_ns: int):
+def _camera_info(camera, stamp_ns: int, frame_id: str = CAMERA_FRAME):
     from sensor_msgs.msg import CameraInfo
 
     info = CameraInfo(width=camera.width, height=camera.height, k=camera.k)
-    info.header.frame_id = CAMERA_FRAME
+    info.header.frame_id = frame_id
     info.header.stamp.sec, info.header.stamp.nanosec = divmod(int(stamp_ns), 10**9)
     return info
 
 
-def test_synthetic_scenes_through_the_node_match_the_ground_truth(graph):  # noqa: F811
-    from sensor_msgs.msg import CameraInfo, Image, PointCloud2
-    from std_msgs.msg import String
-    from visualization_msgs.msg import Marker, MarkerArray
+class _DdsCamera:
+    """The camera of test_node_dds' DDS_W x DDS_H scenes (fx = fy = 80, centred): what a flat depth is seen by."""
 
+    height, width = DDS_H, DDS_W
+    k = [80.0, 0.0, 31.5, 0.0, 80.0, 23.5, 0.0, 0.0, 1.0]
+
+
+class DepthFeed:
+    """
+    Start a node over ``model`` and publish its colour image, registered depth and camera_info.
+
+    Depth and camera_info go out first and are waited for until the node holds both, so the
+    command or tracked frame that follows finds them: over DDS the three topics arrive in any
+    order. Every message is in ``frame_id``, as a registered depth camera's are.
+    """
+
+    def __init__(self, graph: Graph, model, frame_id: str = CAMERA_FRAME, **params) -> None:  # noqa: F811
+        from sensor_msgs.msg import CameraInfo, Image
+
+        self.graph, self.frame_id = graph, frame_id
+        self.node = graph.add_node(model, depth_tolerance=0.01, **params)
+        graph.start(self.node)
+        self.images = graph.publisher(Image, "image", 1)
+        self.depth_pub = graph.publisher(Image, "depth", 5)
+        self.info_pub = graph.publisher(CameraInfo, "camera_info", 5)
+
+    def send_depth(self, stamp: int, depth: np.ndarray, camera=_DdsCamera) -> None:
+        """Publish ``depth`` (H x W metres) and ``camera``'s camera_info at ``stamp``; wait for both."""
+        node = self.node
+        self.info_pub.publish(_camera_info(camera, stamp, self.frame_id))
+        self.depth_pub.publish(_depth_image(depth, stamp, self.frame_id))
+        wait_until(lambda: node.camera().depth.nearest(stamp, 0) is not None
+                   and node.camera().camera_info.nearest(stamp, 0) is not None, 10, "depth and camera_info")
+
+    def send_flat_depth(self, stamp: int, metres: float) -> None:
+        """Publish a wall ``metres`` away across the whole of test_node_dds' DDS_W x DDS_H image."""
+        self.send_depth(stamp, np.full((_DdsCamera.height, _DdsCamera.width), metres, np.float32))
+
+    def send_image(self, stamp: int, rgb: np.ndarray) -> None:
+        """Publish ``rgb`` (H x W x 3) at ``stamp`` and wait until it is the node's latest frame."""
+        self.graph.publish_frame(self.node, self.images, _image(rgb, stamp, frame_id=self.frame_id))
+
+    def send_scene(self, stamp: int, scene, sd, depth: np.ndarray | None = None) -> None:
+        """Publish one synthetic scene (``_synthetic``'s ``scene``, ``sd``): its depth (or ``depth``), its image."""
+        self.send_depth(stamp, sd.depth if depth is None else depth, sd.camera)
+        self.send_image(stamp, scene.image)
+
+
+def _track_through_depths(feed: DepthFeed, request_id: str, depths: tuple[float, ...]) -> tuple[Any, list[int]]:
+    """
+    Track "the mug" over one frame per depth, then cancel; return the ended Goal and each frame's stamp.
+
+    Each frame is a new test_node_dds scene before a flat wall ``depths[i]`` metres away:
+    the first gets the answer, the others are tracked.
+    """
+    from test_node_dds import _scene
+    from test_node_track import _client, Goal
+
+    goal, stamps = None, []
+    for i, metres in enumerate(depths):
+        stamp = _now_ns(feed.node)
+        stamps.append(stamp)
+        feed.send_flat_depth(stamp, metres)
+        feed.send_image(stamp, _scene(seed=1 + i))
+        if goal is None:
+            goal = Goal(feed.graph, _client(feed.graph), command="the mug", request_id=request_id)
+        goal.wait_frames(1 + i)
+    goal.handle.cancel_goal_async()
+    goal.result()
+    return goal, stamps
+
+
+def test_synthetic_scenes_through_the_node_match_the_ground_truth(graph):  # noqa: F811
     from m2sa_ros.cloud_conversion import cloud_to_points
     from m2sa_ros.msg import SegmentationResult
     from m2sa_ros.msg import Target as TargetMsg
+    from sensor_msgs.msg import PointCloud2
+    from std_msgs.msg import String
+    from visualization_msgs.msg import Marker, MarkerArray
 
     seg = SceneSegmenter()
-    node = graph.add_node(seg, depth_tolerance=0.01)
-    graph.start(node)
+    feed = DepthFeed(graph, seg)
+    node = feed.node
     results = graph.collect(SegmentationResult, "result")
     markers = graph.collect(MarkerArray, "markers")
     clouds = graph.collect(PointCloud2, "target_points")
-    images = graph.publisher(Image, "image", 1)
-    depth_pub = graph.publisher(Image, "depth", 5)
-    info_pub = graph.publisher(CameraInfo, "camera_info", 5)
     commands = graph.publisher(String, "command")
     wait_until(lambda: node.camera().markers_pub.get_subscription_count() > 0
-          and node.camera().points_pub.get_subscription_count() > 0, 10, "the views' subscribers")
+               and node.camera().points_pub.get_subscription_count() > 0, 10, "the views' subscribers")
 
     rows: dict[str, list[dict[str, float]]] = {"object": [], "part": []}
     for seed in range(4):
         scene, sd, targets, truths = _synthetic(seed)
         seg.targets = targets
-        stamp = _now_ns(node)
-        info_pub.publish(_camera_info(sd.camera, stamp))
-        depth_pub.publish(_depth_image(sd.depth, stamp))
-        wait_until(lambda: node.camera().depth.nearest(stamp, 0) is not None
-              and node.camera().camera_info.nearest(stamp, 0) is not None, 10, "depth and camera_info")
-        graph.publish_frame(node, images, _image(scene.image, stamp, frame_id=CAMERA_FRAME))
+        feed.send_scene(_now_ns(node), scene, sd)
         n, m, c = len(results), len(markers), len(clouds)
         commands.publish(String(data="every object and its parts"))
         res = wait_until(lambda: len(results) > n and results[n], 60, "a result")
@@ -228,9 +310,8 @@ def test_without_depth_no_pose_and_an_empty_cloud(module_context):
 
 
 def test_target_points_and_voxel_apply_at_once_and_the_pose_stays(module_context):
-    from rclpy.parameter import Parameter
-
     from m2sa_ros.cloud_conversion import cloud_to_points
+    from rclpy.parameter import Parameter
 
     harness = DirectNode(module_context, BoxSegmenter(), depth_tolerance=0.01, target_points_voxel=0.0)
     try:
@@ -280,53 +361,13 @@ def test_depth_in_another_frame_gives_no_pose_and_one_warning(module_context, ca
         harness.close()
 
 
-def _tracking_node(graph, model):  # noqa: F811
-    """A started node over ``model`` (a TrackingBoxes), its image publisher, and a function
-    sending a flat depth (and camera_info) stamped ``stamp`` and waiting until the node holds both."""
-    from sensor_msgs.msg import CameraInfo, Image
-
-    from test_node_dds import H as DDS_H, W as DDS_W
-
-    node = graph.add_node(model, depth_tolerance=0.01)
-    graph.start(node)
-    images = graph.publisher(Image, "image", 1)
-    depth_pub = graph.publisher(Image, "depth", 5)
-    info_pub = graph.publisher(CameraInfo, "camera_info", 5)
-    k = [80.0, 0.0, 31.5, 0.0, 80.0, 23.5, 0.0, 0.0, 1.0]
-
-    def send_depth(stamp: int, metres: float) -> None:
-        info = CameraInfo(width=DDS_W, height=DDS_H, k=k)
-        info.header.stamp.sec, info.header.stamp.nanosec = divmod(stamp, 10**9)
-        info_pub.publish(info)
-        depth_pub.publish(_depth_image(np.full((DDS_H, DDS_W), metres, np.float32), stamp, "camera_optical"))
-        wait_until(lambda: node.camera().depth.nearest(stamp, 0) is not None
-                   and node.camera().camera_info.nearest(stamp, 0) is not None, 10, "depth and camera_info")
-
-    return node, images, send_depth
-
-
 def test_tracked_frames_carry_the_geometry_and_move_with_the_depth(graph):  # noqa: F811
     from m2sa_ros.cloud_conversion import cloud_to_points
-    from test_node_dds import _scene
-    from test_node_track import Goal, TrackingBoxes, _client
+    from test_node_track import TrackingBoxes
 
-    node, images, send_depth = _tracking_node(graph, TrackingBoxes())
-
-    def frame(seed: int, metres: float) -> None:
-        stamp = _now_ns(node)
-        send_depth(stamp, metres)
-        graph.publish_frame(node, images, _image(_scene(seed=seed), stamp))
-
-    frame(1, 1.0)
-    goal = Goal(graph, _client(graph), command="the mug", request_id="follow-3d")
-    goal.wait_frames(1)
-    depths = [1.0]
-    for i, metres in enumerate((1.4, 0.7)):  # the mug comes closer and goes away: new depth, new frames
-        frame(2 + i, metres)
-        goal.wait_frames(2 + i)
-        depths.append(metres)
-    goal.handle.cancel_goal_async()
-    goal.result()
+    feed = DepthFeed(graph, TrackingBoxes(), "camera_optical")
+    depths = (1.0, 1.4, 0.7)  # the mug comes closer and goes away: new depth, new frames
+    goal, _stamps = _track_through_depths(feed, "follow-3d", depths)
     assert goal.seqs() == [0, 1, 2]
     for feedback, metres in zip(goal.feedback, depths):
         (target,) = feedback.result.targets
@@ -338,28 +379,32 @@ def test_tracked_frames_carry_the_geometry_and_move_with_the_depth(graph):  # no
 
 
 def test_a_tracked_frame_whose_depth_comes_after_its_image_still_gets_its_geometry(graph):  # noqa: F811
-    """A camera driver publishes colour and depth on two topics, and the depth often comes
-    a few ms later; a tracked frame runs the moment its image arrives, so its depth is
-    looked for again once the masks are there (as a command's is)."""
+    """
+    A camera driver publishes colour and depth on two topics, and the depth often comes a few ms later.
+
+    A tracked frame runs the moment its image arrives, so its depth is looked for again
+    once the masks are there (as a command's is).
+    """
     import time
 
     from test_node_dds import _scene
-    from test_node_track import Goal, TrackingBoxes, _client
+    from test_node_track import _client, Goal, TrackingBoxes
 
     model = TrackingBoxes(track_sleep_s=0.5)  # the mask decoder still busy when the depth comes
-    node, images, depth = _tracking_node(graph, model)
+    feed = DepthFeed(graph, model, "camera_optical")
+    node = feed.node
 
     first = _now_ns(node)
-    depth(first, 1.0)
-    graph.publish_frame(node, images, _image(_scene(seed=1), first))
+    feed.send_flat_depth(first, 1.0)
+    feed.send_image(first, _scene(seed=1))
     goal = Goal(graph, _client(graph), command="the mug", request_id="late-depth")
     goal.wait_frames(1)
     calls = model.track_calls
     later = _now_ns(node)
-    graph.publish_frame(node, images, _image(_scene(seed=2), later))  # the image first ...
+    feed.send_image(later, _scene(seed=2))  # the image first ...
     wait_until(lambda: model.track_calls > calls, 10, "the tracked frame to start")
     time.sleep(0.05)
-    depth(later, 1.4)  # ... its depth while the frame is being tracked
+    feed.send_flat_depth(later, 1.4)  # ... its depth while the frame is being tracked
     goal.wait_frames(2)
     goal.handle.cancel_goal_async()
     goal.result()

@@ -1,23 +1,40 @@
-"""Lifecycle hygiene: cleanup hands the model's memory back, a long model load blocks
-neither the lifecycle services nor /diagnostics, and SIGINT (once or twice) or SIGTERM
-end the node with exit status 0 after answering every pending command."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Lifecycle hygiene: memory handed back, services answering during a load, a clean exit.
+
+Cleanup hands the model's memory back, a long model load blocks neither the lifecycle
+services nor /diagnostics, and SIGINT (once or twice) or SIGTERM end the node with exit
+status 0 after answering every pending command.
+"""
 
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import signal
 import subprocess
 import sys
 import textwrap
 import threading
 import time
-from pathlib import Path
-
-import numpy as np
-import pytest
 
 from fake_models import BoxSegmenter
-from node_harness import spinning
+from node_harness import spinning, wait_until
+import numpy as np
+import pytest
 
 pytestmark = pytest.mark.ros
 
@@ -51,12 +68,11 @@ NODE_SCRIPT = textwrap.dedent("""
                          ids=["sigint", "sigint-twice", "sigterm"])
 def test_signals_end_the_node_with_exit_0_and_every_command_answered(tmp_path, signals, ros_context):
     from diagnostic_msgs.msg import DiagnosticArray
+    from m2sa_ros.msg import Command, SegmentationResult
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
-
-    from m2sa_ros.msg import Command, SegmentationResult
 
     script = tmp_path / "node.py"
     script.write_text(NODE_SCRIPT.format(tests=str(ROOT / "tests")))
@@ -64,7 +80,8 @@ def test_signals_end_the_node_with_exit_0_and_every_command_answered(tmp_path, s
     proc = subprocess.Popen([sys.executable, str(script), "--ros-args", "-r", f"__ns:={ns}",
                              # the image and the commands travel on different topics: a command
                              # may overtake the image, so it waits for one
-                             "-p", "wait_for_image:=30.0", "-p", "image_reliability:=reliable", "-p", "max_queue:=4", "-p", "diagnostics_period:=0.1"],
+                             "-p", "wait_for_image:=30.0", "-p", "image_reliability:=reliable", "-p", "max_queue:=4",
+                             "-p", "diagnostics_period:=0.1"],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, cwd=ROOT)
     probe = Node("signal_probe", context=ros_context)
     reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -160,7 +177,8 @@ def test_signals_end_the_node_with_exit_0_and_every_command_answered(tmp_path, s
         cancelled = [r for r in results if r.error.startswith("cancelled: node shutting down")]
         # The commands the node held when the signal came (c1, c2 and the copy of c0 it was
         # thinking on) are cancelled, naming the signal. A copy of c0 that reached the node
-        # once shutdown had begun gets the one other honest answer, "node is not active".
+        # once shutdown had begun gets the same answer, or "node is not active" if it came
+        # before the shutdown's first step.
         assert {"c1", "c2"} <= {r.request_id for r in cancelled}, [(r.request_id, r.error) for r in results]
         assert any(r.request_id in first_ids for r in cancelled), [(r.request_id, r.error) for r in results]
         late = [r for r in results if not r.error.startswith("cancelled: node shutting down")]
@@ -204,10 +222,9 @@ def _rss() -> int:
 def test_cleanup_frees_the_model_memory(module_context):
     import gc
 
+    from m2sa_ros.perception_node import PerceptionNode
     from rclpy.lifecycle import TransitionCallbackReturn
     from rclpy.parameter import Parameter
-
-    from m2sa_ros.perception_node import PerceptionNode
 
     gc.disable()  # only the node's own collection may free the cycle
     node = PerceptionNode(context=module_context, segmenter_factory=lambda _p, _s: HeavySegmenter(),
@@ -235,10 +252,9 @@ def test_cleanup_frees_the_model_memory(module_context):
 def test_model_loading_blocks_neither_lifecycle_services_nor_diagnostics(module_context):
     from diagnostic_msgs.msg import DiagnosticArray
     from lifecycle_msgs.srv import GetState
+    from m2sa_ros.perception_node import PerceptionNode
     from rclpy.node import Node
     from rclpy.parameter import Parameter
-
-    from m2sa_ros.perception_node import PerceptionNode
 
     loading, release = threading.Event(), threading.Event()
 
@@ -284,28 +300,40 @@ def test_model_loading_blocks_neither_lifecycle_services_nor_diagnostics(module_
         node.close()
 
 
+def _waiting_box_node(ros_context, ns: str):
+    """
+    Return an unconfigured in-process node with the box model whose commands wait for a reliable image.
+
+    The test drives its transitions itself (no autostart) and sends the image over DDS.
+    """
+    from m2sa_ros.perception_node import PerceptionNode
+    from rclpy.parameter import Parameter
+
+    return PerceptionNode(context=ros_context, namespace=ns, segmenter_factory=lambda _p, _s: BoxSegmenter(),
+                          parameter_overrides=[Parameter("autostart", value=False),
+                                               Parameter("wait_for_image", value=10.0),
+                                               Parameter("image_reliability", value="reliable")])
+
+
 def test_a_command_that_arrives_while_activation_finishes_is_answered_not_refused(ros_context, monkeypatch):
-    """A planner sends its command as soon as it sees the node's command subscription.
+    """
+    A planner sends its command as soon as it sees the node's command subscription.
+
     Activation opens the subscriptions before it creates the action servers; a command
-    landing in between must be served (the node is becoming active), not answered
-    "node is not active". Here the first action server blocks until the command's result
-    is out, so the command lands in that gap every time."""
+    landing in between must be served (the node is becoming active), not answered "node
+    is not active". Here the first action server blocks until the command's result is
+    out, so the command lands in that gap every time.
+    """
+    from m2sa_ros.msg import Command, SegmentationResult
+    import m2sa_ros.perception_node as node_module
+    from node_harness import good_image
     from rclpy.lifecycle import TransitionCallbackReturn
     from rclpy.node import Node
-    from rclpy.parameter import Parameter
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from sensor_msgs.msg import Image
 
-    import m2sa_ros.perception_node as node_module
-    from m2sa_ros.msg import Command, SegmentationResult
-    from node_harness import good_image
-
     ns = f"/early_{os.getpid()}"
-    node = node_module.PerceptionNode(context=ros_context, namespace=ns,
-                                      segmenter_factory=lambda _p, _s: BoxSegmenter(),
-                                      parameter_overrides=[Parameter("autostart", value=False),
-                                                           Parameter("wait_for_image", value=10.0),
-                                                           Parameter("image_reliability", value="reliable")])
+    node = _waiting_box_node(ros_context, ns)
     probe = Node("early_planner", context=ros_context)
     reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
     results: list = []
@@ -345,4 +373,65 @@ def test_a_command_that_arrives_while_activation_finishes_is_answered_not_refuse
             assert first.success, first.error
     finally:
         probe.destroy_node()
+        node.close()
+
+
+def test_a_goal_accepted_just_before_deactivate_is_answered_with_the_close_reason(ros_context):
+    """
+    A goal accepted in the moment before the node closes runs its execute callback after.
+
+    That is Ctrl-C landing between rclpy's goal response and the execute callback. The
+    planner holds an accepted goal; its answer must say what happened to it, as the
+    queued goals' answers do ("cancelled: node deactivated"), not "node is not active";
+    after activate again the same goal is served.
+    """
+    from m2sa_ros.action import Segment
+    from node_harness import good_image
+    from rclpy.action import ActionClient
+    from rclpy.lifecycle import TransitionCallbackReturn
+    from rclpy.node import Node
+    from rclpy.qos import QoSProfile, ReliabilityPolicy
+    from sensor_msgs.msg import Image
+
+    ns = f"/late_goal_{os.getpid()}"
+    node = _waiting_box_node(ros_context, ns)
+    real_execute = node._on_goal
+    closing = {"on": True}
+
+    def execute_after_the_close(goal_handle, camera=None):
+        if closing["on"]:  # the close runs on another thread while this goal waits to execute
+            closer = threading.Thread(target=node.trigger_deactivate)
+            closer.start()
+            closer.join(30)
+        return real_execute(goal_handle, camera=camera)
+
+    node._on_goal = execute_after_the_close
+    planner = Node("late_goal_planner", context=ros_context)
+    images = planner.create_publisher(Image, f"{ns}/image", QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE))
+    client = ActionClient(planner, Segment, f"{ns}/segment")
+
+    def one_goal(request_id: str):
+        sent = client.send_goal_async(Segment.Goal(command="what can I drink from?", request_id=request_id))
+        handle = wait_until(lambda: sent.done() and sent.result(), 30, "goal response")
+        assert handle.accepted
+        done = handle.get_result_async()
+        return wait_until(lambda: done.done() and done.result(), 30, "goal result").result.result
+
+    try:
+        with spinning(ros_context, node, planner):
+            assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+            assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+            assert client.wait_for_server(timeout_sec=30)
+            late = one_goal("late")
+            assert (late.request_id, late.success, late.error) == ("late", False, "cancelled: node deactivated")
+            closing["on"] = False
+            assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+            assert client.wait_for_server(timeout_sec=30)
+            wait_until(lambda: images.get_subscription_count() > 0, 30, "the image subscription")
+            images.publish(good_image(1))
+            served = one_goal("served")
+            assert served.success, served.error  # the reason is gone with the close it belonged to
+    finally:
+        client.destroy()
+        planner.destroy_node()
         node.close()

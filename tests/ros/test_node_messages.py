@@ -1,18 +1,31 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Result -> SegmentationResult mapping and the diagnostics the node publishes."""
 
 from __future__ import annotations
 
+from m2sa_core.types import Granularity, Result, Target
+from m2sa_ros.diagnostics import ERROR, NodeStats, OK, status_level, WARN
 import numpy as np
 import pytest
-
-from m2sa_core.types import Granularity, Result, Target
-from m2sa_ros.diagnostics import ERROR, OK, WARN, NodeStats, status_level
 
 pytestmark = pytest.mark.ros
 
 
 def _result(h: int = 6, w: int = 8) -> Result:
-    """A part asked for as a complete shape (hidden behind something) and a visible object."""
+    """Return a part asked for as a complete shape (hidden behind something) and a visible object."""
     part = np.zeros((h, w), bool)
     part[1:3, 2:5] = True
     whole = np.zeros((h, w), bool)
@@ -25,11 +38,10 @@ def _result(h: int = 6, w: int = 8) -> Result:
 
 
 def test_every_field_is_mapped():
-    from std_msgs.msg import Header
-
     from m2sa_ros.image_conversion import msg_to_mask
     from m2sa_ros.msg import Target as TargetMsg
     from m2sa_ros.result_conversion import result_to_msg
+    from std_msgs.msg import Header
 
     header = Header(frame_id="cam")
     header.stamp.sec = 9
@@ -82,11 +94,10 @@ def test_mask_of_the_wrong_size_is_refused():
 
 
 def test_centroid_markers_for_rviz():
+    from m2sa_ros.markers import centroid_markers, CENTROID_NS, LABEL_NS
+    from m2sa_ros.result_conversion import result_to_msg
     from std_msgs.msg import Header
     from visualization_msgs.msg import Marker
-
-    from m2sa_ros.markers import CENTROID_NS, LABEL_NS, centroid_markers
-    from m2sa_ros.result_conversion import result_to_msg
 
     header = Header(frame_id="camera_color_optical_frame")
     header.stamp.sec = 4
@@ -141,18 +152,20 @@ def test_diagnostic_array():
 
 
 def test_geometry_fields_from_the_bound_depth_and_their_markers():
-    """pose = box centre and axes (z the normal towards the camera), size, has_pose and points;
-    without geometry an empty, well-formed cloud; the markers add a box and an arrow."""
-    from std_msgs.msg import Header
-    from visualization_msgs.msg import Marker
+    """
+    The pose is the box centre and axes (z the normal towards the camera), with size, has_pose and points.
 
-    from m2sa_ros.centroids import Intrinsics
+    Without geometry an empty, well-formed cloud; the markers add a box and an arrow.
+    """
+    from m2sa_core.camera import Intrinsics
+    from m2sa_core.geometry.registered_depth import register_depth
     from m2sa_ros.cloud_conversion import cloud_to_points
     from m2sa_ros.depth_binding import TargetMeasure
     from m2sa_ros.geometry_conversion import approach
     from m2sa_ros.markers import BOX_NS, CENTROID_NS, LABEL_NS, MIN_BOX_M, NORMAL_NS, target_markers
     from m2sa_ros.result_conversion import result_to_msg
-    from m2sa_ros.target_geometry import register_depth
+    from std_msgs.msg import Header
+    from visualization_msgs.msg import Marker
 
     k = Intrinsics(fx=10.0, fy=10.0, cx=3.5, cy=2.5, width=8, height=6)
     measure = TargetMeasure(register_depth(np.full((6, 8), 1.5, np.float32), k, (6, 8)), centroid_erosion_px=0)
@@ -162,7 +175,8 @@ def test_geometry_fields_from_the_bound_depth_and_their_markers():
                         centroid_fn=measure.centroid, geometry_fn=measure.geometry, with_points=True)
     button, mug = msg.targets
     assert not button.has_pose and button.points.width == 0  # 6 visible pixels < 10: no pose, no cloud
-    assert [f.name for f in button.points.fields] == ["x", "y", "z"] and button.points.header.frame_id == header.frame_id
+    assert [f.name for f in button.points.fields] == ["x", "y", "z"]
+    assert button.points.header.frame_id == header.frame_id
     assert mug.has_pose and mug.has_centroid
     g = measure.geometry(result.targets[1].mask)
     p, o = mug.pose.position, mug.pose.orientation

@@ -1,6 +1,23 @@
-"""One node, several cameras, one model: per-camera topics, service and actions over real
-DDS, one result per command on its own camera's topic with its own camera's frame,
-commands of both cameras batched into one model call, and round-robin fairness.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+One node, several cameras, one model.
+
+Per-camera topics, service and actions over real DDS, one result per command on its
+own camera's topic with its own camera's frame, commands of both cameras batched into
+one model call, and round-robin fairness.
 
 The model is the shipped ``models/m2sa-tiny-synth`` (trained: its answers name targets),
 wrapped to count the model calls and their batch sizes and to hold the first call until
@@ -11,19 +28,18 @@ from __future__ import annotations
 
 import threading
 import time
-from pathlib import Path
 from typing import Any
 
-import pytest
-
 from fake_models import BoxSegmenter
+from m2sa_core.shipped_model import SHIPPED_MODEL
 from m2sa_ros.cameras import check_camera_names
 from m2sa_ros.worker import CommandWorker, Job
 from node_harness import wait_until
-from test_node_dds import Graph, _image, _now_ns, _scene, graph  # noqa: F401
+import pytest
+from test_node_dds import _image, _now_ns, _scene, Graph, graph  # noqa: F401
 from test_node_track import TrackingBoxes
 
-MODEL = Path(__file__).resolve().parents[2] / "models" / "m2sa-tiny-synth"
+MODEL = SHIPPED_MODEL
 HEAD, WRIST = (48, 64), (60, 80)  # (height, width) of each camera's frames: results must carry their own
 
 
@@ -34,22 +50,36 @@ def _drain(worker: CommandWorker, n: int, ran: list) -> None:
         time.sleep(0.01)
 
 
+class _Batching:
+    """A job handler recording what ran together; ``gate`` holds the first run back."""
+
+    def __init__(self, ran: list, gate: threading.Event) -> None:
+        self.ran, self.gate = ran, gate
+
+    def run(self, job: Job) -> None:
+        self.gate.wait(5)
+        self.ran.append([job.payload])
+
+    def run_batch(self, jobs: list[Job]) -> None:
+        self.ran.append([j.payload for j in jobs])
+
+    def reject(self, job: Job, reason: str) -> None:
+        pass
+
+    def crashed(self, job: Job, exc: BaseException) -> None:
+        pass
+
+
 def test_lanes_are_served_round_robin_and_waiting_heads_form_one_batch():
     gate, ran = threading.Event(), []
-
-    def handle(job: Job) -> None:
-        while not gate.is_set():
-            time.sleep(0.005)
-        ran.append([job.payload])
-
-    worker = CommandWorker(handle, lambda job, reason: None, max_queue=4, lanes=("head", "wrist"),
-                           batch_handler=lambda jobs: ran.append([j.payload for j in jobs]), max_batch=2)
+    handler = _Batching(ran, gate)
+    worker = CommandWorker(max_queue=4, lanes=("head", "wrist"), max_batch=2)
     try:
-        assert worker.submit(Job("h0", lane="head"))
+        assert worker.submit(Job("h0", handler, lane="head"))
         wait_until(lambda: worker.busy, 5, "the first job to run")
         for name in ("h1", "h2", "h3"):
-            assert worker.submit(Job(name, lane="head"))
-        assert worker.submit(Job("w0", lane="wrist"))
+            assert worker.submit(Job(name, handler, lane="head"))
+        assert worker.submit(Job("w0", handler, lane="wrist"))
         assert worker.depth_of("head") == 3 and worker.depth_of("wrist") == 1 and worker.depth == 4
         gate.set()
         _drain(worker, 5, ran)
@@ -63,21 +93,15 @@ def test_lanes_are_served_round_robin_and_waiting_heads_form_one_batch():
 
 def test_tracked_frames_never_join_a_batch_and_a_full_lane_does_not_block_another():
     ran: list = []
-    gate = threading.Event()
-
-    def handle(job: Job) -> None:
-        gate.wait(5)
-        ran.append([job.payload])
-
-    worker = CommandWorker(handle, lambda job, reason: None, max_queue=1, lanes=("a", "b"),
-                           batch_handler=lambda jobs: ran.append([j.payload for j in jobs]), max_batch=4)
+    handler = _Batching(ran, threading.Event())
+    worker = CommandWorker(max_queue=1, lanes=("a", "b"), max_batch=4)
     try:
-        worker.submit(Job("a0", lane="a"))
+        worker.submit(Job("a0", handler, lane="a"))
         wait_until(lambda: worker.busy, 5, "the first job to run")
-        assert worker.submit(Job("a1", lane="a")) and not worker.submit(Job("a2", lane="a"))  # a is full
-        assert worker.submit(Job("b0", lane="b"))  # b has a queue of its own
-        assert worker.submit(Job("track-a", lane="a", bounded=False, batchable=False))
-        gate.set()
+        assert worker.submit(Job("a1", handler, lane="a")) and not worker.submit(Job("a2", handler, lane="a"))
+        assert worker.submit(Job("b0", handler, lane="b"))  # b has a queue of its own (a is full)
+        assert worker.submit(Job("track-a", handler, lane="a", bounded=False, batchable=False))
+        handler.gate.set()
         _drain(worker, 4, ran)
         assert ran[0] == ["a0"] and sorted(ran[1]) == ["a1", "b0"] and ran[2] == ["track-a"]
     finally:
@@ -115,7 +139,8 @@ def test_segment_many_with_one_frame_per_command_equals_segment_on_each():
 
 # ----------------------------------------------------------------------------- over DDS
 class CountingSegmenter:
-    """The real Segmenter, counted: ("segment", 1) or ("segment_many", n) per model call.
+    """
+    The real Segmenter, counted: ("segment", 1) or ("segment_many", n) per model call.
 
     ``hold`` keeps the first call waiting until released, so the test can queue commands
     on both cameras behind it - the situation in which they must be batched.
@@ -159,7 +184,7 @@ def model():
 
 
 def _two_camera_node(graph: Graph, seg: Any, **params: Any):  # noqa: F811
-    """A node serving head and wrist, each holding a frame of its own size and frame_id."""
+    """Start a node serving head and wrist, each holding a frame of its own size and frame_id."""
     from sensor_msgs.msg import Image
 
     node = graph.add_node(seg, cameras=["head", "wrist"], **params)
@@ -184,7 +209,6 @@ def _check(result: Any, camera: str) -> None:
 
 def test_two_cameras_each_command_one_result_on_its_own_topic_and_waiting_commands_batched(graph, model):  # noqa: F811
     from diagnostic_msgs.msg import DiagnosticArray
-
     from m2sa_ros.msg import Command, SegmentationResult
 
     seg = CountingSegmenter(model, hold=True)
@@ -220,8 +244,8 @@ def test_two_cameras_each_command_one_result_on_its_own_topic_and_waiting_comman
         return {s.name: {kv.key: kv.value for kv in s.values} for s in array.status}
 
     status = wait_until(lambda: [by_camera(d) for d in diagnostics
-                            if all(v.get("results") == "2" for v in by_camera(d).values())], 10,
-                   "per-camera diagnostics")[-1]
+                                 if all(v.get("results") == "2" for v in by_camera(d).values())], 10,
+                        "per-camera diagnostics")[-1]
     assert sorted(status) == [f"{node.get_fully_qualified_name()}: m2sa perception (head)",
                               f"{node.get_fully_qualified_name()}: m2sa perception (wrist)"]
     assert sorted(v["camera"] for v in status.values()) == ["head", "wrist"]
@@ -230,13 +254,12 @@ def test_two_cameras_each_command_one_result_on_its_own_topic_and_waiting_comman
 
 def test_service_segment_and_track_actions_per_camera(graph):  # noqa: F811
     from action_msgs.msg import GoalStatus
-    from rclpy.action import ActionClient
-    from sensor_msgs.msg import Image
-
     from m2sa_ros.action import Segment as SegmentAction
     from m2sa_ros.action import Track
     from m2sa_ros.msg import SegmentationResult
     from m2sa_ros.srv import Segment
+    from rclpy.action import ActionClient
+    from sensor_msgs.msg import Image
 
     node, _frames = _two_camera_node(graph, TrackingBoxes())
     wrist_results = graph.collect(SegmentationResult, "wrist/result")

@@ -1,13 +1,26 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """Parameter validation and model selection, without ROS."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from m2sa_ros.model_source import resolve_model_source
-from m2sa_ros.node_params import PARAMETERS, ParameterError, validate
+from m2sa_ros.node_params import ParameterError, PARAMETERS, validate
+import pytest
 
 DEFAULTS = {spec.name: spec.default for spec in PARAMETERS}
 
@@ -66,11 +79,14 @@ def test_missing_explicit_model_path_is_an_error(tmp_path: Path):
 
 
 def test_cpu_threads_is_how_many_threads_torch_runs_the_model_with():
-    """One by default: with more, threads waiting for each other at every operation stall
-    when the robot's other processes share the cores (bench/bench_cpu_contention.py)."""
-    import torch
+    """
+    The cpu_threads parameter is how many threads torch runs the model with, one by default.
 
+    With more, threads waiting for each other at every operation stall when the robot's
+    other processes share the cores (bench/bench_cpu_contention.py).
+    """
     from m2sa_ros.perception_node import load_segmenter
+    import torch
 
     before = torch.get_num_threads()
     source = resolve_model_source("", "tiny", candidates=[])
@@ -87,10 +103,39 @@ def test_cpu_threads_is_how_many_threads_torch_runs_the_model_with():
 
 def test_dtype_parameter_takes_the_names_the_model_loader_takes():
     """node_params stays free of torch, so it keeps its own copy of the names; every one must load."""
-    from m2sa_core.inference import DTYPE_NAMES, dtype_from_name
+    from m2sa_core.inference import dtype_from_name, DTYPE_NAMES
     from m2sa_ros.node_params import DTYPES
 
     assert DTYPES == ("", *DTYPE_NAMES)
     assert dtype_from_name("") is None and all(dtype_from_name(name) is not None for name in DTYPE_NAMES)
     with pytest.raises(ValueError, match="float64"):
         dtype_from_name("float64")
+
+
+def test_reading_the_parameters_imports_neither_torch_nor_opencv():
+    """
+    The launch file, ``ros2 param`` checks and the docs' table read the parameters.
+
+    That must not cost the seconds torch and OpenCV take to import (nor need them).
+    """
+    import subprocess
+    import sys
+
+    code = ("import sys, m2sa_ros.node_params, m2sa_ros.camera_names\n"
+            "print(sorted(m for m in ('torch', 'cv2') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
+
+
+def test_descriptions_give_reasons_not_run_numbers():
+    """
+    ``ros2 param describe`` prints these to robot engineers.
+
+    A reason they can act on, never a reference into the lab notebook's history (its figures
+    live in bench/RESULTS.md).
+    """
+    import re
+
+    history = re.compile(r"\bruns? \d+|\(run\b|\b\d+ of \d+ held-out|\blab notebook\b", re.IGNORECASE)
+    for spec in PARAMETERS:
+        assert not history.search(spec.description), f"{spec.name}: {spec.description}"

@@ -1,16 +1,32 @@
-"""What a real robot and planner need from the node, driven through its callbacks:
-depth bound before a slow model runs, depth in another frame refused, request ids on
-every path, and parameters that apply at once or say they wait for configure."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+What a real robot and planner need from the node, driven through its callbacks.
+
+Depth bound before a slow model runs, depth in another frame refused, request ids on
+every path, and parameters that apply at once or say they wait for configure.
+"""
 
 from __future__ import annotations
 
 import threading
 
+from fake_models import BoxSegmenter
+from node_harness import DirectNode, good_image, H, W
 import numpy as np
 import pytest
-
-from fake_models import BoxSegmenter
-from node_harness import DirectNode, H, W, good_image
 
 pytestmark = pytest.mark.ros
 
@@ -191,9 +207,8 @@ def test_request_ids_on_the_typed_topic_and_the_service(module_context):
 
 
 def test_parameters_have_ranges_and_runtime_ones_apply_at_once(module_context, capfd):
-    from rclpy.parameter import Parameter
-
     from m2sa_ros.node_params import PARAMETERS
+    from rclpy.parameter import Parameter
 
     seg = BoxSegmenter()
     harness = DirectNode(module_context, seg)

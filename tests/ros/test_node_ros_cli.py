@@ -1,4 +1,19 @@
-"""What the ``ros2`` CLI shows of the node, checked with the rclpy calls ros2cli makes.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+What the ``ros2`` CLI shows of the node, checked with the rclpy calls ros2cli makes.
 
 ros2cli is not on PyPI, so each check goes through what ``ros2 param describe / get /
 set`` and ``ros2 action send_goal`` use underneath (the parameter services through
@@ -16,17 +31,16 @@ rclpy's AsyncParameterClient, an ActionClient) or reads the node's own log (stde
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import signal
 import subprocess
 import sys
 import threading
-from pathlib import Path
 from typing import Any
-
-import pytest
 
 from fake_models import BoxSegmenter
 from node_harness import spinning, wait_until
+import pytest
 
 pytestmark = pytest.mark.ros
 
@@ -40,13 +54,12 @@ def _done(future: Any, what: str) -> Any:
 
 @pytest.fixture
 def served(ros_context):
-    """A configured, active node (box model) and a client node, both spinning; the parameter client."""
+    """Yield a configured, active node (box model) and a client node, both spinning; the parameter client."""
+    from m2sa_ros.perception_node import PerceptionNode
     from rclpy.lifecycle import TransitionCallbackReturn
     from rclpy.node import Node
     from rclpy.parameter import Parameter
     from rclpy.parameter_client import AsyncParameterClient
-
-    from m2sa_ros.perception_node import PerceptionNode
 
     seg = BoxSegmenter()
     name = f"cli_node_{os.getpid()}"
@@ -66,14 +79,13 @@ def served(ros_context):
 
 
 def _node_lines(err: str, node: Any) -> list[str]:
-    """The lines the node itself logged (its logger is its name)."""
+    """Return the lines the node itself logged (its logger is its name)."""
     return [line for line in err.splitlines() if f"[{node.get_name()}]" in line]
 
 
 def test_describe_and_get_show_every_parameter_with_its_declared_type(served):
-    from rcl_interfaces.msg import ParameterType
-
     from m2sa_ros.node_params import PARAMETERS, ros_type
+    from rcl_interfaces.msg import ParameterType
 
     _node, _client, params, _seg = served
     names = [spec.name for spec in PARAMETERS]
@@ -108,10 +120,9 @@ def test_an_integer_for_a_double_is_converted_and_the_parameter_stays_a_double(s
 
 def test_start_up_overrides_keep_the_declared_types(ros_context):
     """``-p mask_threshold:=1`` and ``-p cameras:=[]`` (what ros2 launch and params files give)."""
+    from m2sa_ros.perception_node import PerceptionNode
     import rclpy
     from rclpy.parameter import Parameter
-
-    from m2sa_ros.perception_node import PerceptionNode
 
     context = rclpy.Context()
     rclpy.init(context=context, args=["--ros-args", "-p", "mask_threshold:=1", "-p", "cameras:=[]",
@@ -160,10 +171,9 @@ def test_an_accepted_parameter_set_logs_no_refusal(served, capfd):
 
 
 def test_deactivate_and_a_goal_rejected_while_inactive_each_log_one_line(served, capfd):
+    from m2sa_ros.action import Segment, Track
     from rclpy.action import ActionClient
     from rclpy.lifecycle import TransitionCallbackReturn
-
-    from m2sa_ros.action import Segment, Track
 
     node, client, _params, _seg = served
     segment = ActionClient(client, Segment, "segment")

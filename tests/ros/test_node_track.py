@@ -1,7 +1,24 @@
-"""The ``track`` action over real DDS: the answer, then tracked frames without the
-language model, and every way a track ends (cancel, timeout, lost, bad goal, the node
-deactivating) with exactly one final result; two tracks and an ordinary command share
-the worker without starving it."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The ``track`` action over real DDS.
+
+The answer, then tracked frames without the language model, and every way a track
+ends (cancel, timeout, lost, bad goal, the node deactivating) with exactly one final
+result; two tracks and an ordinary command share the worker without starving it.
+"""
 
 from __future__ import annotations
 
@@ -9,13 +26,14 @@ import threading
 import time
 from typing import Any
 
-import numpy as np
-import pytest
-import torch
-
 from fake_models import BoxSegmenter
 from node_harness import wait_until
-from test_node_dds import Graph, ScriptedSegmenter, _image, _now_ns, _scene, graph, tiny  # noqa: F401
+import numpy as np
+import pytest
+
+# graph and tiny are pytest fixtures, found by their names (hence F401 here, F811 on the parameters).
+from test_node_dds import _image, _now_ns, _scene, Graph, graph, ScriptedSegmenter, tiny  # noqa: F401
+import torch
 
 pytestmark = pytest.mark.ros
 
@@ -68,7 +86,7 @@ class TrackingScripted(ScriptedSegmenter):
 class Goal:
     """One Track goal from the test client: its feedback as it comes, and its one result."""
 
-    def __init__(self, graph: Graph, client: Any, **fields: Any) -> None:
+    def __init__(self, graph: Graph, client: Any, **fields: Any) -> None:  # noqa: F811 - the fixture's value
         from m2sa_ros.action import Track
 
         self.feedback: list = []
@@ -93,31 +111,36 @@ class Goal:
         return wait_until(lambda: self._result.done() and self._result.result(), timeout, "the track's result")
 
 
-def _client(graph: Graph):
-    from rclpy.action import ActionClient
-
+def _client(graph: Graph):  # noqa: F811 - the fixture's value
     from m2sa_ros.action import Track
+    from rclpy.action import ActionClient
 
     client = ActionClient(graph.client, Track, "track")
     wait_until(client.server_is_ready, 10, "the track action")
     return client
 
 
-def test_answer_then_tracked_frames_without_the_language_model_then_cancel(graph, tiny):  # noqa: F811
-    from action_msgs.msg import GoalStatus
+def _started(graph: Graph, seg) -> tuple[Any, Any, list]:  # noqa: F811
+    """Start a node over ``seg`` and give it a first frame: (node, image publisher, results as they come)."""
+    from m2sa_ros.msg import SegmentationResult
     from sensor_msgs.msg import Image
 
-    from m2sa_ros.msg import SegmentationResult
+    node = graph.add_node(seg)
+    graph.start(node)
+    results = graph.collect(SegmentationResult, "result")
+    images = graph.publisher(Image, "image", 1)
+    graph.publish_frame(node, images, _image(_scene(seed=1), _now_ns(node)))
+    return node, images, results
+
+
+def test_answer_then_tracked_frames_without_the_language_model_then_cancel(graph, tiny):  # noqa: F811
+    from action_msgs.msg import GoalStatus
 
     seg = TrackingScripted(tiny)
     lm_calls = [0]
     hook = seg.real.model.llm.lm_head.register_forward_hook(lambda *_: lm_calls.__setitem__(0, lm_calls[0] + 1))
     try:
-        node = graph.add_node(seg)
-        graph.start(node)
-        results = graph.collect(SegmentationResult, "result")
-        images = graph.publisher(Image, "image", 1)
-        graph.publish_frame(node, images, _image(_scene(seed=1), _now_ns(node)))
+        node, images, results = _started(graph, seg)
         goal = Goal(graph, _client(graph), command="turn on the TV", request_id="follow-1")
         goal.wait_frames(1)
         answer = goal.feedback[0].result
@@ -157,15 +180,11 @@ def test_answer_then_tracked_frames_without_the_language_model_then_cancel(graph
         hook.remove()
 
 
-def test_timeout_lost_and_a_bad_goal_each_end_with_their_reason(graph):
+def test_timeout_lost_and_a_bad_goal_each_end_with_their_reason(graph):  # noqa: F811 - the fixture's value
     from action_msgs.msg import GoalStatus
-    from sensor_msgs.msg import Image
 
     seg = TrackingBoxes(track_score=0.1)
-    node = graph.add_node(seg)
-    graph.start(node)
-    images = graph.publisher(Image, "image", 1)
-    graph.publish_frame(node, images, _image(_scene(seed=1), _now_ns(node)))
+    node, images, _results = _started(graph, seg)
     client = _client(graph)
 
     timed = Goal(graph, client, command="the mug", timeout=0.3)
@@ -192,19 +211,13 @@ def test_timeout_lost_and_a_bad_goal_each_end_with_their_reason(graph):
     assert bad.seqs() == [] and seg.calls == 2  # the bad goal never reached the model
 
 
-def test_two_tracks_and_a_command_share_the_worker_and_deactivate_ends_both(graph):
+def test_two_tracks_and_a_command_share_the_worker_and_deactivate_ends_both(graph):  # noqa: F811 - the fixture's value
     from action_msgs.msg import GoalStatus
-    from sensor_msgs.msg import Image
-
-    from m2sa_ros.msg import Command, SegmentationResult
-    from m2sa_ros.perception_node import TrackFrame
+    from m2sa_ros.msg import Command
+    from m2sa_ros.track_action import TrackFrame
 
     seg = TrackingBoxes(track_sleep_s=0.02)
-    node = graph.add_node(seg)
-    graph.start(node)
-    results = graph.collect(SegmentationResult, "result")
-    images = graph.publisher(Image, "image", 1)
-    graph.publish_frame(node, images, _image(_scene(seed=1), _now_ns(node)))
+    node, _images, results = _started(graph, seg)
 
     # Whenever a tracked frame is queued, that track has none waiting already.
     worker = node._pipeline.worker
@@ -258,17 +271,18 @@ def test_two_tracks_and_a_command_share_the_worker_and_deactivate_ends_both(grap
     assert seg.calls == 3  # two answers and the ordinary command: tracked frames never call segment
 
 
-def test_a_track_ended_by_deactivate_gets_its_result_even_when_the_send_is_late(graph, monkeypatch):
-    """rclpy sends a goal's result from an executor task after the goal ends; a busy
-    executor runs that task late. Deactivate must not destroy the action server under
-    it: the goal's one result still arrives, new goals are refused while inactive, and
-    cleanup removes the action."""
+def test_a_track_ended_by_deactivate_gets_its_result_even_when_the_send_is_late(graph, monkeypatch):  # noqa: F811
+    """
+    A goal's result goes out from an executor task after the goal ends (rclpy); a busy executor runs it late.
+
+    Deactivate must not destroy the action server under it: the goal's one result
+    still arrives, new goals are refused while inactive, and cleanup removes the
+    action.
+    """
     from action_msgs.msg import GoalStatus
+    from m2sa_ros.action import Track
     from rclpy.action.server import ActionServer
     from rclpy.lifecycle import TransitionCallbackReturn
-    from sensor_msgs.msg import Image
-
-    from m2sa_ros.action import Track
 
     send = ActionServer._send_result_response
 
@@ -276,9 +290,7 @@ def test_a_track_ended_by_deactivate_gets_its_result_even_when_the_send_is_late(
         time.sleep(0.5)  # the executor was busy elsewhere
         return send(self, request_header, future)
 
-    node = graph.add_node(TrackingBoxes())
-    graph.start(node)
-    graph.publish_frame(node, graph.publisher(Image, "image", 1), _image(_scene(seed=1), _now_ns(node)))
+    node, _images, _results = _started(graph, TrackingBoxes())
     client = _client(graph)
     goal = Goal(graph, client, command="the mug", request_id="late")
     goal.wait_frames(1)
@@ -291,3 +303,36 @@ def test_a_track_ended_by_deactivate_gets_its_result_even_when_the_send_is_late(
     assert not wait_until(lambda: refused.done() and refused.result(), 30, "the refusal").accepted
     assert node.trigger_cleanup() == TransitionCallbackReturn.SUCCESS
     wait_until(lambda: not client.server_is_ready(), 10, "the track action to go away")
+
+
+def test_a_model_failure_on_a_tracked_frame_ends_that_track_and_the_node_goes_on(graph):  # noqa: F811
+    """
+    The pipeline runs the tracked frame.
+
+    Its failure is the track's end (with the frame's header in the final result),
+    not the node's, and commands still run.
+    """
+    from action_msgs.msg import GoalStatus
+    from m2sa_ros.msg import Command
+
+    class FailingTrack(TrackingBoxes):
+
+        def track(self, image, prompts, previous=None, **kwargs):
+            self.track_calls += 1
+            raise RuntimeError("SAM fell over")
+
+    seg = FailingTrack()
+    node, images, results = _started(graph, seg)
+    goal = Goal(graph, _client(graph), command="the mug", request_id="failing")
+    goal.wait_frames(1)  # the first answer, from the full model
+    graph.publish_frame(node, images, _image(_scene(seed=2), _now_ns(node)))
+    done = goal.result()
+    assert done.status == GoalStatus.STATUS_ABORTED
+    assert done.result.reason == "error: model failure: RuntimeError: SAM fell over"
+    final = done.result.result
+    assert not final.success and final.request_id == "failing" and final.error.endswith("SAM fell over")
+    assert (final.height, final.width) == (48, 64) and seg.track_calls == 1 and goal.seqs() == [0]
+
+    graph.publisher(Command, "command_stamped").publish(Command(request_id="after", text="the cup"))
+    wait_until(lambda: any(r.request_id == "after" for r in results), 30, "the next command's result")
+    assert next(r for r in results if r.request_id == "after").success

@@ -1,17 +1,41 @@
-"""examples/planner_client.py against a live node: request ids, feedback, masks,
-centroids and the press point and approach direction in one round trip, and cancel."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+examples/planner_client.py against a live node.
+
+Request ids, feedback, masks, centroids and the press point and approach direction
+in one round trip, and cancel.
+
+The script is also run as a user runs it, a process of its own talking to the node
+over DDS: its exit status and what it prints, with and without a cancel, in brief and
+with no action server at all (each of these once ended in an abort at exit).
+"""
 
 from __future__ import annotations
 
 import importlib.util
+import os
+from pathlib import Path
+import subprocess
+import sys
 import threading
 import time
-from pathlib import Path
-
-import pytest
 
 from fake_models import BoxSegmenter
 from node_harness import good_image, spinning
+import pytest
 
 pytestmark = pytest.mark.ros
 
@@ -50,31 +74,50 @@ class SlowBoxes(BoxSegmenter):
         return super().segment(image, command)
 
 
+def _planner_node(ros_context, seg: SlowBoxes, namespace: str, **params):
+    """
+    Build the perception node a planner talks to.
+
+    It autostarts over ``seg``, waits for no image and matches depth within 10 ms;
+    ``params`` are further parameters (``target_frame``, ...).
+    """
+    from m2sa_ros.perception_node import PerceptionNode
+    from rclpy.parameter import Parameter
+
+    params = {"wait_for_image": 0.0, "depth_tolerance": 0.01, **params}
+    return PerceptionNode("planner_target", context=ros_context, namespace=namespace,
+                          segmenter_factory=lambda _p, _s: seg,
+                          parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+
+
+def _give_a_frame_with_depth(node) -> None:
+    """
+    Wait until the spinning node is active, then hand it the frame every command uses.
+
+    node_harness's image at 4 s with test_node_robot's depth (2 m) and camera_info.
+    """
+    from test_node_robot import _depth, _info
+
+    for _ in range(300):
+        if node.lifecycle_state() == "active":
+            break
+        time.sleep(0.05)
+    node._on_depth(_depth(4 * 10**9, 2.0))
+    node._on_camera_info(_info(4 * 10**9))
+    node._on_image(good_image(4))
+
+
 @pytest.fixture
 def live_node(ros_context):
     from rclpy.node import Node
-    from rclpy.parameter import Parameter
-
-    from m2sa_ros.perception_node import PerceptionNode
 
     seg = SlowBoxes()
-    node = PerceptionNode("planner_target", context=ros_context, namespace="/arm_camera",
-                          segmenter_factory=lambda _p, _s: seg,
-                          parameter_overrides=[Parameter("wait_for_image", value=0.0),
-                                               Parameter("depth_tolerance", value=0.01)])
+    node = _planner_node(ros_context, seg, "/arm_camera")
     client = Node("planner", context=ros_context)
     try:
         with spinning(ros_context, node, client, threads=8):
             try:
-                for _ in range(300):
-                    if node.lifecycle_state() == "active":
-                        break
-                    time.sleep(0.05)
-                from test_node_robot import _depth, _info
-
-                node._on_depth(_depth(4 * 10**9, 2.0))
-                node._on_camera_info(_info(4 * 10**9))
-                node._on_image(good_image(4))
+                _give_a_frame_with_depth(node)
                 yield node, client, seg
             finally:
                 seg.hold.set()  # before the executor stops: a held generation would keep it busy
@@ -116,3 +159,55 @@ def test_cancel_returns_a_cancelled_outcome(live_node):
     seg.hold.clear()  # generation never ends by itself
     outcome = planner.segment("the whole mug, please", request_id="grasp-43", cancel_after_s=0.3, timeout_s=60)
     assert outcome.status == "canceled" and outcome.error.startswith("cancelled") and not outcome.targets
+
+
+# --------------------------------------------------------------------------- the script, as a user runs it
+PRESS_LINE = ("press/grasp at (-0.150, -0.100, 2.000) m, approach along (+0.000, +0.000, -1.000) (towards the "
+              "camera), box 45.0 x 35.0 x 0.0 cm, 80 points")
+
+
+def _run_script(*args: str) -> subprocess.CompletedProcess:
+    """Return the example in a process of its own (same ROS domain as the test's node)."""
+    done = subprocess.run([sys.executable, str(EXAMPLE), *args], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ))
+    # An interpreter that aborts at exit prints this and exits 134, whatever the goal did.
+    assert "terminate called" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    return done
+
+
+def test_script_prints_the_press_point_and_exits_0(live_node):
+    done = _run_script("the whole mug, please", "--namespace", "/arm_camera", "--request-id", "grasp-50")
+    assert done.returncode == 0, done.stdout + done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0] == "request grasp-50: succeeded"
+    assert any(line.strip().startswith("mug_1: complete mask, 100 px, box (8, 6, 10, 8)") for line in lines), lines
+    assert f"    {PRESS_LINE}" in lines, lines
+    assert any(line.startswith("  feedback: encoding -> generating") for line in lines), lines
+
+
+def test_script_brief_prints_labels_and_press_points_only(live_node):
+    done = _run_script("the whole mug, please", "--namespace", "/arm_camera", "--request-id", "grasp-51", "--brief")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.splitlines() == [
+        "request grasp-51: succeeded",
+        "  answer: It is the mug_1.",
+        "  mug_1: press at (-0.150, -0.100, 2.000) m, approach (+0.000, +0.000, -1.000)",
+    ], done.stdout
+
+
+def test_script_cancel_is_a_clean_exit_0(live_node):
+    _node, _client, seg = live_node
+    seg.hold.clear()  # generation never ends by itself: only the cancel ends the goal
+    done = _run_script("the whole mug, please", "--namespace", "/arm_camera", "--request-id", "grasp-52",
+                       "--cancel-after", "0.5")
+    assert done.returncode == 0, done.stdout + done.stderr
+    first = done.stdout.splitlines()[0]
+    assert first.startswith("request grasp-52: canceled (cancelled"), done.stdout
+    assert "press/grasp" not in done.stdout  # a cancelled goal has no targets
+
+
+def test_script_without_an_action_server_says_so_and_exits_0():
+    done = _run_script("the mug", "--namespace", "/nobody_serves_here", "--timeout", "2")
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout == ""
+    assert done.stderr.splitlines() == ["no action server /nobody_serves_here/segment within 2 s"], done.stderr

@@ -1,4 +1,19 @@
-"""m2sa_ros.rclpy_compat: Humble's stand-in for pre/post-set parameter callbacks behaves as rclpy's own.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+m2sa_ros.rclpy_compat: Humble's stand-in for pre/post-set parameter callbacks behaves as rclpy's own.
 
 Humble's rclpy has neither ``add_pre_set_parameters_callback`` nor
 ``add_post_set_parameters_callback``, and no Humble wheels exist to run it. But a node of
@@ -16,11 +31,10 @@ pytestmark = pytest.mark.ros
 
 
 def _probe_node(context, mode: str):
+    from m2sa_ros import rclpy_compat
     from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
     from rclpy.node import Node
     from rclpy.parameter import Parameter
-
-    from m2sa_ros import rclpy_compat
 
     node = Node(f"compat_probe_{mode}", context=context)
     node.declare_parameter("gain", 1.0, ParameterDescriptor(
@@ -60,7 +74,7 @@ def _probe_node(context, mode: str):
 
 
 def _scenario(context, mode: str) -> list:
-    """The same sets in either mode; returns everything observable, in order."""
+    """Return the same sets in either mode; returns everything observable, in order."""
     from rcl_interfaces.srv import SetParameters
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.parameter import Parameter

@@ -1,4 +1,19 @@
-"""A terminal Ctrl-C under ``ros2 launch`` ends the installed node cleanly.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+A terminal Ctrl-C under ``ros2 launch`` ends the installed node cleanly.
 
 The node gets SIGINT from the terminal, a second SIGINT forwarded by launch anywhere from
 0 to 2 s later, and SIGTERM 5 s after the first if it is still running (node_process.py).
@@ -11,17 +26,23 @@ space's ``lib/m2sa_ros/perception_node`` is checked the same way in test_colcon_
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import sys
 import time
-from pathlib import Path
 from typing import Any
 
+from node_harness import spinning
+from node_process import (
+    answer_then_ctrl_c,
+    assert_clean_exit,
+    ctrl_c_under_launch,
+    in_background,
+    NodeProcess,
+    start_active_node,
+    wait_done,
+)
 import numpy as np
 import pytest
-
-from node_harness import spinning
-from node_process import (NodeProcess, answer_then_ctrl_c, assert_clean_exit, ctrl_c_under_launch, in_background,
-                          start_active_node, wait_done)
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -44,7 +65,7 @@ def test_ctrl_c_under_launch_answers_pending_commands_and_exits_0(ros_context, s
 
 
 def _tv_scene() -> np.ndarray:
-    """A synthetic scene with a television set, for which the shipped model names one target."""
+    """Return a synthetic scene with a television set, for which the shipped model names one target."""
     from m2sa_core.data.synthetic.scene import render_scene
 
     scene = render_scene(np.random.default_rng(3), size=320)
@@ -54,12 +75,11 @@ def _tv_scene() -> np.ndarray:
 
 @pytest.mark.parametrize("second_sigint_after", [0.4, 1.0], ids=["second-0.4s", "second-1.0s"])
 def test_ctrl_c_under_launch_ends_a_running_track_with_its_result_and_exits_0(ros_context, second_sigint_after):
+    from m2sa_ros.action import Track
+    from m2sa_ros.image_conversion import rgb_to_msg
     from rclpy.action import ActionClient
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, ReliabilityPolicy
-
-    from m2sa_ros.action import Track
-    from m2sa_ros.image_conversion import rgb_to_msg
 
     ns = f"/ctrl_c_track_{os.getpid()}_{int(second_sigint_after * 1000)}"
     node = start_node(ns, "-p", "image_reliability:=reliable")

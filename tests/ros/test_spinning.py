@@ -1,4 +1,19 @@
-"""The node's executor survives a subscription destroyed while the wait set is built.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The node's executor survives a subscription destroyed while the wait set is built.
 
 The race is made deterministic with real rclpy objects: the subscription's own QoS
 event handler destroys the subscription at the moment the executor adds it to the wait
@@ -17,7 +32,7 @@ pytestmark = pytest.mark.ros
 
 
 def _destroyed_while_adding(node, topic: str):
-    """A subscription whose first event handler destroys it from inside add_to_wait_set."""
+    """Return a subscription whose first event handler destroys it from inside add_to_wait_set."""
     from std_msgs.msg import String
 
     sub = node.create_subscription(String, topic, lambda _m: None, 1)
@@ -66,9 +81,8 @@ def test_plain_spin_dies_of_the_race_in_this_rclpy(graph):
 
 
 def test_spin_goes_on_after_the_race_and_still_delivers(graph):
-    from std_msgs.msg import String
-
     from m2sa_ros.executor_spin import spin_through_destroyed_entities
+    from std_msgs.msg import String
 
     node, executor = graph
     got, pub = _deliveries(node, "alive")

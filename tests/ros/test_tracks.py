@@ -1,15 +1,32 @@
-"""The track state machine without DDS: frames due, sequence numbers, rate, timeout,
-lost rule, and one end per track with the first reason given."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The track state machine without DDS.
+
+Frames due, sequence numbers, rate, timeout, lost rule, and one end per track
+with the first reason given.
+"""
 
 from __future__ import annotations
-
-import numpy as np
-import pytest
-import torch
 
 from m2sa_core.inference.tracking import TrackState
 from m2sa_core.types import Granularity, Result, Target
 from m2sa_ros.tracks import CANCELLED, LOST, TIMEOUT, Track, TrackSet, TrackSettings
+import numpy as np
+import pytest
+import torch
 
 
 def _result(score: float, n: int = 1) -> Result:
@@ -122,16 +139,29 @@ def test_tracked_frames_wait_in_the_worker_queue_outside_max_queue():
     from m2sa_ros.worker import CommandWorker, Job
 
     release, ran, rejected = threading.Event(), [], []
-    worker = CommandWorker(lambda job: (release.wait(10), ran.append(job.payload)),
-                           lambda job, reason: rejected.append(job.payload), max_queue=1)
+
+    class Handler:
+
+        def run(self, job: Job) -> None:
+            release.wait(10)
+            ran.append(job.payload)
+
+        def reject(self, job: Job, reason: str) -> None:
+            rejected.append(job.payload)
+
+        def crashed(self, job: Job, exc: BaseException) -> None:
+            raise AssertionError(f"{job.payload} crashed: {exc}")
+
+    handler = Handler()
+    worker = CommandWorker(max_queue=1)
     try:
-        assert worker.submit(Job(payload="running"))
+        assert worker.submit(Job(payload="running", handler=handler))
         while not worker.busy:
             release.wait(0.01)
-        assert worker.submit(Job(payload="frame-a", bounded=False))
-        assert worker.submit(Job(payload="command"))
-        assert not worker.submit(Job(payload="command-2"))  # max_queue 1: commands only
-        assert worker.submit(Job(payload="frame-b", bounded=False))
+        assert worker.submit(Job(payload="frame-a", handler=handler, bounded=False))
+        assert worker.submit(Job(payload="command", handler=handler))
+        assert not worker.submit(Job(payload="command-2", handler=handler))  # max_queue 1: commands only
+        assert worker.submit(Job(payload="frame-b", handler=handler, bounded=False))
         assert worker.depth == 1
         release.set()
         while len(ran) < 4:

@@ -1,4 +1,19 @@
-"""bench/bench_node.py and bench/soak_node.py run (quick mode) and count correctly.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+bench/bench_node.py and bench/soak_node.py run (quick mode) and count correctly.
 
 No timed assertions: the figures belong in bench/RESULTS.md. What is checked is what a
 reader of those figures relies on: every command sent is counted, its single result is
@@ -7,18 +22,14 @@ matched to it, and a lost or duplicated result would be reported as such.
 
 from __future__ import annotations
 
-import sys
+from pathlib import Path
 import threading
 import types
-from pathlib import Path
 
+from bench import node_load
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
-if str(ROOT) not in sys.path:
-    sys.path.insert(0, str(ROOT))
-
-from bench import node_load  # noqa: E402
 
 
 def _fake_robot(outcomes: dict, images: int = 10, unknown: int = 0):
@@ -27,12 +38,12 @@ def _fake_robot(outcomes: dict, images: int = 10, unknown: int = 0):
 
 
 def test_summary_reports_lost_duplicated_and_keep_latest_drops():
-    O = node_load.Outcome
+    Outcome = node_load.Outcome
     outcomes = {
-        "a": O(sent_at=1.0, results=[(1.5, True, "", 100, 2)]),
-        "b": O(sent_at=2.0, results=[(2.1, False, "queue full: 4 commands already waiting", 100, 0)]),
-        "c": O(sent_at=3.0, results=[(3.2, True, "", 200, 1), (3.3, True, "", 200, 1)]),
-        "d": O(sent_at=4.0),
+        "a": Outcome(sent_at=1.0, results=[(1.5, True, "", 100, 2)]),
+        "b": Outcome(sent_at=2.0, results=[(2.1, False, "queue full: 4 commands already waiting", 100, 0)]),
+        "c": Outcome(sent_at=3.0, results=[(3.2, True, "", 200, 1), (3.3, True, "", 200, 1)]),
+        "d": Outcome(sent_at=4.0),
     }
     s = node_load.summarise(_fake_robot(outcomes, images=10, unknown=1))
     assert (s["commands"], s["results"], s["lost"], s["duplicated"]) == (4, 4, 1, 1)
@@ -78,8 +89,11 @@ def test_bench_node_quick_runs_and_every_command_has_one_result(tmp_path):
 @pytest.mark.ros
 @pytest.mark.slow
 def test_bench_node_on_simulated_time_answers_every_command(tmp_path):
-    """--clock-hz: the robot publishes /clock and the node runs on it, as under a simulator
-    (where a 5 ms GIL switch interval once stalled every command for seconds)."""
+    """
+    With --clock-hz the robot publishes /clock and the node runs on it, as under a simulator.
+
+    There a 5 ms GIL switch interval once stalled every command for seconds.
+    """
     from bench import bench_node
 
     # A queue as long as the run (6 commands): on a loaded CI core the answers can fall behind

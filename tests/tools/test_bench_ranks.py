@@ -1,3 +1,17 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """bench/bench_ranks.py: one training process against data-parallel ranks, by the real commands."""
 
 from __future__ import annotations
@@ -5,9 +19,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
-
 from bench.bench_ranks import main, seconds_per_step
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -1,13 +1,26 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
 """bench/bench_refiner.py: the refiner's cost, timed against the same weights without it."""
 
 from __future__ import annotations
 
 import json
 
-import torch
-
-from bench.bench_refiner import SHIPPED_MODEL, main, without_refiner
+from bench.bench_refiner import main, SHIPPED_MODEL, without_refiner
 from m2sa_core.inference import Segmenter
+import torch
 
 
 def test_the_plain_copy_keeps_the_weights_and_drops_only_the_refiner():

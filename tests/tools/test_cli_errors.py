@@ -1,4 +1,19 @@
-"""Every command-line tool answers bad input with one line on stderr, never a traceback.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Every command-line tool answers bad input with one line on stderr, never a traceback.
 
 The tools are driven the way a user meets them: through their console entry points,
 with a missing file, a malformed file, the wrong kind of directory, an unknown key, a
@@ -8,19 +23,18 @@ corrupted checkpoint or bag.
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 import shutil
 import subprocess
 import sys
 import tomllib
-from pathlib import Path
 
+from m2sa_core.cli_errors import cli_entry, DEBUG_ENV, one_line
+from m2sa_core.shipped_model import SHIPPED_MODEL
 import pytest
-
-from m2sa_core.cli_errors import DEBUG_ENV, cli_entry, one_line
 
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
-SHIPPED_MODEL = ROOT / "models" / "m2sa-tiny-synth"
 
 
 def entry_point(prog: str):
@@ -64,8 +78,9 @@ def files(tmp_path: Path) -> dict[str, Path]:
     bag = tmp_path / "broken_bag"
     bag.mkdir()
     (bag / "metadata.yaml").write_text("rosbag2_bagfile_information:\n  version: [5\n")
-    return {"bad_yaml": bad_yaml, "unknown_key": unknown_key, "bad_json": bad_json, "missing": tmp_path / "missing.json",
-            "not_a_checkpoint": not_a_checkpoint, "corrupted": corrupted, "bag": bag, "tmp": tmp_path}
+    return {"bad_yaml": bad_yaml, "unknown_key": unknown_key, "bad_json": bad_json,
+            "missing": tmp_path / "missing.json", "not_a_checkpoint": not_a_checkpoint, "corrupted": corrupted,
+            "bag": bag, "tmp": tmp_path}
 
 
 CASES = {
@@ -120,7 +135,8 @@ def test_debug_flag_and_environment_show_the_traceback(files, capsys, monkeypatc
 
 
 def test_one_line_joins_multiline_messages_and_names_bare_errors():
-    assert one_line(ValueError("expected ','\n  in \"x.yaml\", line 2\n    ^")) == "expected ',' in \"x.yaml\", line 2 ^"
+    assert one_line(ValueError("expected ','\n  in \"x.yaml\", line 2\n    ^")) == \
+        "expected ',' in \"x.yaml\", line 2 ^"
     assert one_line(KeyError("image_root")) == "missing key 'image_root'"
     assert one_line(RuntimeError()) == "RuntimeError"
 

@@ -1,17 +1,34 @@
-"""Kilted and Jazzy from one checkout: the Makefile picks the distribution from ROS_DISTRO,
-the two requirement sets differ only in their ROS wheels, the bag tools' typestore follows
-the distribution, and a venv's setup.sh gives a shell what the ament index (and so the
-`ros2` CLI) needs."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Kilted and Jazzy from one checkout.
+
+The Makefile picks the distribution from ROS_DISTRO, the two requirement sets differ only
+in their ROS wheels, the bag tools' typestore follows the distribution, and a venv's
+setup.sh gives a shell what the ament index (and so the `ros2` CLI) needs.
+"""
 
 from __future__ import annotations
 
 import importlib.metadata
 import json
 import os
+from pathlib import Path
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -25,12 +42,12 @@ DISTRO_INDEPENDENT = {"ros-wheels-bootstrapper"}
 
 
 def _requirements(name: str) -> list[str]:
-    lines = (l.split("#")[0].strip() for l in (ROOT / name).read_text().splitlines())
-    return [l for l in lines if l]
+    lines = (line.split("#")[0].strip() for line in (ROOT / name).read_text().splitlines())
+    return [line for line in lines if line]
 
 
 def _split(requirements: list[str]) -> tuple[list[str], dict[str, str]]:
-    """(the non-ROS lines, {ROS package: version}) with ros-/ros-jazzy- taken off the names."""
+    """Return (the non-ROS lines, {ROS package: version}) with ros-/ros-jazzy- taken off the names."""
     others, ros = [], {}
     for line in requirements:
         name, _, version = line.partition("==")
@@ -46,17 +63,17 @@ def test_jazzy_requirements_are_kilteds_with_jazzys_ros_wheels():
     jazzy_lines = _requirements("requirements-jazzy.in")
     jazzy_others, jazzy_ros = _split(jazzy_lines)
     assert jazzy_others == kilted_others, "requirements-jazzy.in must keep requirements.in's non-ROS lines"
-    assert all(l.startswith("ros-jazzy-") for l in jazzy_lines if l.startswith("ros-")
-               and l.split("==")[0] not in DISTRO_INDEPENDENT), "Jazzy takes its ROS wheels through ros-jazzy-*"
+    assert all(line.startswith("ros-jazzy-") for line in jazzy_lines if line.startswith("ros-")
+               and line.split("==")[0] not in DISTRO_INDEPENDENT), "Jazzy takes its ROS wheels through ros-jazzy-*"
     expected = {JAZZY_NAME.get(n, n) for n in kilted_ros} - KILTED_ONLY | JAZZY_UNDECLARED
     assert set(jazzy_ros) == expected
     assert all(re.fullmatch(r"[0-9.]+", v) for v in jazzy_ros.values()), "ROS wheels are pinned exactly"
 
 
 def _pins(name: str) -> dict[str, str]:
-    lines = [l for l in (ROOT / name).read_text().splitlines() if l.strip() and not l.startswith("#")]
-    assert all(re.fullmatch(r"[A-Za-z0-9_.\-]+==[^=\s]+", l) for l in lines), name
-    return {l.split("==")[0].lower(): l.split("==")[1] for l in lines}
+    lines = [line for line in (ROOT / name).read_text().splitlines() if line.strip() and not line.startswith("#")]
+    assert all(re.fullmatch(r"[A-Za-z0-9_.\-]+==[^=\s]+", line) for line in lines), name
+    return {line.split("==")[0].lower(): line.split("==")[1] for line in lines}
 
 
 def test_both_locks_pin_one_model_stack_and_their_own_ros():
@@ -159,14 +176,19 @@ from ament_index_python import get_package_share_directory, get_resources
 print(json.dumps({"prefix": sys.prefix, "ament": os.environ["AMENT_PREFIX_PATH"],
                   "distro": os.environ["ROS_DISTRO"], "share": get_package_share_directory("m2sa_ros"),
                   "interfaces": "m2sa_ros" in get_resources("rosidl_interfaces"),
-                  "node": shutil.which("m2sa-perception")}))
+                  "node": shutil.which("m2sa-perception"), "ros2": shutil.which("ros2"),
+                  "tf2": "tf2_ros_py" in get_resources("packages")}))
 """
 
 
 @pytest.mark.ros
 def test_venv_setup_sh_gives_a_shell_the_ament_index_ros2cli_reads():
-    """`ros2 interface show` (ros2cli, not on PyPI) finds packages through ament_index_python,
-    which reads only AMENT_PREFIX_PATH: the venv's python alone cannot, its setup.sh can."""
+    """
+    The venv's setup.sh gives a shell the ament index that `ros2 interface show` reads.
+
+    ros2cli (not on PyPI) finds packages through ament_index_python, which reads only
+    AMENT_PREFIX_PATH: the venv's python alone cannot, its setup.sh can.
+    """
     setup = Path(sys.prefix) / "setup.sh"
     if not setup.is_file():
         pytest.skip(f"{setup} missing: not a venv of make setup (a real install has /opt/ros/<distro>/setup.sh)")
@@ -181,7 +203,11 @@ def test_venv_setup_sh_gives_a_shell_the_ament_index_ros2cli_reads():
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout)
     assert Path(seen["prefix"]) == Path(sys.prefix)
-    assert seen["ament"] == sys.prefix
+    # The venv, then the upstream packages make setup builds from ../shared/ros-src (ros2cli,
+    # launch, tf2, ...; scripts/build_ros_src.sh), each once.
+    upstream = ROOT / "build" / f"ros-src-{seen['distro']}" / "install"
+    assert seen["ament"] == f"{sys.prefix}:{upstream}"
+    assert seen["ros2"] == str(upstream / "bin" / "ros2") and seen["tf2"]
     assert Path(seen["share"]) == Path(sys.prefix) / "share" / "m2sa_ros" and seen["interfaces"]
     assert seen["distro"] in ("kilted", "jazzy")
     assert seen["node"] == str(Path(sys.prefix) / "bin" / "m2sa-perception")

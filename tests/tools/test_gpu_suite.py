@@ -1,5 +1,22 @@
-"""bench/gpu_suite.py on CPU at tiny size: every row of issue 78's table is in its JSON, each with a
-number or the reason it was skipped, rows print as they finish, and the time budget skips rows.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+bench/gpu_suite.py on CPU at tiny size.
+
+Every row of issue 78's table is in its JSON, each with a number or the reason it was skipped,
+rows print as they finish, and the time budget skips rows.
 
 Nothing here times anything: the figures are whatever the CPU gives; only their presence,
 their form and the order of the output are checked.
@@ -9,9 +26,9 @@ from __future__ import annotations
 
 import json
 import math
+from pathlib import Path
 import subprocess
 import sys
-from pathlib import Path
 
 from bench.gpu_suite import ROW_NAMES
 

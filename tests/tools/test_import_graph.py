@@ -1,4 +1,19 @@
-"""No import circle in the product: m2sa_core, m2sa_ros (bag/ too), training, bench and scripts.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+No import circle in the product: m2sa_core, m2sa_ros (bag/ too), training, bench and scripts.
 
 Every ``import`` and ``from ... import`` counts, wherever it stands: at module level,
 inside a function (a lazy import still ties the two modules) and under
@@ -40,7 +55,7 @@ def module_files(root: Path, packages: Iterable[str]) -> dict[str, Path]:
 
 
 def _resolve(name: str, modules: Mapping[str, Path]) -> str | None:
-    """The longest known module that ``name`` names or lies inside (``a.b.func`` -> ``a.b``)."""
+    """Return the longest known module that ``name`` names or lies inside (``a.b.func`` -> ``a.b``)."""
     while name:
         if name in modules:
             return name
@@ -49,7 +64,7 @@ def _resolve(name: str, modules: Mapping[str, Path]) -> str | None:
 
 
 def _base(module: str, path: Path, node: ast.ImportFrom) -> str:
-    """The absolute module a ``from`` import reads from (relative imports resolved)."""
+    """Return the absolute module a ``from`` import reads from (relative imports resolved)."""
     if not node.level:
         return node.module or ""
     package = module if path.name == "__init__.py" else module.rpartition(".")[0]
@@ -90,7 +105,8 @@ def import_graph(modules: Mapping[str, Path]) -> Graph:
 
 
 def circles(graph: Graph) -> list[list[str]]:
-    """One circle (a closed path of modules, first repeated last) per strongly connected group.
+    """
+    One circle (a closed path of modules, first repeated last) per strongly connected group.
 
     Tarjan's algorithm finds the groups of modules that reach each other; within each, a
     breadth-first search from its first module gives a shortest way back to it.

@@ -1,10 +1,29 @@
-"""The package metadata that colcon, pip and users read is consistent."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The package metadata that colcon, pip and users read is consistent.
+
+Registered for ``colcon test``, so it runs on Humble's Python 3.10 too: no tomllib
+(3.11), and nothing beyond what package.xml's test_depends give. Whether package.xml
+lists every import's rosdep key is tests/tools/test_rosdep_keys.py's job.
+"""
 
 from __future__ import annotations
 
-import re
-import tomllib
 from pathlib import Path
+import re
 
 from catkin_pkg.package import parse_package
 
@@ -24,10 +43,28 @@ def test_package_xml_parses_as_format_3_interface_package():
         assert needed in depends, needed
 
 
+def _project_version(pyproject: str) -> str:
+    """
+    ``version`` of pyproject.toml's [project] table (a plain ``key = "value"`` line there).
+
+    Read with a pattern because the TOML parser is 3.11's tomllib, which Humble's Python
+    lacks, and rosdep has no key for its backport.
+    """
+    table = re.search(r"^\[project\]\s*$(.*?)(?=^\[|\Z)", pyproject, re.M | re.S)
+    assert table, "pyproject.toml has no [project] table"
+    version = re.search(r'^version\s*=\s*"([^"]+)"', table.group(1), re.M)
+    assert version, '[project] has no version = "..." line'
+    return version.group(1)
+
+
 def test_package_xml_version_matches_pyproject():
     package = parse_package(str(ROOT / "package.xml"))
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    assert package.version == project["version"]
+    assert package.version == _project_version((ROOT / "pyproject.toml").read_text())
+
+
+def test_project_version_is_read_from_the_project_table_only():
+    text = '[tool.x]\nversion = "9"\n\n[project]\nname = "m"\nversion = "1.2.3"  # keep\n[other]\nversion = "8"\n'
+    assert _project_version(text) == "1.2.3"
 
 
 def test_cmake_generates_every_interface_file():
@@ -40,56 +77,23 @@ def test_cmake_generates_every_interface_file():
 
 
 def test_lock_pins_every_dependency_exactly():
-    lines = [l for l in (ROOT / "requirements.lock").read_text().splitlines()
-             if l.strip() and not l.startswith("#")]
-    assert all(re.fullmatch(r"[A-Za-z0-9_.\-]+==[^=\s]+", l) for l in lines), lines
-    names = {l.split("==")[0].lower() for l in lines}
+    lines = [line for line in (ROOT / "requirements.lock").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    assert all(re.fullmatch(r"[A-Za-z0-9_.\-]+==[^=\s]+", line) for line in lines), lines
+    names = {line.split("==")[0].lower() for line in lines}
     for needed in ("torch", "torchvision", "transformers", "peft", "segment-anything",
                    "safetensors", "pycocotools", "rosbags", "ros-rclpy", "ros-rmw-fastrtps-cpp"):
         assert needed in names, needed
     assert "torch==2.14.1" in lines and "torchvision==0.29.1" in lines
 
 
-def _imported_modules(paths) -> set[str]:
-    import ast
-
-    names: set[str] = set()
-    for path in paths:
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                names |= {a.name.split(".")[0] for a in node.names}
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names.add(node.module.split(".")[0])
-    return names
-
-
-def test_package_xml_lists_every_ros_package_and_rosdep_key_the_ros_side_imports():
-    """Every ROS package (an ament index entry) imported by the node, tools, launch file
-    and example is a dependency, and so are the Python libraries that have rosdep keys."""
-    import sys
-
-    package = parse_package(str(ROOT / "package.xml"))
-    depends = {d.name for d in package.build_depends + package.exec_depends + package.buildtool_depends}
-    sources = [*(ROOT / "m2sa_ros").glob("*.py"), *(ROOT / "launch").glob("*.py"), *(ROOT / "examples").glob("*.py")]
-    imported = _imported_modules(sources)
-    index = Path(sys.prefix) / "share" / "ament_index" / "resource_index" / "packages"
-    ros = {name for name in imported if (index / name).exists() and name != "m2sa_ros"}
-    assert {"rclpy", "sensor_msgs", "visualization_msgs", "rcl_interfaces", "diagnostic_msgs"} <= ros
-    assert ros - depends == set(), f"imported but not in package.xml: {sorted(ros - depends)}"
-    assert {"launch", "launch_ros"} <= depends  # not on PyPI, so not in the ament index here
-    rosdep = {"numpy": "python3-numpy", "cv2": "python3-opencv", "yaml": "python3-yaml", "scipy": "python3-scipy",
-              "tqdm": "python3-tqdm", "psutil": "python3-psutil", "PIL": "python3-pil",
-              "matplotlib": "python3-matplotlib"}
-    wanted = {rosdep[m] for m in imported | _imported_modules((ROOT / "m2sa_core").rglob("*.py")) if m in rosdep}
-    assert wanted - depends == set(), sorted(wanted - depends)
-
-
 def test_model_requirements_are_the_lock_without_ros_colcon_numpy_and_opencv():
-    lock = {l.split("==")[0].lower(): l for l in (ROOT / "requirements.lock").read_text().splitlines()
-            if l.strip() and not l.startswith("#")}
-    model = [l for l in (ROOT / "requirements-model.txt").read_text().splitlines() if l.strip() and not l.startswith("#")]
-    names = {l.split("==")[0].lower() for l in model}
+    lock = {line.split("==")[0].lower(): line for line in (ROOT / "requirements.lock").read_text().splitlines()
+            if line.strip() and not line.startswith("#")}
+    model = [line for line in (ROOT / "requirements-model.txt").read_text().splitlines()
+             if line.strip() and not line.startswith("#")]
+    names = {line.split("==")[0].lower() for line in model}
     assert not any(n.startswith(("ros-", "colcon-")) for n in names)
     assert not names & {"numpy", "opencv-python-headless", "catkin-pkg", "empy"}
-    assert all(lock.get(l.split("==")[0].lower()) == l for l in model), "pins differ from requirements.lock"
+    assert all(lock.get(line.split("==")[0].lower()) == line for line in model), "pins differ from requirements.lock"
     assert {"torch", "torchvision", "transformers", "peft", "segment-anything", "safetensors", "rosbags"} <= names

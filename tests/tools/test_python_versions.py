@@ -1,4 +1,19 @@
-"""The product code stays runnable on Python 3.10, the interpreter of ROS 2 Humble.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The product code stays runnable on Python 3.10, the interpreter of ROS 2 Humble.
 
 No Humble wheels exist, so the node cannot be run on Humble here; what can be shown is
 that nothing in the code needs a newer Python (docs/ROS_INTERFACE.md, "ROS 2 Humble").
@@ -45,9 +60,9 @@ construct makes the check fail and that 3.10 code passes.
 from __future__ import annotations
 
 import ast
+from pathlib import Path
 import subprocess
 import sys
-from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("m2sa_core", "m2sa_ros", "training", "scripts", "launch", "examples", "bench", "setup.py")
@@ -70,7 +85,7 @@ def _is_python_script(path: Path) -> bool:
 
 
 def python_files(roots: list[Path]) -> list[Path]:
-    """Every .py file and python-shebang script (scripts/perception_node) under ``roots``."""
+    """Every .py file and python-shebang script under ``roots``."""
     files: list[Path] = []
     for root in roots:
         candidates = [root] if root.is_file() else sorted(root.rglob("*"))
@@ -79,7 +94,7 @@ def python_files(roots: list[Path]) -> list[Path]:
 
 
 def vermin_violations(files: list[Path]) -> list[str]:
-    """vermin's offending lines (``file:line:col:py2:py3:feature``) for ``files``."""
+    """Return vermin's offending lines (``file:line:col:py2:py3:feature``) for ``files``."""
     # vermin has no ``__main__``; its console script calls ``vermin.main()`` like this.
     run = "import sys, vermin; sys.exit(vermin.main())"
     proc = subprocess.run([sys.executable, "-c", run, *VERMIN_OPTIONS, *map(str, files)],
@@ -118,7 +133,7 @@ def syntax_violations(files: list[Path]) -> list[str]:
 def test_product_code_runs_on_python_3_10():
     files = python_files([ROOT / p for p in PRODUCT])
     assert len(files) > 100, f"only {len(files)} product files found"
-    assert ROOT / "scripts" / "perception_node" in files
+    assert ROOT / "scripts" / "perception_node.py" in files
     problems = vermin_violations(files) + syntax_violations(files)
     assert not problems, "needs a Python newer than 3.10 (Humble):\n" + "\n".join(problems)
 

@@ -1,5 +1,22 @@
-"""The ablation's variants trained apart (side by side on one GPU) make the same table as
-one run over all four: each keeps its scores, and the assembling run reuses them."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The ablation's variants trained apart (side by side on one GPU) make the same table as one run over all four.
+
+Each keeps its scores, and the assembling run reuses them.
+"""
 
 from __future__ import annotations
 
@@ -7,8 +24,7 @@ import json
 from pathlib import Path
 
 import pytest
-
-from training.ablation import TAGS, main, trained, variant_config
+from training.ablation import main, TAGS, trained, variant_config
 from training.config import config_to_dict, load_config
 
 REPO = Path(__file__).resolve().parents[2]
@@ -55,8 +71,12 @@ def test_a_variant_run_alone_is_reused_by_the_table(tmp_path, config_on_small_wo
 
 @pytest.mark.slow
 def test_a_resumed_variant_says_which_steps_its_time_covers(tmp_path, config_on_small_world):
-    """Variants take hours and outlive sessions: one stopped and resumed must not report the
-    last invocation's minutes as the whole run's, and a model trained before is not timed."""
+    """
+    Variants take hours and outlive sessions.
+
+    One stopped and resumed must not report the last invocation's minutes as the whole
+    run's, and a model trained before is not timed.
+    """
     from training.train import train
 
     config, world = config_on_small_world("training/tiny_synth.yaml", 12)
@@ -91,9 +111,13 @@ def _flat(tree: dict, prefix: str = "") -> dict:
 
 @pytest.mark.parametrize("seg_mode,fusion", [("single", True), ("multi", False)])
 def test_a_variant_differs_from_the_shipped_stage_only_where_the_paper_does(tmp_path, seg_mode, fusion):
-    """Table 6 varies [SEG] and fusion alone: every other setting of stage 3, its model
-    overrides (the IoU head's loss weight) and its schedule included, is the shipped one's;
-    the in-loop validation is left out, as every variant is scored afterwards."""
+    """
+    Table 6 varies [SEG] and fusion alone.
+
+    Every other setting of stage 3, its model overrides (the IoU head's loss weight) and
+    its schedule included, is the shipped one's; the in-loop validation is left out, as
+    every variant is scored afterwards.
+    """
     stage = REPO / "training" / "tiny" / "3_m2sa.yaml"
     shipped = _flat(config_to_dict(load_config(stage)))
     variant = _flat(config_to_dict(variant_config(str(stage), [], tmp_path / "v", seg_mode, fusion, None)))

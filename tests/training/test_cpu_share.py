@@ -1,10 +1,27 @@
-"""The CPU-share check m2sa-train runs before its first step: a training started beside
-busy processes with more threads than free cores is told how to avoid crawling."""
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The CPU-share check m2sa-train runs before its first step.
+
+A training started beside busy processes with more threads than free cores is told
+how to avoid crawling.
+"""
 
 from __future__ import annotations
 
 import torch
-
 from training import cpu_share
 from training.cpu_share import CpuShare, warn_if_oversubscribed
 

@@ -1,4 +1,19 @@
-"""training.file_hash gives the digest hashlib gives, for every size around its chunk.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+training.file_hash gives the digest hashlib gives, for every size around its chunk.
 
 The helper replaces ``hashlib.file_digest`` (Python 3.11+) so that training/ runs on
 Python 3.10; checkpoint manifests written before the change must still verify, so the
@@ -12,7 +27,6 @@ import hashlib
 import os
 
 import pytest
-
 from training.file_hash import CHUNK_BYTES, file_hexdigest
 
 SIZES = [0, 1, CHUNK_BYTES - 1, CHUNK_BYTES, CHUNK_BYTES + 1, 2 * CHUNK_BYTES + CHUNK_BYTES // 2]

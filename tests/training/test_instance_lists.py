@@ -1,4 +1,19 @@
-"""A data source of the questions that list several instances of one object (``min_instances``).
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+A data source of the questions that list several instances of one object (``min_instances``).
 
 The tiny model named too few instances ("pan_1 and pan_2" of four pans); a second, filtered
 view of the training file draws such questions more often (training/tiny/research/RUNS.md, runs 43-44).
@@ -9,9 +24,8 @@ from __future__ import annotations
 from pathlib import Path
 from types import SimpleNamespace
 
-import pytest
-
 from m2sa_core.data.synthetic import generate_dataset
+import pytest
 from training.config import DataSourceConfig, load_config
 from training.sources import EmptySourceError, most_instances_of_one_object, open_source
 
@@ -101,7 +115,8 @@ def test_a_long_list_view_keeps_exactly_the_answers_with_that_many_targets(world
     assert {r.record_id for r in long_lists} == {r.record_id for r in everything if len(r.targets) >= 3}
     config.families = ["object", "part"]
     narrowed = open_source(config).items
-    assert {r.record_id for r in narrowed} == {r.record_id for r in long_lists if r.meta["family"] in ("object", "part")}
+    assert {r.record_id for r in narrowed} == {r.record_id for r in long_lists
+                                               if r.meta["family"] in ("object", "part")}
 
 
 def test_a_target_threshold_no_answer_reaches_stops_with_a_clear_error(world):

@@ -1,4 +1,19 @@
-"""m2sa-overlap on real synthetic worlds: the leak it exists for, and its absence.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+m2sa-overlap on real synthetic worlds: the leak it exists for, and its absence.
 
 Image k of a world is drawn from (seed, k), so a larger world of the same seed trains on a
 smaller one's val and test images (training/tiny/research/RUNS.md, run 34); a world of another seed
@@ -9,9 +24,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
 from m2sa_core.data.synthetic import generate_dataset
+import pytest
 from training.overlap import main
 
 SMALL, LARGE = 10, 30  # the small world's val and test: images 8 and 9
@@ -27,7 +41,7 @@ def worlds(tmp_path_factory) -> Path:
 
 
 def _config(path: Path, world: Path, eval_world: Path | None = None) -> str:
-    """A stage-1b-like config: mask annotations of ``world``'s train split."""
+    """Return a stage-1b-like config: mask annotations of ``world``'s train split."""
     lines = [f"out_dir: {path.parent / 'out'}", "objective: patch_words", "data:",
              f"  - {{kind: mask_annotations, path: {world}/masks_train.json, image_root: {world}/images}}"]
     if eval_world is not None:

@@ -1,22 +1,33 @@
-"""Staged training of the tiny model: the three shipped stage configs run through
-``m2sa-train``, each starting from the last, with the parts each stage must (and must
-not) change. Small world and a few steps: the full-size run is scripts/train_tiny.sh.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Staged training of the tiny model.
+
+The three shipped stage configs run through ``m2sa-train``, each starting from the
+last, with the parts each stage must (and must not) change. Small world and a few
+steps: the full-size run is scripts/train_tiny.sh.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 import csv
 import json
+from pathlib import Path
 import random
 import re
-from collections import Counter
-from pathlib import Path
-
-import numpy as np
-import pytest
-import torch
-from safetensors.torch import load_file
-from transformers import AutoTokenizer
 
 from m2sa_core.data.prompt_samples import PromptSampleBuilder
 from m2sa_core.data.readers import read_dataset
@@ -24,16 +35,22 @@ from m2sa_core.data.synthetic import main as synth_main
 from m2sa_core.data.synthetic.knowledge import OBJECT_AND_PART_QUESTIONS, OBJECT_WORDS, PART_WORDS
 from m2sa_core.data.synthetic.questions import MIXED_PHRASINGS, MULTI_FUNCTIONS, OBJECT_FUNCTIONS, PART_FUNCTIONS
 from m2sa_core.data.synthetic.shapes import CATEGORIES
+from m2sa_core.evaluation.target_breakdown import size_range, SIZE_RANGES
 from m2sa_core.model.batch import collate_prompted
 from m2sa_core.model.preprocess import ImageProcessor
 from m2sa_core.model.presets import build_preset
 from m2sa_core.model.trainable import apply_trainable_policy
-from m2sa_core.evaluation.target_breakdown import SIZE_RANGES, size_range
+from m2sa_core.shipped_model import SHIPPED_MODEL
+import numpy as np
+import pytest
+from safetensors.torch import load_file
+import torch
 from training.config import load_config
 from training.model_setup import training_corpus
 from training.promptable_eval import evaluate_promptable
 from training.sources import open_sources
 from training.train import train
+from transformers import AutoTokenizer
 
 ROOT = Path(__file__).resolve().parents[2]
 STAGES = ROOT / "training" / "tiny"
@@ -47,7 +64,7 @@ def world(tmp_path_factory) -> Path:
 
 
 def _stage_config(stage: str, world: Path, out: Path, *extra: str):
-    """The shipped config of ``stage`` pointed at the small world, for a few steps."""
+    """Return the shipped config of ``stage`` pointed at the small world, for a few steps."""
     # Stages 1b and 3 read the same world written larger (data/synth16k): here both are the small world.
     text = (STAGES / f"{stage}.yaml").read_text()
     text = text.replace("data/synth16k/", f"{world}/").replace("data/synth/", f"{world}/")
@@ -96,7 +113,7 @@ def test_pretraining_sets_cover_every_region_and_only_train_images(world):
 
 
 def _template_regex(template: str) -> re.Pattern[str]:
-    """A question template as a pattern: each ``{name}``, ``{action}`` or ``{kw}`` matches any text."""
+    """Return a question template as a pattern: each ``{name}``, ``{action}`` or ``{kw}`` matches any text."""
     pattern = re.escape(template)
     for slot in ("{name}", "{action}", "{kw}"):
         pattern = pattern.replace(re.escape(slot), ".+")
@@ -186,7 +203,8 @@ def test_stage_policies_train_only_their_parts():
 
 
 def _assert_tokenizer_spells_every_later_training_word_whole(stage1, first: Path, world: Path, tmp_path) -> None:
-    """Stage 1 trains the tokenizer every later stage keeps, so it must read their texts.
+    """
+    Stage 1 trains the tokenizer every later stage keeps, so it must read their texts.
 
     A word it never saw is spelt in byte pieces that other words share ("pointer" as
     `p o in ter`, three pieces of the remote's "point", tying the mouse's held-out question
@@ -318,9 +336,13 @@ def test_a_wrong_patch_instance_word_kind_is_refused_before_any_data_opens(tmp_p
 
 
 def test_a_training_checkpoint_exports_as_the_model_it_was_at_that_step(world, tmp_path, capsys):
-    """m2sa-export --checkpoint rebuilds the run's model (here stage 1: a tokenizer trained
+    """
+    A training checkpoint exports as the model it was at that step.
+
+    m2sa-export --checkpoint rebuilds the run's model (here stage 1: a tokenizer trained
     from the data) and puts the step's trained weights on it: the last checkpoint is
-    the final model, an earlier one is not, and a damaged one is refused in one line."""
+    the final model, an earlier one is not, and a damaged one is refused in one line.
+    """
     from training.export import main as export_main
 
     final = Path(train(_stage_config("1_sam", world, tmp_path, "optim.max_steps=4", "eval_data=[]")))
@@ -347,8 +369,11 @@ def test_a_training_checkpoint_exports_as_the_model_it_was_at_that_step(world, t
 
 
 def test_lr_scale_trains_a_prefix_at_its_fraction_of_the_rate():
-    """One AdamW step on a gradient of ones moves every weight by its group's rate: the
-    scaled prefix by exactly its factor of the others' move."""
+    """
+    One AdamW step on a gradient of ones moves every weight by its group's rate.
+
+    The scaled prefix by exactly its factor of the others' move.
+    """
     from training.model_setup import optimizer_groups
 
     model, _ = build_preset("tiny")
@@ -395,13 +420,17 @@ def test_lr_scale_follows_the_schedule_and_a_resume_must_keep_it(world, tmp_path
 
 
 def test_the_shipped_model_has_the_shapes_its_documented_stage_configs_build():
-    """The model card says `scripts/train_tiny.sh` rebuilds models/m2sa-tiny-synth; a CLIP
-    size or a trained-weights split passed only on a command line would break that
-    promise without a word, so the shipped config must be what stage 1's YAML builds."""
+    """
+    The model card says `scripts/train_tiny.sh` rebuilds models/m2sa-tiny-synth.
+
+    A CLIP size or a trained-weights split passed only on a command line would break
+    that promise without a word, so the shipped config must be what stage 1's YAML
+    builds.
+    """
     from training.model_setup import preset_config
 
     built = preset_config(load_config(STAGES / "1_sam.yaml").model)
-    shipped = json.loads((ROOT / "models" / "m2sa-tiny-synth" / "config.json").read_text())
+    shipped = json.loads((SHIPPED_MODEL / "config.json").read_text())
     assert shipped["vision_config"] == built.vision_config
     assert shipped["sam"] == built.to_dict()["sam"]
     shape_keys = set(built.text_config) - {"vocab_size"}  # the vocabulary is stage 1's tokenizer's

@@ -1,4 +1,19 @@
-"""scripts/train_tiny.sh, the shipped model's pipeline, run with stand-in commands.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+scripts/train_tiny.sh, the shipped model's pipeline, run with stand-in commands.
 
 The stages themselves are tested through ``m2sa-train`` (test_staged_training.py); this
 checks what only the script decides: which checkpoint each stage starts from, that a
@@ -9,10 +24,10 @@ finished step is not run again, and where the figures and the export go. The sta
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -45,11 +60,13 @@ def pipeline(tmp_path):
         (bin_dir / name).write_text(STAND_IN)
         (bin_dir / name).chmod(0o755)
     # torchrun records the threads each rank gets; python is the real one (it reads the configs).
-    (bin_dir / "torchrun").write_text(STAND_IN.replace('"$(basename "$0")"', '"torchrun OMP_NUM_THREADS=$OMP_NUM_THREADS"'))
+    (bin_dir / "torchrun").write_text(
+        STAND_IN.replace('"$(basename "$0")"', '"torchrun OMP_NUM_THREADS=$OMP_NUM_THREADS"'))
     (bin_dir / "torchrun").chmod(0o755)
     (bin_dir / "python").symlink_to(sys.executable)
     env = {**os.environ, "BIN": str(bin_dir), "RUNS": str(tmp_path / "runs" / "trial"),
-           "DATA": str(tmp_path / "synth"), "CLIP_DATA": str(tmp_path / "synth16k"), "HELD": str(tmp_path / "heldout"), "CALLS": str(tmp_path / "calls")}
+           "DATA": str(tmp_path / "synth"), "CLIP_DATA": str(tmp_path / "synth16k"), "HELD": str(tmp_path / "heldout"),
+           "CALLS": str(tmp_path / "calls")}
 
     def run(*args: str, **extra_env: str) -> list[list[str]]:
         calls = tmp_path / "calls"
@@ -118,7 +135,8 @@ def test_stages_that_stop_before_stage_3_evaluate_nothing_and_a_later_call_goes_
 def test_the_training_world_is_written_again_only_when_its_size_changes(pipeline, tmp_path):
     run, _ = pipeline
     first = run()
-    synth = [call for call in first if call[0] == "m2sa-synth" and call[call.index("--out") + 1] == str(tmp_path / "synth")]
+    synth = [call for call in first
+             if call[0] == "m2sa-synth" and call[call.index("--out") + 1] == str(tmp_path / "synth")]
     assert len(synth) == 1 and synth[0][synth[0].index("--images") + 1] == "2000"  # the default world
     assert not [call for call in run() if call[0] == "m2sa-synth"]  # the same size: kept
     # Another size is another world: written again rather than trained on as if it were the same.

@@ -1,4 +1,19 @@
-"""Training runs that users rely on: resume after kill -9, DDP equivalence, sharded eval.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Training runs that users rely on: resume after kill -9, DDP equivalence, sharded eval.
 
 All on the tiny preset and a small synthetic world, on CPU. The runs are real
 subprocesses of the real entry points (``python -m training.train``, ``torchrun``).
@@ -9,17 +24,16 @@ from __future__ import annotations
 import csv
 import json
 import os
+from pathlib import Path
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
 import pytest
-import torch
 from safetensors.torch import load_file
-
+import torch
 from training.checkpoints import latest_intact_checkpoint, list_checkpoints
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -105,10 +119,12 @@ def test_truncated_checkpoint_is_detected_and_the_previous_one_used(tmp_path, sy
 
 
 def _single_and_two_ranks(tmp_path: Path, synth: Path, name: str, port_base: int, *extra: str) -> None:
-    """One process with a batch of 2, then 2 torchrun ranks with 1 sample each (the same samples).
+    """
+    One process with a batch of 2, then 2 torchrun ranks with 1 sample each (the same samples).
 
     The samples' answers differ in length, so the ranks match only if each rank's loss
-    terms count by its share of the step's answer tokens and masks (training.train.step_loss)."""
+    terms count by its share of the step's answer tokens and masks (training.train.step_loss).
+    """
     config, single = _config(tmp_path, synth, "single", max_steps=3, batch_size=2, grad_accum=1)
     run = _train(config, single)
     assert run.returncode == 0, run.stderr[-3000:]
@@ -180,7 +196,8 @@ def test_sharded_evaluation_gives_the_single_process_numbers(tmp_path, synth):
     base = ["-m", "training.evaluate", "--model", str(model_dir), "--data", *data, "--image-root",
             str(synth / "images"), "--kind", "synthetic", "--max-items", "3", "--max-new-tokens", "6"]
     for protocol in ("teacher-forced", "generative"):
-        one = subprocess.run([sys.executable, *base, "--protocol", protocol, "--out", str(tmp_path / f"one-{protocol}.json")],
+        one = subprocess.run([sys.executable, *base, "--protocol", protocol,
+                              "--out", str(tmp_path / f"one-{protocol}.json")],
                              cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
         assert one.returncode == 0, one.stderr[-3000:]
         two = subprocess.run([str(TORCHRUN), "--nproc-per-node", "2", "--master-port", str(30500 + os.getpid() % 1000),
@@ -239,8 +256,11 @@ def test_questions_per_image_trains_on_groups_of_one_image(tmp_path, synth):
 
 
 def test_a_resumed_log_keeps_its_columns_when_a_newer_version_logs_more(tmp_path):
-    """A run started before a loss part existed is resumed by the newer version: its rows
-    must stay under their own header rather than shift by a column."""
+    """
+    A run started before a loss part existed is resumed by the newer version.
+
+    Its rows must stay under their own header rather than shift by a column.
+    """
     from training.train import CsvLog
 
     path = tmp_path / "train_log.csv"

@@ -1,4 +1,19 @@
-"""Training killed with SIGKILL three times at random points ends where an uninterrupted run ends.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Training killed with SIGKILL three times at random points ends where an uninterrupted run ends.
 
 The real entry point (``python -m training.train``) runs as a subprocess on the tiny
 preset and a small synthetic world. Checkpoints are written every step, and each kill
@@ -12,17 +27,16 @@ any failure (set M2SA_KILL_SEED to replay one).
 from __future__ import annotations
 
 import os
+from pathlib import Path
 import random
 import signal
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
-import torch
 from safetensors.torch import load_file
-
+import torch
 from training.checkpoints import latest_intact_checkpoint, list_checkpoints
 
 pytestmark = pytest.mark.slow

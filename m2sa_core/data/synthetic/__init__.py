@@ -1,4 +1,19 @@
-"""The synthetic household world: scenes, questions and the ``m2sa-synth`` CLI.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The synthetic household world: scenes, questions and the ``m2sa-synth`` CLI.
 
 No real dataset can be downloaded on the project's machines, so this world lets a tiny
 M2SA be trained and evaluated end to end: PACO-style categories and parts, several
@@ -13,11 +28,10 @@ import sys
 import time
 
 from m2sa_core.cli_errors import cli_entry
-from m2sa_core.prompt import ROLES, SEP2, SYSTEM
-from m2sa_core.labels import make_label
 from m2sa_core.data.synthetic.questions import (
     AMODAL_ANSWERS,
     AMODAL_PHRASINGS,
+    join_targets,
     MIXED_ANSWERS,
     MIXED_PHRASINGS,
     MULTI_FUNCTIONS,
@@ -25,17 +39,19 @@ from m2sa_core.data.synthetic.questions import (
     PART_FUNCTIONS,
     VISIBLE_ANSWERS,
     VISIBLE_PHRASINGS,
-    join_targets,
 )
 from m2sa_core.data.synthetic.shapes import CATEGORIES
 from m2sa_core.data.synthetic.world import CATEGORY_NAMES, generate_dataset, generate_image, split_of
 from m2sa_core.data.templates import all_template_texts
+from m2sa_core.labels import make_label
+from m2sa_core.prompt import ROLES, SEP2, SYSTEM
 
 __all__ = ["CATEGORIES", "CATEGORY_NAMES", "generate_dataset", "generate_image", "main", "split_of", "text_corpus"]
 
 
 def text_corpus(max_instances: int = 4) -> list[str]:
-    """Every question and answer text the world can produce (labels up to ``max_instances``).
+    """
+    Every question and answer text the world can produce (labels up to ``max_instances``).
 
     Meant for training the tiny model's tokenizer: it covers every phrasing (held-out
     ones included, so val/test text tokenizes without unknown tokens), every spoken
@@ -70,7 +86,7 @@ def text_corpus(max_instances: int = 4) -> list[str]:
 @cli_entry("m2sa-synth")
 def main(argv: list[str] | None = None) -> int:
     """``m2sa-synth --out DIR --images N --seed S [--size 256]``."""
-    parser = argparse.ArgumentParser(prog="m2sa-synth", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="m2sa-synth", description=__doc__.strip().splitlines()[0])
     parser.add_argument("--out", required=True, help="output directory (images/ and the JSON files)")
     parser.add_argument("--images", type=int, required=True, help="number of images (80/10/10 %% train/val/test)")
     parser.add_argument("--seed", type=int, default=0, help="seed; the same seed gives the same dataset")

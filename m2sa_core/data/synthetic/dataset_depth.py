@@ -1,4 +1,19 @@
-"""The registered depth of an image of a generated synthetic dataset, found again from the files.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The registered depth of an image of a generated synthetic dataset, found again from the files.
 
 ``m2sa-synth`` writes PNGs and JSON, not depth; a bag recorder that wants a depth image
 beside each colour image re-renders it. Image ``k`` of a dataset is a pure function of
@@ -16,16 +31,15 @@ belongs to another picture.
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass
+import json
 from pathlib import Path
+import re
 
-import numpy as np
-
-from m2sa_core.data.synthetic.depth import SceneDepth, render_depth
-from m2sa_core.data.synthetic.scene import Scene, render_layout
+from m2sa_core.data.synthetic.depth import render_depth, SceneDepth
+from m2sa_core.data.synthetic.scene import render_layout, Scene
 from m2sa_core.data.synthetic.world import image_rng
+import numpy as np
 
 DEPTH_STREAM = 100  # the geometry's draws (camera, table, yaws, reliefs)
 ARTEFACT_STREAM = 101  # sensor artefacts added by a recorder
@@ -43,7 +57,7 @@ class Generator:
 
 
 def find_generator(directory: str | Path) -> Generator | None:
-    """The generator of the synthetic dataset in ``directory``; None when no header says."""
+    """Yield the generator of the synthetic dataset in ``directory``; None when no header says."""
     for name in HEADER_FILES:
         path = Path(directory) / name
         if not path.is_file():

@@ -1,4 +1,19 @@
-"""Registered depth and camera intrinsics for a synthetic scene, with 3-D ground truth.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Registered depth and camera intrinsics for a synthetic scene, with 3-D ground truth.
 
 A grasp or press planner needs a target's points, surface normal and size; testing the
 code that computes them needs a world where those are known exactly. This module gives
@@ -43,11 +58,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from m2sa_core.camera import Intrinsics
 from m2sa_core.data.synthetic.scene import Scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
+import numpy as np
 
 # (low, high) relief in millimetres along the face normal (positive = towards the camera).
 RELIEF_MM: dict[str, tuple[float, float]] = {
@@ -66,7 +80,7 @@ LEAN_SHARE = (0.4, 1.1)  # of the lean that would face the camera squarely
 
 
 def sample_camera(rng: np.random.Generator, width: int, height: int) -> Intrinsics:
-    """A camera as the module docstring describes it (field of view, principal point)."""
+    """Return a camera as the module docstring describes it (field of view, principal point)."""
     hfov = np.deg2rad(rng.uniform(55.0, 65.0))
     f = (width / 2.0) / np.tan(hfov / 2.0)
     cx = (width - 1) / 2.0 + rng.uniform(-0.01, 0.01) * width
@@ -86,7 +100,7 @@ class Table:
     wall_m: float  # horizontal distance from the camera to the wall
 
     def depth_along(self, rays: np.ndarray) -> np.ndarray:
-        """z of the first table or wall point along each ray (..., 3) with z = 1."""
+        """Return z of the first table or wall point along each ray (..., 3) with z = 1."""
         down = rays @ self.up
         with np.errstate(divide="ignore", invalid="ignore"):
             t_table = np.where(down < 0, -self.height_m / down, np.inf)
@@ -126,7 +140,8 @@ class ObjectTruth:
 
 @dataclass(frozen=True)
 class SceneDepth:
-    """A scene's registered depth (float32 metres, H x W), its camera and ground truth.
+    """
+    A scene's registered depth (float32 metres, H x W), its camera and ground truth.
 
     ``objects`` follow ``scene.objects`` (same index as a question target's).
     """
@@ -143,8 +158,11 @@ class SceneDepth:
         return obj.parts.get(part) if part else obj.surface
 
     def visible_targets(self, scene: Scene) -> Iterator[tuple[int, str | None, np.ndarray, SurfaceTruth]]:
-        """(index, part, visible mask, truth) of every object and part with ground truth,
-        each object before its parts: what a test or benchmark measures the geometry on."""
+        """
+        (index, part, visible mask, truth) of every object and part with ground truth, each object before its parts.
+
+        What a test or benchmark measures the geometry on.
+        """
         for index, obj in enumerate(scene.objects):
             for part in (None, *obj.parts_visible):
                 truth = self.truth(index, part)
@@ -201,7 +219,8 @@ class _Face:
     reliefs: dict[str, float]
 
     def plane(self, table: Table) -> tuple[np.ndarray, float, np.ndarray]:
-        """(normal, d, contact): the face ``normal . P = d`` resting on the table.
+        """
+        Return (normal, d, contact): the face ``normal . P = d`` resting on the table.
 
         The face is turned by the yaw about ``up``, leant back by the lean (0 = upright,
         90 = lying on the table) and pushed back until the lower end of its bottom edge
@@ -219,8 +238,12 @@ class _Face:
 
 def _face(obj, camera: Intrinsics, table: Table, yaw_deg: float, lean_share: float,
           reliefs: dict[str, float]) -> _Face | None:
-    """The face of ``obj`` standing on its mask's bottom edge; its lean is ``lean_share``
-    of the angle at which it would face the camera squarely (the view ray's depression)."""
+    """
+    Return the face of ``obj`` standing on its mask's bottom edge.
+
+    Its lean is ``lean_share`` of the angle at which it would face the camera squarely
+    (the view ray's depression).
+    """
     rows = np.flatnonzero(obj.amodal.any(axis=1))
     if rows.size == 0:
         return None
@@ -246,15 +269,19 @@ def _offsets(masks: dict[str, np.ndarray], reliefs: dict[str, float], shape: tup
 
 
 def _face_depth(face: _Face, table: Table, rays: np.ndarray, offset: np.ndarray) -> np.ndarray:
-    """z along ``rays`` (N, 3) of the face shifted by ``offset`` (N,) along its normal."""
+    """Return z along ``rays`` (N, 3) of the face shifted by ``offset`` (N,) along its normal."""
     normal, d, _ = face.plane(table)
     return (d + offset) / (rays @ normal)
 
 
 def _conflicts(scene: Scene, faces: list[_Face | None], table: Table, rays: np.ndarray,
                background: np.ndarray) -> tuple[int, set[int]]:
-    """(pixels, objects) where a face is not where the masks say: behind what it occludes,
-    or behind the table / wall (a top leant back through the wall)."""
+    """
+    (pixels, objects) where a face is not where the masks say.
+
+    Behind what it occludes, or behind the table / wall (a top leant back through the
+    wall).
+    """
     shape = scene.image.shape[:2]
     bad: set[int] = set()
     pixels = 0
@@ -283,7 +310,8 @@ def _conflicts(scene: Scene, faces: list[_Face | None], table: Table, rays: np.n
 
 def _settle_faces(scene: Scene, faces: list[_Face | None], table: Table, rays: np.ndarray,
                   background: np.ndarray, rounds: int = 6) -> int:
-    """Turn and raise faces back towards upright-facing-the-camera until the masks' story holds.
+    """
+    Turn and raise faces back towards upright-facing-the-camera until the masks' story holds.
 
     The masks fix who occludes whom; two turned or leant faces standing close may cross,
     and a face leant far back may go through the wall. Every face in a conflict has its
@@ -309,7 +337,7 @@ def _settle_faces(scene: Scene, faces: list[_Face | None], table: Table, rays: n
     for k in bad:  # faces a few mm apart: a raised part of the one behind pokes through
         face = faces[k]
         assert face is not None
-        face.reliefs = {part: 0.0 for part in face.reliefs}
+        face.reliefs = dict.fromkeys(face.reliefs, 0.0)
     if bad:
         pixels, _ = _conflicts(scene, faces, table, rays, background)
     return pixels
@@ -317,7 +345,8 @@ def _settle_faces(scene: Scene, faces: list[_Face | None], table: Table, rays: n
 
 def render_depth(scene: Scene, rng: np.random.Generator, horizon: int | None = None,
                  camera: Intrinsics | None = None) -> SceneDepth:
-    """Registered depth, intrinsics and 3-D ground truth for ``scene`` (see the module doc).
+    """
+    Render registered depth, intrinsics and 3-D ground truth for ``scene`` (see the module doc).
 
     ``horizon``: the wall/table boundary row (``Layout.horizon``); None puts the table's
     far edge at 30 % of the height, the top of ``render_scene``'s range. ``camera``: the
@@ -346,7 +375,7 @@ def render_depth(scene: Scene, rng: np.random.Generator, horizon: int | None = N
     for obj, face in zip(scene.objects, faces):
         if face is None:
             nan = np.full(3, np.nan)
-            objects.append(ObjectTruth(nan, nan, 0.0, 0.0, {}, None, {p: None for p in obj.parts_visible}))
+            objects.append(ObjectTruth(nan, nan, 0.0, 0.0, {}, None, dict.fromkeys(obj.parts_visible)))
             continue
         normal, _, contact = face.plane(table)
         vs, us = np.nonzero(obj.visible)
@@ -366,8 +395,11 @@ def render_depth(scene: Scene, rng: np.random.Generator, horizon: int | None = N
 
 
 def to_16uc1(depth_m: np.ndarray) -> np.ndarray:
-    """float metres (H, W; NaN/inf/<=0 invalid) -> uint16 millimetres, 0 invalid (REP 118
-    16UC1); depths beyond 65.535 m are invalid too rather than wrapped."""
+    """
+    Convert float metres (H, W; NaN/inf/<=0 invalid) to uint16 millimetres, 0 invalid (REP 118 16UC1).
+
+    Depths beyond 65.535 m are invalid too rather than wrapped.
+    """
     depth = np.asarray(depth_m, dtype=np.float64)
     mm = np.round(depth * 1000.0)
     valid = np.isfinite(mm) & (mm > 0) & (mm <= 65535)

@@ -1,4 +1,19 @@
-"""Sensor artefacts for synthetic depth: holes, noise and mixed pixels at edges.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Sensor artefacts for synthetic depth: holes, noise and mixed pixels at edges.
 
 A real registered depth image is not the clean one :mod:`.depth` renders: stereo and ToF
 sensors lose pixels (shiny, dark or too-near surfaces), add noise that grows with range,
@@ -18,7 +33,7 @@ import numpy as np
 
 def add_holes(depth: np.ndarray, rng: np.random.Generator, fraction: float,
               invalid: float = np.nan) -> np.ndarray:
-    """A random ``fraction`` of the pixels (independently drawn) set to ``invalid``."""
+    """Return a random ``fraction`` of the pixels (independently drawn) set to ``invalid``."""
     if not 0.0 <= fraction <= 1.0:
         raise ValueError(f"hole fraction must be in [0, 1], got {fraction}")
     out = np.array(depth, dtype=np.float32, copy=True)
@@ -28,8 +43,12 @@ def add_holes(depth: np.ndarray, rng: np.random.Generator, fraction: float,
 
 def add_noise(depth: np.ndarray, rng: np.random.Generator, sigma_m: float,
               per_metre: float = 0.0) -> np.ndarray:
-    """Gaussian noise along the viewing direction: sigma = ``sigma_m`` + ``per_metre`` * z
-    (stereo error grows with range); invalid pixels stay invalid."""
+    """
+    Gaussian noise along the viewing direction.
+
+    Sigma = ``sigma_m`` + ``per_metre`` * z (stereo error grows with range); invalid
+    pixels stay invalid.
+    """
     out = np.array(depth, dtype=np.float32, copy=True)
     valid = np.isfinite(out) & (out > 0)
     sigma = sigma_m + per_metre * out[valid]
@@ -38,7 +57,10 @@ def add_noise(depth: np.ndarray, rng: np.random.Generator, sigma_m: float,
 
 
 def bleed_edges(depth: np.ndarray, mask: np.ndarray, rng: np.random.Generator, width_px: int = 2) -> np.ndarray:
-    """Mixed pixels: the ring of ``mask`` within ``width_px`` of its border takes a random
+    """
+    Mix the pixels of the ring of ``mask`` within ``width_px`` of its border with what is behind.
+
+    Each ring pixel takes a random
     blend ``a * own + (1 - a) * behind`` (a uniform in [0, 1], so a = 0 is a pixel wholly
     of the background, as when a mask spills over the edge), where ``behind`` is the
     farthest depth within ``width_px + 1`` pixels - the background the mask borders on.

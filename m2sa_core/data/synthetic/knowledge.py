@@ -1,4 +1,19 @@
-"""World knowledge about the synthetic world's things, asked and answered about an image.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+World knowledge about the synthetic world's things, asked and answered about an image.
 
 A real LLaVA knows from its text pretraining that cocoa is drunk from a mug and that a
 mouse moves the pointer; M2SA's reasoning leans on that knowledge. The tiny model's
@@ -22,13 +37,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from m2sa_core.labels import make_label
-from m2sa_core.data.synthetic.questions import MAX_TARGETS, Question, join_targets
 from m2sa_core.data.synthetic.pretraining import text_answer
+from m2sa_core.data.synthetic.questions import join_targets, MAX_TARGETS, Question
 from m2sa_core.data.synthetic.scene import Scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
+from m2sa_core.labels import make_label
+import numpy as np
 
 OBJECT_WORDS: dict[str, tuple[str, ...]] = {
     "television_set": ("watching films", "a movie", "a series", "the evening news", "TV programmes", "a show",
@@ -154,7 +168,7 @@ def _pick(rng: np.random.Generator, options: tuple[str, ...]) -> str:
 
 
 def _answer(targets_text: str) -> str:
-    """"The mug_1 {seg}." from "the mug_1 {seg}"."""
+    """Return "The mug_1 {seg}." from "the mug_1 {seg}"."""
     return _capital(targets_text) + "."
 
 
@@ -174,13 +188,14 @@ def _indices(scene: Scene, category: str) -> list[int]:
 
 
 def _question(scene: Scene, text: str, targets: list[tuple[int, str]]) -> Question:
-    """A knowledge question whose answer names ``targets``, one ``{seg}`` each."""
+    """Return a knowledge question whose answer names ``targets``, one ``{seg}`` each."""
     labels = [make_label(scene.objects[i].category, scene.objects[i].instance, p) for i, p in targets]
     return Question("knowledge", text, _answer(join_targets(labels)), targets, "modal", "knowledge")
 
 
 def knowledge_questions(scene: Scene, rng: np.random.Generator) -> list[Question | dict[str, str]]:
-    """Questions tying the world's words to what ``scene`` shows, in asking order.
+    """
+    Questions tying the world's words to what ``scene`` shows, in asking order.
 
     A question whose answer names things in view is a :class:`Question` (one ``{seg}``
     per named target, as every M2SA answer); a fact is a question/answer dict in words.
@@ -202,7 +217,8 @@ def knowledge_questions(scene: Scene, rng: np.random.Generator) -> list[Question
         obj = scene.objects[owner]
         part = _pick(rng, CATEGORIES[category].parts)
         # Half the time by its spoken name, as the functional questions say it ("the TV").
-        named = make_label(obj.category, obj.instance) if rng.random() < 0.5 else _pick(rng, CATEGORIES[category].spoken)
+        named = (make_label(obj.category, obj.instance) if rng.random() < 0.5
+                 else _pick(rng, CATEGORIES[category].spoken))
         add(_pick(rng, PART_QUESTIONS).format(label=named, kw=_pick(rng, PART_WORDS[category, part])),
             [(owner, part)])
     category = _pick(rng, tuple(present))
@@ -219,7 +235,8 @@ def knowledge_questions(scene: Scene, rng: np.random.Generator) -> list[Question
 
 
 def object_and_part_questions(scene: Scene, rng: np.random.Generator) -> list[Question]:
-    """One question per category in view asking for an object and one of its parts.
+    """
+    One question per category in view asking for an object and one of its parts.
 
     Targets are laid out as the functional mixed questions lay them out: named by
     instance ("the mug_1"), that object and its part; named by category ("the mug"),
@@ -243,7 +260,7 @@ def object_and_part_questions(scene: Scene, rng: np.random.Generator) -> list[Qu
 
 def knowledge_entry(scene: Scene, image_id: int, file_name: str,
                     items: list[Question | dict[str, str]]) -> dict[str, Any]:
-    """The ``image_conversations`` entry of one image: every knowledge item in words."""
+    """Return the ``image_conversations`` entry of one image: every knowledge item in words."""
     h, w = scene.image.shape[:2]
     words = [{"question": it.question, "answer": text_answer(it.answer)} if isinstance(it, Question) else it
              for it in items]

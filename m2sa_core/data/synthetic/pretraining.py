@@ -1,4 +1,19 @@
-"""The synthetic world's pretraining sets: masks without text, and text without masks.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The synthetic world's pretraining sets: masks without text, and text without masks.
 
 The real M2SA starts from a SAM pretrained on promptable segmentation and a LLaVA
 pretrained on image-text data; the tiny model has to earn both from this world first
@@ -18,13 +33,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
-
-from m2sa_core.labels import category_of, make_label
 from m2sa_core.data.rle import encode_mask
 from m2sa_core.data.synthetic.scene import Scene, SceneObject
 from m2sa_core.data.synthetic.shapes import CATEGORIES
+from m2sa_core.labels import category_of, make_label
 from m2sa_core.types import mask_bbox
+import numpy as np
 
 DESCRIBE = ("What is in this image?", "Describe the objects you see.", "List everything on the table.",
             "What objects are in the scene?")
@@ -74,8 +88,12 @@ def _pick(rng: np.random.Generator, options: tuple[str, ...]) -> str:
 
 def scene_conversations(scene: Scene, rng: np.random.Generator, function_answers: list[tuple[str, str]]
                         ) -> list[dict[str, str]]:
-    """Questions about ``scene`` answered in words; ``function_answers`` are (question, answer
-    without masks) pairs of the scene's functional questions."""
+    """
+    Questions about ``scene`` answered in words.
+
+    ``function_answers`` are (question, answer without masks) pairs of the scene's
+    functional questions.
+    """
     objects = sorted(scene.objects, key=_centre_x)
     labels = [_label(o) for o in objects]
     out = [{"question": _pick(rng, DESCRIBE), "answer": f"I see {_listing(labels)}."}]
@@ -108,5 +126,5 @@ def conversation_entry(scene: Scene, rng: np.random.Generator, image_id: int, fi
 
 
 def text_answer(answer_template: str) -> str:
-    """A functional answer without its masks: "Press the tv_1's button {seg}." -> "Press the tv_1's button."."""
+    """Return a functional answer without its masks: "Press the tv_1's button {seg}." -> "Press the tv_1's button."."""
     return _capital(answer_template.replace(" {seg}", ""))

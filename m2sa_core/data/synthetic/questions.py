@@ -1,4 +1,19 @@
-"""Question families of the synthetic world and the answers that ground them.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Question families of the synthetic world and the answers that ground them.
 
 Functional questions in the style of MMR ("what would you press to switch the TV on?")
 with several paraphrases each. The last paraphrase of every function is held out: the
@@ -16,11 +31,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from m2sa_core.labels import make_label
 from m2sa_core.data.synthetic.scene import Scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
+from m2sa_core.labels import make_label
+import numpy as np
 
 MAX_TARGETS = 6
 FAMILIES = ("object", "part", "multi", "mixed", "amodal", "visible")
@@ -28,7 +42,8 @@ FAMILIES = ("object", "part", "multi", "mixed", "amodal", "visible")
 
 @dataclass(frozen=True)
 class Function:
-    """A use of one or more categories: which targets serve it and how to ask about it.
+    """
+    A use of one or more categories: which targets serve it and how to ask about it.
 
     ``targets`` lists (category, part) pairs, part "" for object level. ``{name}`` in a
     phrasing is replaced by a spoken name of the (single) category.
@@ -232,7 +247,8 @@ def _multi(key: str, targets, phrasings, answers) -> Function:
 
 MULTI_FUNCTIONS: tuple[Function, ...] = (
     _multi("press_all", [("television_set", "button"), ("remote_control", "button"),
-                         ("mouse_(computer_equipment)", "left_button"), ("mouse_(computer_equipment)", "right_button")], (
+                         ("mouse_(computer_equipment)", "left_button"),
+                         ("mouse_(computer_equipment)", "right_button")], (
         "Which things here could I press?", "Show me every button I could push.",
         "Point out all the buttons in this scene.", "What can I push with a finger here?",
         "What around here can be pressed?"), ("You can press {targets}.", "These can be pressed: {targets}.")),
@@ -305,7 +321,7 @@ def phrasings_for(phrasings: tuple[str, ...], held_out: bool) -> tuple[str, ...]
 
 
 def join_targets(labels: list[str]) -> str:
-    """"the a {seg}", "the a {seg} and the b {seg}", "the a {seg}, the b {seg} and the c {seg}"."""
+    """Return "the a {seg}", "the a {seg} and the b {seg}", "the a {seg}, the b {seg} and the c {seg}"."""
     items = [f"the {lab} {{seg}}" for lab in labels]
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
@@ -327,7 +343,7 @@ def _labels(scene: Scene, targets: list[tuple[int, str]]) -> list[str]:
 
 
 def name_instance(question: str, label: str) -> str:
-    """A view question narrowed to one instance, the way R2SM asks for a single target."""
+    """Return a view question narrowed to one instance, the way R2SM asks for a single target."""
     return f"{question} I mean the {label}."
 
 
@@ -335,7 +351,8 @@ VIEW_ANSWERS = {"amodal": AMODAL_ANSWERS, "visible": VISIBLE_ANSWERS}
 
 
 def named_view_questions(scene: Scene, question: Question, rng: np.random.Generator) -> list[Question]:
-    """One single-target question per instance of a visible/complete question about several.
+    """
+    One single-target question per instance of a visible/complete question about several.
 
     R2SM asks for one instance at a time ("... I mean the bottle_2."); the view family asks
     for every instance of the category, so without these the model has never seen an
@@ -349,8 +366,11 @@ def named_view_questions(scene: Scene, question: Question, rng: np.random.Genera
 
 def reask_view(question: Question, text: str, labels: list[str], targets: list[tuple[int, str]],
                rng: np.random.Generator) -> Question:
-    """``question`` (visible/complete) asked as ``text`` about ``targets``: its mask type kept,
-    the answer drawn afresh for ``labels``."""
+    """
+    ``question`` (visible/complete) asked as ``text`` about ``targets``.
+
+    Its mask type kept, the answer drawn afresh for ``labels``.
+    """
     return Question(question.family, text, _answer(rng, VIEW_ANSWERS[question.family], labels), targets,
                     question.mask_type, question.function)
 

@@ -1,4 +1,19 @@
-"""Scene composition: background, 2-4 objects, occlusion, visible and amodal masks.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Scene composition: background, 2-4 objects, occlusion, visible and amodal masks.
 
 Objects stand on a table; those lower in the image are nearer the camera and drawn
 later, so they occlude the ones behind (visible masks differ from the complete, amodal
@@ -10,9 +25,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
 from m2sa_core.data.synthetic.shapes import CATEGORIES, render_sprite
+import numpy as np
 
 MIN_VISIBLE_FRACTION = 0.45  # of each object and of each of its parts
 MIN_PART_PIXELS = 12
@@ -75,7 +89,8 @@ def _place(rng: np.random.Generator, categories: list[str], size: int, horizon: 
 
 
 def _compose(image: np.ndarray, placed, strict: bool = True) -> list[SceneObject] | None:
-    """Paint the sprites into ``image`` and build masks, nearest object first.
+    """
+    Paint the sprites into ``image`` and build masks, nearest object first.
 
     ``strict``: None if an object or a part is too hidden (a still scene must show every
     target); a sequence's later frames keep whatever stays visible.
@@ -129,7 +144,7 @@ class Layout:
 
 
 def render_layout(rng: np.random.Generator, size: int = 256, max_tries: int = 60) -> tuple[Layout, Scene]:
-    """A random scene with 2-4 objects that respects the visibility limits, and its layout."""
+    """Return a random scene with 2-4 objects that respects the visibility limits, and its layout."""
     names = list(CATEGORIES)
     n = int(rng.integers(2, 5))
     # Repeat a category now and then so several instances of one category appear.
@@ -149,5 +164,5 @@ def render_layout(rng: np.random.Generator, size: int = 256, max_tries: int = 60
 
 
 def render_scene(rng: np.random.Generator, size: int = 256, max_tries: int = 60) -> Scene:
-    """A random scene with 2-4 objects that respects the visibility limits."""
+    """Return a random scene with 2-4 objects that respects the visibility limits."""
     return render_layout(rng, size, max_tries)[1]

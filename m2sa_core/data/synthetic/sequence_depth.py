@@ -1,4 +1,19 @@
-"""Registered depth for a camera sequence: one 3-D world, seen on every frame.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Registered depth for a camera sequence: one 3-D world, seen on every frame.
 
 A tracking bag with depth needs, per frame, what a still scene's depth gives
 (:mod:`m2sa_core.data.synthetic.depth`), and the frames must agree with each other: one
@@ -22,14 +37,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
-from m2sa_core.data.synthetic.depth import SceneDepth, render_depth
+from m2sa_core.data.synthetic.depth import render_depth, SceneDepth
 from m2sa_core.data.synthetic.sequences import SceneSequence
+import numpy as np
 
 
 def sequence_depths(sequence: SceneSequence, seed: Sequence[int]) -> list[SceneDepth]:
-    """Depth and 3-D truth of every frame of ``sequence``, all drawn from ``SeedSequence(seed)``.
+    """
+    Depth and 3-D truth of every frame of ``sequence``, all drawn from ``SeedSequence(seed)``.
 
     ``seed`` is a sequence's own stream (a tracking bag uses ``(seed, k, DEPTH_STREAM)``);
     the pictures and masks are not touched, so a sequence's RGB is the same with or

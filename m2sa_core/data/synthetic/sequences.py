@@ -1,4 +1,19 @@
-"""Short camera sequences of synthetic scenes, with ground truth on every frame.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Short camera sequences of synthetic scenes, with ground truth on every frame.
 
 Tracking (re-segmenting a command's targets on new frames without the language model)
 needs what a still image cannot give: the same objects under a moving camera, moving
@@ -22,11 +37,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import cv2
-import numpy as np
-
 from m2sa_core.data.synthetic.questions import Question, sample_questions
-from m2sa_core.data.synthetic.scene import Layout, Scene, SceneObject, _compose, _number_instances, render_layout
+from m2sa_core.data.synthetic.scene import _compose, _number_instances, Layout, render_layout, Scene, SceneObject
 from m2sa_core.types import MaskType
+import numpy as np
 
 MOTIONS = ("pan", "zoom", "nudge", "occluder", "mixed")
 
@@ -52,7 +66,7 @@ class SceneSequence:
 
 
 def _recompose(layout: Layout, offsets: list[tuple[int, int]]) -> tuple[np.ndarray, list[SceneObject]]:
-    """The layout with each object moved by its (dx, dy), kept inside the frame; compose order."""
+    """Return the layout with each object moved by its (dx, dy), kept inside the frame; compose order."""
     size = layout.background.shape[0]
     moved = []
     for (cat, sprite, x0, y0), (dx, dy) in zip(layout.placed, offsets):
@@ -91,7 +105,7 @@ def _occlude(image: np.ndarray, objects: list[SceneObject], x: int, width: int, 
 
 def render_sequence(rng: np.random.Generator, n_frames: int = 8, motion: str = "mixed", size: int = 256,
                     held_out: bool = True) -> SceneSequence:
-    """A scene and ``n_frames - 1`` changed views of it (see the module docstring for ``motion``)."""
+    """Return a scene and ``n_frames - 1`` changed views of it (see the module docstring for ``motion``)."""
     if motion not in MOTIONS:
         raise ValueError(f"motion must be one of {MOTIONS}, got {motion!r}")
     if n_frames < 1:

@@ -1,4 +1,19 @@
-"""Sprites of the synthetic household categories, drawn with OpenCV.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Sprites of the synthetic household categories, drawn with OpenCV.
 
 Each category has a distinctive silhouette and a fixed layout of PACO-style parts, each
 part with its own colour family, so a tiny model trained from scratch on a CPU can tell
@@ -138,7 +153,8 @@ def mug(rng: np.random.Generator, s: float) -> Sprite:
     hx = x0 if left else x0 + bw - 1
     handle = _ellipse(r, hx, bh * 0.45, hw, bh * 0.28, thickness=max(3, int(5 * s)))
     r.paint(handle, (colour * 0.6).astype(np.uint8), 2)
-    body = _poly(r, [(x0, 0), (x0 + bw - 1, 0), (x0 + bw - 1, bh - 5), (x0 + bw - 5, bh - 1), (x0 + 4, bh - 1), (x0, bh - 5)])
+    body = _poly(r, [(x0, 0), (x0 + bw - 1, 0), (x0 + bw - 1, bh - 5), (x0 + bw - 5, bh - 1), (x0 + 4, bh - 1),
+                     (x0, bh - 5)])
     tex = np.broadcast_to(colour, (bh, w, 3)).copy()
     if rng.random() < 0.5:  # stripes on some mugs
         tex[:: max(4, int(8 * s))] = (255 - colour) // 2 + 60
@@ -156,7 +172,8 @@ def bottle(rng: np.random.Generator, s: float) -> Sprite:
                      (w - 1, h - 1), (0, h - 1), (0, cap_h + neck_h + 8 * s), (c - nw, cap_h + neck_h)])
     glass = _hue_colour(rng, rng.choice([45, 60, 100, 15]), 200, int(rng.integers(110, 170)))
     r.paint(body, _gradient(h, w, glass, (glass * 0.7).astype(np.uint8), vertical=False), 2)
-    r.paint(_rect(r, int(c - nw - 1), 0, int(c + nw), cap_h - 1), _hue_colour(rng, rng.choice([0, 120, 25]), 230, 230), 3)
+    r.paint(_rect(r, int(c - nw - 1), 0, int(c + nw), cap_h - 1),
+            _hue_colour(rng, rng.choice([0, 120, 25]), 230, 230), 3)
     ly0 = int(h * rng.uniform(0.5, 0.58))
     label = _rect(r, 0, ly0, w - 1, ly0 + int(h * 0.22))
     tex = np.broadcast_to(_colour(rng, (240, 235, 215), 12), (h, w, 3)).copy()
@@ -169,7 +186,8 @@ def knife(rng: np.random.Generator, s: float) -> Sprite:
     w, h = int(96 * s), max(12, int(16 * s))
     r = Canvas(h, w)
     hl = int(w * 0.36)
-    r.paint(_rect(r, 0, h // 4, hl - 1, h - 1 - h // 4), _colour(rng, (95, 55, 25) if rng.random() < 0.6 else (25, 25, 25), 15), 3)
+    r.paint(_rect(r, 0, h // 4, hl - 1, h - 1 - h // 4),
+            _colour(rng, (95, 55, 25) if rng.random() < 0.6 else (25, 25, 25), 15), 3)
     blade = _poly(r, [(hl, 0), (w - 1 - w * 0.12, 0), (w - 1, h * 0.45), (w - 1 - w * 0.05, h - 1), (hl, h - 1)])
     steel = _colour(rng, (200, 205, 212), 15)
     r.paint(blade, _gradient(h, w, steel, (steel * 0.72).astype(np.uint8)), 2)
@@ -251,7 +269,8 @@ CATEGORIES: dict[str, CategorySpec] = {
         CategorySpec("laptop_computer", ("screen", "keyboard", "touchpad"), ("laptop", "laptop computer")),
         CategorySpec("lamp", ("shade", "pipe", "base"), ("lamp", "desk lamp")),
         CategorySpec("pan_(for_cooking)", ("bottom", "handle"), ("pan", "frying pan")),
-        CategorySpec("mouse_(computer_equipment)", ("body", "left_button", "right_button"), ("mouse", "computer mouse")),
+        CategorySpec("mouse_(computer_equipment)", ("body", "left_button", "right_button"),
+                     ("mouse", "computer mouse")),
     )
 }
 
@@ -269,7 +288,7 @@ RENDERERS: dict[str, Callable[[np.random.Generator, float], Sprite]] = {
 
 
 def render_sprite(category: str, rng: np.random.Generator, scale: float) -> Sprite:
-    """A textured instance of ``category`` at ``scale`` (1.0 fits a 256-pixel scene)."""
+    """Return a textured instance of ``category`` at ``scale`` (1.0 fits a 256-pixel scene)."""
     sprite = RENDERERS[category](rng, scale)
     noise = rng.normal(0, 6, sprite.image.shape)
     shade = rng.uniform(0.85, 1.12)

@@ -1,4 +1,19 @@
-"""Generate the synthetic household dataset: images plus MMR, R2SM and AmodalReasonSeg files.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Generate the synthetic household dataset: images plus MMR, R2SM and AmodalReasonSeg files.
 
 Image ``k`` is rendered from its own seed ``(seed, k)``, so a dataset is reproducible
 from ``(seed, n_images, size)`` and each split holds its own scene layouts: the first
@@ -41,34 +56,33 @@ Every annotation also carries ``amodal_segmentation``, the complete mask.
 
 from __future__ import annotations
 
-import json
-import multiprocessing
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from functools import partial
+import json
+import multiprocessing
 from pathlib import Path
 from typing import Any
 
 import cv2
-import numpy as np
-
-from m2sa_core.labels import category_of, make_label
 from m2sa_core.data.rle import encode_mask
 from m2sa_core.data.synthetic.knowledge import knowledge_entry, knowledge_questions, object_and_part_questions
 from m2sa_core.data.synthetic.pretraining import conversation_entry, mask_annotation_entry, text_answer
-from m2sa_core.data.synthetic.questions import Question, name_instance, named_view_questions, sample_questions
-from m2sa_core.data.synthetic.scene import Scene, render_scene
+from m2sa_core.data.synthetic.questions import name_instance, named_view_questions, Question, sample_questions
+from m2sa_core.data.synthetic.scene import render_scene, Scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
 from m2sa_core.data.synthetic.wording.level import worded_level_questions
 from m2sa_core.data.synthetic.wording.mixed import worded_mixed_questions
 from m2sa_core.data.synthetic.wording.view import worded_view_questions
 from m2sa_core.data.synthetic.wording.view_twins import twin_view_questions
-from m2sa_core.types import MaskType, mask_bbox
+from m2sa_core.labels import category_of, make_label
+from m2sa_core.types import mask_bbox, MaskType
+import numpy as np
 
 MMR_FILES = ("train", "val", "test_obj_only", "test_part_only", "test_mixed")
 TEST_FAMILIES = ("object", "part", "multi", "mixed")
 CATEGORY_NAMES: tuple[str, ...] = tuple(
-    sorted([c for c in CATEGORIES] + [category_of(c, p) for c, spec in CATEGORIES.items() for p in spec.parts])
+    sorted(list(CATEGORIES) + [category_of(c, p) for c, spec in CATEGORIES.items() for p in spec.parts])
 )
 CATEGORY_IDS = {name: i + 1 for i, name in enumerate(CATEGORY_NAMES)}
 
@@ -76,12 +90,12 @@ WordedQuestions = Callable[[Scene, list[Question], np.random.Generator], list[Qu
 
 
 def _per_question(ask: Callable[[Scene, Question, np.random.Generator], list[Question]]) -> WordedQuestions:
-    """Requests worded from each of an image's functional questions, in their order."""
+    """Word requests from each of an image's functional questions, in their order."""
     return lambda scene, questions, rng: [w for q in questions for w in ask(scene, q, rng)]
 
 
 def _per_image(ask: Callable[[Scene, np.random.Generator], list[Question]]) -> WordedQuestions:
-    """Requests worded from the scene alone."""
+    """Word requests from the scene alone."""
     return lambda scene, questions, rng: ask(scene, rng)
 
 
@@ -98,7 +112,7 @@ WORDED_TRAIN_FILES: tuple[tuple[str, int, WordedQuestions], ...] = (
 
 
 def split_of(index: int, n_images: int) -> str:
-    """"train" for the first 80 % of images, "val" for the next 10 %, "test" for the rest."""
+    """Return "train" for the first 80 % of images, "val" for the next 10 %, "test" for the rest."""
     n_train = int(round(0.8 * n_images))
     n_val = int(round(0.1 * n_images))
     if n_images >= 3:
@@ -236,7 +250,8 @@ class ImageEntries:
 
 
 def image_entries(out_dir: Path, seed: int, n_images: int, size: int, index: int) -> ImageEntries:
-    """Render image ``index``, write its PNG and return its entries of every file.
+    """
+    Render image ``index``, write its PNG and return its entries of every file.
 
     A pure function of ``(seed, index, n_images, size)``: every random stream it draws is
     seeded from them, so images can be made in any order, by any number of processes.
@@ -287,7 +302,8 @@ def _entries_in_order(out_dir: Path, seed: int, n_images: int, size: int, worker
 
 def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: int = 256,
                      progress: bool = False, workers: int = 1) -> dict[str, int]:
-    """Write the whole dataset under ``out_dir``; returns the number of questions per file.
+    """
+    Write the whole dataset under ``out_dir``; returns the number of questions per file.
 
     ``workers`` processes render the images side by side; the files are byte for byte
     those of one process (each image is drawn from its own seed, and its entries are
@@ -345,7 +361,7 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
 
 
 def _write_layout(path: Path, dataset: str, split: str, generator: dict[str, int], images: list) -> None:
-    """A file of the project layouts: one header (docs/DATASETS.md), then the image entries."""
+    """Write a file of the project layouts: one header (docs/DATASETS.md), then the image entries."""
     _write_json(path, {"dataset": dataset, "version": 1, "split": split, "generator": generator, "images": images})
 
 

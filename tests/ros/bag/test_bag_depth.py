@@ -1,5 +1,22 @@
-"""Bags with depth: the recorder's depth and camera_info, the 3-D ground truth sidecar,
-and the 3-D errors ``m2sa-bag-eval`` scores from the node's targets.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Bags with depth, their 3-D ground truth and the 3-D errors scored from them.
+
+The recorder's depth and camera_info, the 3-D ground truth sidecar, and the 3-D errors
+``m2sa-bag-eval`` scores from the node's targets.
 
 No DDS here: bags are read back with rosbags, results are constructed.
 """
@@ -10,29 +27,35 @@ import json
 import math
 from types import SimpleNamespace
 
+from m2sa_core.data.readers import read_dataset
+from m2sa_core.data.rle import encode_mask
+from m2sa_core.data.synthetic.dataset_depth import find_generator, scene_depth
+from m2sa_core.evaluation.geometry_errors import size_error_mm
+from m2sa_ros.bag.bag_io import decode, iter_messages, make_bag, message_typestore, plan_from_records
+from m2sa_ros.bag.cli import main
+from m2sa_ros.bag.depth_recording import DepthOptions, plan_depth, scene_target
+from m2sa_ros.bag.geometry_report import geometry_markdown, geometry_report, geometry_summary_line
+from m2sa_ros.bag.geometry_scoring import score_geometry
+from m2sa_ros.bag.geometry_truth import (
+    CAMERA_INFO_TOPIC,
+    DEPTH_TOPIC,
+    GeometryGroundTruth,
+    load_geometry_ground_truth,
+    TargetGeometryTruth,
+)
+from m2sa_ros.bag.ground_truth import (
+    ground_truth_path,
+    GroundTruth,
+    GroundTruthCommand,
+    GroundTruthTarget,
+    IMAGE_TOPIC,
+)
+from m2sa_ros.bag.scoring import PredictedPose, Prediction, score_predictions
+from m2sa_ros.image_conversion import depth_to_metres
 import numpy as np
 import pytest
 
-pytest.importorskip("rosbags")
-
-from m2sa_core.data.readers import read_dataset  # noqa: E402
-from m2sa_core.data.rle import encode_mask  # noqa: E402
-from m2sa_core.data.synthetic.dataset_depth import find_generator, scene_depth  # noqa: E402
-from m2sa_core.evaluation.geometry_errors import size_error_mm, support_points  # noqa: E402
-from m2sa_ros.bag.bag_io import decode, iter_messages, make_bag, message_typestore, plan_from_records  # noqa: E402
-from m2sa_ros.bag.cli import main  # noqa: E402
-from m2sa_ros.bag.depth_recording import DepthOptions, plan_depth, scene_target  # noqa: E402
-from m2sa_ros.bag.geometry_report import geometry_markdown, geometry_report, geometry_summary_line  # noqa: E402
-from m2sa_ros.bag.geometry_scoring import score_geometry  # noqa: E402
-from m2sa_ros.bag.geometry_truth import (CAMERA_INFO_TOPIC, DEPTH_TOPIC, GeometryGroundTruth,  # noqa: E402
-                                         TargetGeometryTruth, load_geometry_ground_truth)
-from m2sa_ros.bag.ground_truth import (IMAGE_TOPIC, GroundTruth, GroundTruthCommand,  # noqa: E402
-                                       GroundTruthTarget, ground_truth_path)
-from m2sa_ros.bag.scoring import PredictedPose, Prediction, score_predictions  # noqa: E402
-from m2sa_ros.image_conversion import depth_to_metres  # noqa: E402
-
 TEST_FILES = ("MMR_test_obj_only.json", "MMR_test_part_only.json", "MMR_test_mixed.json")
-
 
 
 def _messages(bag):
@@ -59,7 +82,7 @@ def test_recorder_writes_depth_and_camera_info_with_each_frames_stamp_and_frame(
         assert dm.time_ns == im.time_ns, "depth, camera_info and the colour image share their bag time"
         for msg in (depth, info):
             assert (msg.header.stamp.sec, msg.header.stamp.nanosec) == (image.header.stamp.sec,
-                                                                          image.header.stamp.nanosec)
+                                                                        image.header.stamp.nanosec)
             assert msg.header.frame_id == image.header.frame_id == "cam_optical"
         assert depth.encoding == encoding and (depth.height, depth.width) == (image.height, image.width)
         assert (info.height, info.width) == (image.height, image.width)
@@ -160,7 +183,7 @@ def _gt_target(label, mask):
 
 
 def _flat_truth(centre, half=0.05):
-    """A 10 cm square facing the camera (normal -z) centred on ``centre``."""
+    """Return a 10 cm square facing the camera (normal -z) centred on ``centre``."""
     centre = np.asarray(centre, float)
     corners = np.array([[sx * half, sy * half, 0.0] for sx in (-1, 1) for sy in (-1, 1)]) + centre
     axes = np.array([[1.0, 0, 0], [0, -1.0, 0], [0, 0, -1.0]]).T  # x right, y up the face, z to the camera
@@ -182,8 +205,8 @@ def _constructed():
     """Two commands: one with a good and a tilted target, one whose target has no pose."""
     a, b, c = _square(2, 2), _square(20, 2), _square(5, 25)
     truth = GroundTruth(commands=[
-        GroundTruthCommand(0, 10, 1, "a and b", "test_obj_only", "", "r0", H, W, [_gt_target("a", a),
-                                                                               _gt_target("b", b)]),
+        GroundTruthCommand(0, 10, 1, "a and b", "test_obj_only", "", "r0", H, W,
+                           [_gt_target("a", a), _gt_target("b", b)]),
         GroundTruthCommand(1, 20, 1, "c", "test_part_only", "", "r1", H, W, [_gt_target("c", c)])])
     base = np.array([[1.0, 0, 0], [0, -1.0, 0], [0, 0, -1.0]]).T
     geometry = GeometryGroundTruth(commands={0: [_flat_truth([0, 0, 1.0]), _flat_truth([0.2, 0, 1.0])],
@@ -235,8 +258,8 @@ def test_3d_errors_of_constructed_results_are_exact():
 def test_unmatched_and_non_overlapping_predictions_are_not_scored_in_3d():
     truth, geometry, predictions = _constructed()
     elsewhere = _square(28, 28)  # overlaps nothing: matched with IoU 0 to c, left out of the 3-D errors
-    predictions[1] = Prediction("", elsewhere[None], ["c"], [0.9], poses=[_pose([0, 0, 1], [0, 0, 1], np.eye(3),
-                                                                                  [0.1, 0.1, 0])])
+    predictions[1] = Prediction("", elsewhere[None], ["c"], [0.9],
+                                poses=[_pose([0, 0, 1], [0, 0, 1], np.eye(3), [0.1, 0.1, 0])])
     result = score_geometry(geometry, truth, predictions, score_predictions(truth, predictions))
     assert {p.index for p in result.pairs} == {0} and "test_part_only" not in result.splits
 
@@ -278,9 +301,13 @@ def test_a_malformed_sidecar_file_costs_the_3d_scores_only(tmp_path, capsys):
 
 
 def test_a_malformed_depth_message_is_not_replayed_and_said_in_one_line():
-    """The replayer checks each depth image before sending it: one that cannot be read is
-    left out with one line (its commands are then left out of the 3-D errors)."""
-    from m2sa_ros.bag.bag_io import BagMessage, _header
+    """
+    The replayer checks each depth image before sending it.
+
+    One that cannot be read is left out with one line (its commands are then left out
+    of the 3-D errors).
+    """
+    from m2sa_ros.bag.bag_io import _header, BagMessage
     from m2sa_ros.bag.replay import Replayer
 
     store = message_typestore()
@@ -303,8 +330,12 @@ def test_a_malformed_depth_message_is_not_replayed_and_said_in_one_line():
 
 # --------------------------------------------------------------------------- tracking bags
 def _tracking_case():
-    """One sequence of three frames, its target sliding 1 cm a frame; the node's poses
-    exact on frame 0, 3 mm off on frame 1, and frame 2's depth was not replayable."""
+    """
+    One sequence of three frames, its target sliding 1 cm a frame.
+
+    The node's poses exact on frame 0, 3 mm off on frame 1, and frame 2's depth was
+    not replayable.
+    """
     from m2sa_ros.bag.ground_truth import GroundTruthSequence, GroundTruthSequenceFrame, TrackingGroundTruth
     from m2sa_ros.bag.tracking_report import frame_split
 

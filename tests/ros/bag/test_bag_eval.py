@@ -1,4 +1,19 @@
-"""m2sa-bag-eval: scoring, and replay through the live node over DDS.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+m2sa-bag-eval: scoring, and replay through the live node over DDS.
 
 The replay tests start the real perception node as a subprocess (the way a team
 evaluates on its recordings) on a tiny model whose answers are forced to contain
@@ -10,38 +25,34 @@ from __future__ import annotations
 import json
 import math
 
-import numpy as np
-import pytest
-
-pytest.importorskip("rosbags")
-
-from m2sa_core.data.readers import read_dataset  # noqa: E402
-from m2sa_ros.bag.report import contact_sheet  # noqa: E402
-from m2sa_ros.bag.scoring import (  # noqa: E402
-    Prediction,
-    percentiles,
-    prediction_from_result,
-    score_predictions,
-)
-from m2sa_ros.bag.bag_io import (  # noqa: E402
-    RESULT_TOPIC,
+from m2sa_core.data.readers import read_dataset
+from m2sa_ros.bag.bag_io import (
     bag_info,
     iter_messages,
     make_bag,
     plan_from_records,
     read_frames,
+    RESULT_TOPIC,
     write_bag,
 )
-from m2sa_ros.bag.ground_truth import GroundTruth, load_ground_truth  # noqa: E402
+from m2sa_ros.bag.ground_truth import GroundTruth, load_ground_truth
+from m2sa_ros.bag.report import contact_sheet
+from m2sa_ros.bag.scoring import (
+    percentiles,
+    Prediction,
+    prediction_from_result,
+    score_predictions,
+)
+import numpy as np
+import pytest
 
 TEST_FILES = ("MMR_test_obj_only.json", "MMR_test_part_only.json", "MMR_test_mixed.json")
 MAX_NEW_TOKENS = 3
 
 
-
 @pytest.fixture(scope="module")
 def truth_bag(synth, tmp_path_factory):
-    """A 3-command bag of held-out synthetic scenes."""
+    """Return a 3-command bag of held-out synthetic scenes."""
     out = tmp_path_factory.mktemp("bags") / "three"
     return make_bag([synth / name for name in TEST_FILES], out, storage="mcap", rate_hz=5.0, limit=3)
 
@@ -87,16 +98,16 @@ def test_percentiles_and_contact_sheet():
 # --------------------------------------------------------------------------- replay through the node
 @pytest.fixture(scope="module")
 def seg_model(tmp_path_factory, truth_bag):
-    """A tiny checkpoint whose LM head always prefers [SEG]: every answer carries masks.
+    """
+    Return a tiny checkpoint whose LM head always prefers [SEG]: every answer carries masks.
 
     The [SEG] row of the head is the mean last-layer state of one prompt, so its score
     is positive on this model's (strongly correlated) hidden states and every command
     gets MAX_NEW_TOKENS targets.
     """
-    import torch
-
     from m2sa_core.inference import Segmenter
     from m2sa_core.model.checkpoint import save_pretrained
+    import torch
 
     truth = load_ground_truth(truth_bag)
     frame = read_frames(truth_bag)[truth.commands[0].image_stamp_ns]
@@ -152,7 +163,7 @@ def test_replay_through_node_scores_what_a_direct_segmenter_scores(truth_bag, se
     assert any(r.giou > 0 for r in expected.reports.values()), "masks should overlap the ground truth somewhere"
 
     # What the run leaves behind: a results bag, the reports and the overlays.
-    results = [m for m in iter_messages(out / "results_bag", [RESULT_TOPIC])]
+    results = list(iter_messages(out / "results_bag", [RESULT_TOPIC]))
     assert len(results) == 3
     # Stamped in bag time: between the first frame and a few seconds after the last command.
     bag_times = [m.time_ns for m in iter_messages(truth_bag)]

@@ -1,4 +1,19 @@
-"""m2sa-bag: bags of images, commands and ground truth, written and read back.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+m2sa-bag: bags of images, commands and ground truth, written and read back.
 
 No DDS here: these tests read the files with rosbags, as ``ros2 bag info`` or a
 team's own tooling would.
@@ -8,13 +23,8 @@ from __future__ import annotations
 
 import json
 
-import numpy as np
-import pytest
-
-pytest.importorskip("rosbags")
-
-from m2sa_core.data.readers import read_dataset  # noqa: E402
-from m2sa_ros.bag.bag_io import (  # noqa: E402
+from m2sa_core.data.readers import read_dataset
+from m2sa_ros.bag.bag_io import (
     bag_info,
     decode,
     iter_messages,
@@ -24,18 +34,19 @@ from m2sa_ros.bag.bag_io import (  # noqa: E402
     stamp_ns,
     write_bag,
 )
-from m2sa_ros.bag.cli import main  # noqa: E402
-from m2sa_ros.bag.ground_truth import (  # noqa: E402
-    COMMAND_TOPIC,
-    IMAGE_TOPIC,
+from m2sa_ros.bag.cli import main
+from m2sa_ros.bag.ground_truth import (
     BagError,
+    COMMAND_TOPIC,
     GroundTruth,
+    IMAGE_TOPIC,
     load_ground_truth,
     write_sidecar_json,
 )
+import numpy as np
+import pytest
 
 TEST_FILES = ("MMR_test_obj_only.json", "MMR_test_part_only.json", "MMR_test_mixed.json")
-
 
 
 def _records(synth):
@@ -121,8 +132,12 @@ def test_bad_inputs_are_named(synth, tmp_path):
 
 @pytest.mark.parametrize("sidecar", ["ground truth", "tracking ground truth"])
 def test_a_sidecar_of_another_kind_or_version_is_refused_in_one_line(tmp_path, sidecar):
-    """A tracking sidecar is not a ground-truth one and the other way round; a newer
-    version is refused by name, not parsed into wrong scores. Saved sidecars load back."""
+    """
+    A tracking sidecar is not a ground-truth one and the other way round.
+
+    A newer version is refused by name, not parsed into wrong scores. Saved sidecars
+    load back.
+    """
     from m2sa_ros.bag.ground_truth import TrackingGroundTruth
 
     kinds = {"ground truth": GroundTruth(), "tracking ground truth": TrackingGroundTruth()}
@@ -132,7 +147,8 @@ def test_a_sidecar_of_another_kind_or_version_is_refused_in_one_line(tmp_path, s
     assert type(truth).load(path).to_json() == truth.to_json()
     with pytest.raises(BagError) as wrong_kind:
         type(truth).load(other.save(tmp_path / "other.json"))
-    assert str(wrong_kind.value) == (f"{tmp_path / 'other.json'}: not an m2sa_ros {sidecar.replace(' truth', '-truth')} "
+    assert str(wrong_kind.value) == (f"{tmp_path / 'other.json'}: not an m2sa_ros "
+                                     f"{sidecar.replace(' truth', '-truth')} "
                                      f"file (format must be '{truth.to_json()['format']}')")
     newer = dict(truth.to_json(), version=truth.to_json()["version"] + 1)
     with pytest.raises(BagError, match=r"truth.json: version \d+ is not supported \(expected \d+\)$"):
@@ -154,8 +170,8 @@ def test_cli_make_and_info(synth, tmp_path, capsys):
 @pytest.mark.parametrize("name", ["SegmentationResult", "Target", "Command"])
 def test_our_types_carry_the_hash_rosidl_gives_them(name):
     """ROS 2 tools match a bag's types by RIHS01 hash: ours must equal the generated one."""
-    import sys
     from pathlib import Path
+    import sys
 
     from m2sa_ros.bag.bag_io import message_typestore
 

@@ -1,5 +1,19 @@
-"""Tracking bags: ``m2sa-bag make --sequences`` and ``m2sa-bag-eval`` through the node's
-``track`` action.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Tracking bags: ``m2sa-bag make --sequences`` and ``m2sa-bag-eval`` through the node's ``track`` action.
 
 The recording tests read the files back with rosbags; the replay tests start the real
 perception node on the shipped tiny model, and the per-frame gIoU of the report is
@@ -10,39 +24,37 @@ evaluator's objects.
 
 from __future__ import annotations
 
+from collections import defaultdict
 import itertools
 import json
-from collections import defaultdict
 from pathlib import Path
 
-import numpy as np
-import pytest
-
-pytest.importorskip("rosbags")
-
-from m2sa_core.data.rle import decode_rle  # noqa: E402
-from m2sa_core.types import MaskType  # noqa: E402
-from m2sa_ros.bag.bag_io import (  # noqa: E402
-    RESULT_TOPIC,
+from m2sa_core.data.rle import decode_rle
+from m2sa_core.shipped_model import SHIPPED_MODEL
+from m2sa_core.types import MaskType
+from m2sa_ros.bag.bag_io import (
     bag_info,
     decode,
     iter_messages,
     read_frames,
+    RESULT_TOPIC,
     stamp_ns,
 )
-from m2sa_ros.bag.cli import main as bag_main  # noqa: E402
-from m2sa_ros.bag.ground_truth import (  # noqa: E402
+from m2sa_ros.bag.cli import main as bag_main
+from m2sa_ros.bag.depth_recording import DepthOptions
+from m2sa_ros.bag.geometry_truth import CAMERA_INFO_TOPIC, DEPTH_TOPIC, load_geometry_ground_truth
+from m2sa_ros.bag.ground_truth import (
     COMMAND_TOPIC,
+    GroundTruth,
     IMAGE_TOPIC,
     TRACKING_GROUND_TRUTH_FILE,
-    GroundTruth,
     TrackingGroundTruth,
 )
-from m2sa_ros.bag.depth_recording import DepthOptions  # noqa: E402
-from m2sa_ros.bag.geometry_truth import CAMERA_INFO_TOPIC, DEPTH_TOPIC, load_geometry_ground_truth  # noqa: E402
-from m2sa_ros.bag.sequences import make_sequence_bag, render_sequence_k  # noqa: E402
+from m2sa_ros.bag.sequences import make_sequence_bag, render_sequence_k
+import numpy as np
+import pytest
 
-MODEL = Path(__file__).resolve().parents[3] / "models" / "m2sa-tiny-synth"
+MODEL = SHIPPED_MODEL
 SEQUENCES, FRAMES, SIZE, SEED = 2, 3, 128, 4242
 
 
@@ -220,7 +232,7 @@ def _requested_masks(result) -> list[np.ndarray]:
 
 
 def _entries(preds: list[np.ndarray], gts: list[np.ndarray]) -> list[float]:
-    """IoUs entering gIoU: the best one-to-one pairing (tried exhaustively), 0 for the unpaired."""
+    """Return the IoUs entering gIoU: the best one-to-one pairing (tried exhaustively), 0 for the unpaired."""
     def iou(a, b) -> float:
         union = np.logical_or(a, b).sum()
         return 1.0 if union == 0 else float(np.logical_and(a, b).sum() / union)

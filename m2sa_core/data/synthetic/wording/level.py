@@ -1,11 +1,27 @@
-"""One use asked at both levels: the object that serves it, and the part of it that does.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+One use asked at both levels: the object that serves it, and the part of it that does.
 
 The object and part families ask about different uses in different words ("What can I
 cut the vegetables with?" for the knife, "Which part of the knife is sharp?" for its
 blade), so nothing in training sets the two levels side by side: the same use, once for
 the thing and once for its part. The held-out answers of the tiny model missed the
 level more often than anything else (a part for an object question, the object for a
-part question: about one held-out question in five). These pairs ask about one part's action twice on the same image: for the thing that has it,
+part question: about one held-out question in five). These pairs ask about one part's
+action twice on the same image: for the thing that has it,
 without naming the thing ("Which tool here would I cut with?"), and for the part,
 naming the thing ("On the knife, what do I cut with?"), so that what sets the level is
 how the request is put, not which use it names.
@@ -22,25 +38,24 @@ level, and it answered held-out object requests put as a use with a part.
 
 from __future__ import annotations
 
-import numpy as np
-
-from m2sa_core.data.synthetic.wording import lexicon
 from m2sa_core.data.synthetic.knowledge import _pick
-from m2sa_core.data.synthetic.wording.lexicon import held_out_clauses
-from m2sa_core.data.synthetic.wording.mixed import VERBS
 from m2sa_core.data.synthetic.questions import (
+    _answer,
+    _labels,
     MAX_TARGETS,
     MIXED_PHRASINGS,
     MULTI_FUNCTIONS,
     OBJECT_FUNCTIONS,
     PART_FUNCTIONS,
-    Question,
-    _answer,
-    _labels,
     phrasings_for,
+    Question,
 )
 from m2sa_core.data.synthetic.scene import Scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
+from m2sa_core.data.synthetic.wording import lexicon
+from m2sa_core.data.synthetic.wording.lexicon import held_out_clauses
+from m2sa_core.data.synthetic.wording.mixed import VERBS
+import numpy as np
 
 SPOTS = ("bit", "piece", "spot", "side", "area")
 # The object side names the thing by a kind ("device", "tool") or not at all, and asks
@@ -80,7 +95,8 @@ def compose(rng: np.random.Generator, forms: tuple[str, ...], name: str, action:
 
 
 def worded_level_questions(scene: Scene, rng: np.random.Generator) -> list[Question]:
-    """Per category in view, one of its part functions asked for the object, then for the part.
+    """
+    Per category in view, one of its part functions asked for the object, then for the part.
 
     Both questions target every instance of the category (objects, or each one's part);
     a category with more instances than an answer holds gives none.

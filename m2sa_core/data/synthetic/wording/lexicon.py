@@ -1,4 +1,19 @@
-"""Training requests composed from a lexicon, kept clear of the held-out phrasings.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Training requests composed from a lexicon, kept clear of the held-out phrasings.
 
 The worded families (:mod:`view`, :mod:`mixed`, :mod:`level`)
 say what a family asks in many new ways. The held-out splits must still measure
@@ -10,16 +25,16 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-import numpy as np
-
 from m2sa_core.data.synthetic.knowledge import _pick
+import numpy as np
 
 # Where a phrasing is cut into clauses: its slots and its sentence ends.
 CLAUSE_BREAKS = ("{name}", "{action}", "?", ".")
 
 
 def held_out_clauses(phrasings: Iterable[str]) -> tuple[str, ...]:
-    """The clauses of ``phrasings``, lower-cased, of three words or more, each once.
+    """
+    Return the clauses of ``phrasings``, lower-cased, of three words or more, each once.
 
     Shorter pieces ("the", "of the") are the world's common words; three words in a row
     are how a sentence is remembered.
@@ -34,7 +49,8 @@ def held_out_clauses(phrasings: Iterable[str]) -> tuple[str, ...]:
 
 def compose(rng: np.random.Generator, forms: tuple[str, ...], slots: Mapping[str, tuple[str, ...] | str],
             forbidden: tuple[str, ...], what: str) -> str:
-    """One of ``forms`` with its slots filled, avoiding every ``forbidden`` clause.
+    """
+    One of ``forms`` with its slots filled, avoiding every ``forbidden`` clause.
 
     ``slots`` maps a slot ("{v}") to its options, one drawn per try in the mapping's
     order, or to a fixed text. Draws are made whether or not the form uses the slot, so

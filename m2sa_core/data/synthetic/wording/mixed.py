@@ -1,4 +1,19 @@
-"""Object-and-part requests worded without the word "part", for training only.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Object-and-part requests worded without the word "part", for training only.
 
 The mixed family asks for an object together with the part that serves an action. Its
 four train phrasings all say "part" ("Show me the mug and the part I would pour the
@@ -17,23 +32,22 @@ model reads "where I" as the spot of the action when it comes with an object.
 
 from __future__ import annotations
 
-import numpy as np
-
-from m2sa_core.data.synthetic.wording import lexicon
 from m2sa_core.data.synthetic.knowledge import _pick
-from m2sa_core.data.synthetic.wording.lexicon import held_out_clauses
 from m2sa_core.data.synthetic.questions import (
+    _answer,
+    _labels,
     MAX_TARGETS,
     MIXED_ANSWERS,
     MIXED_PHRASINGS,
     PART_FUNCTIONS,
-    Question,
-    _answer,
-    _labels,
     phrasings_for,
+    Question,
 )
 from m2sa_core.data.synthetic.scene import Scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
+from m2sa_core.data.synthetic.wording import lexicon
+from m2sa_core.data.synthetic.wording.lexicon import held_out_clauses
+import numpy as np
 
 VERBS = ("Show me", "Find", "Mark", "Outline", "Highlight", "Segment", "Give me", "Locate")
 JOINS = ("and", "plus", "as well as", "together with", "along with", "and also")
@@ -60,7 +74,8 @@ def compose(rng: np.random.Generator, name: str, action: str) -> str:
 
 
 def worded_mixed_questions(scene: Scene, rng: np.random.Generator) -> list[Question]:
-    """One object-and-part request per category in view, for one of its part functions.
+    """
+    One object-and-part request per category in view, for one of its part functions.
 
     Targets are laid out as the mixed family lays them out: every instance of the
     category, each followed by its part; a category with too many instances gives none.

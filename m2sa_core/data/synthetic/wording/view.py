@@ -1,4 +1,19 @@
-"""Visible/complete questions worded from the view lexicon, for training only.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Visible/complete questions worded from the view lexicon, for training only.
 
 The view family has five fixed phrasings per kind, and the held-out one is left out
 of training (``questions.phrasings_for``). With four sentences a side, the tiny model
@@ -18,23 +33,22 @@ checked at composition): the held-out test still measures generalisation.
 
 from __future__ import annotations
 
-import numpy as np
-
-from m2sa_core.data.synthetic.wording import lexicon
-from m2sa_core.data.synthetic.knowledge import VIEW_WORDS, _pick
-from m2sa_core.data.synthetic.wording.lexicon import held_out_clauses
+from m2sa_core.data.synthetic.knowledge import _pick, VIEW_WORDS
 from m2sa_core.data.synthetic.questions import (
-    AMODAL_PHRASINGS,
-    VIEW_ANSWERS,
-    VISIBLE_PHRASINGS,
-    Question,
     _labels,
+    AMODAL_PHRASINGS,
     name_instance,
     phrasings_for,
+    Question,
     reask_view,
+    VIEW_ANSWERS,
+    VISIBLE_PHRASINGS,
 )
 from m2sa_core.data.synthetic.scene import Scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
+from m2sa_core.data.synthetic.wording import lexicon
+from m2sa_core.data.synthetic.wording.lexicon import held_out_clauses
+import numpy as np
 
 VERBS = ("Segment", "Show me", "Outline", "Mark", "Find", "Highlight", "Give me")
 ONE_WORD_HIDDEN = tuple(w for w in VIEW_WORDS["hidden"] if " " not in w)  # hidden, occluded, covered, obscured
@@ -84,7 +98,8 @@ def compose(rng: np.random.Generator, kind: str, name: str) -> str:
 
 
 def worded_view_questions(scene: Scene, question: Question, rng: np.random.Generator) -> list[Question]:
-    """The view ``question`` worded afresh, and once per instance by name when it has several.
+    """
+    Return the view ``question`` worded afresh, and once per instance by name when it has several.
 
     Same targets, masks and mask type as ``question``; other families give nothing.
     """

@@ -1,4 +1,19 @@
-"""Each fixed visible/complete request with its twin of the other kind, for training only.
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Each fixed visible/complete request with its twin of the other kind, for training only.
 
 The four train phrasings of each view kind (``questions.AMODAL_PHRASINGS`` and
 ``VISIBLE_PHRASINGS``, the held-out fifth left out) are the requests the tiny model
@@ -20,21 +35,20 @@ masks, but the held-out sentence itself still the complete one, and MMR lost gro
 
 from __future__ import annotations
 
-import numpy as np
-
 from m2sa_core.data.synthetic.knowledge import _pick
 from m2sa_core.data.synthetic.questions import (
-    AMODAL_PHRASINGS,
-    VIEW_ANSWERS,
-    VISIBLE_PHRASINGS,
-    Question,
     _answer,
     _labels,
+    AMODAL_PHRASINGS,
     name_instance,
     phrasings_for,
+    Question,
+    VIEW_ANSWERS,
+    VISIBLE_PHRASINGS,
 )
 from m2sa_core.data.synthetic.scene import Scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
+import numpy as np
 
 # Train phrasing -> its twins of the other kind, in the order of questions.py.
 TWINS: dict[str, tuple[str, ...]] = {
@@ -69,8 +83,11 @@ OTHER_KIND = {"amodal": ("visible", "visible", "modal"), "visible": ("amodal", "
 
 
 def source_phrasing(question: Question, scene: Scene) -> tuple[str, str] | None:
-    """The train phrasing ``question`` was made from and the spoken name it was filled
-    with, or None (held-out, named or other family)."""
+    """
+    Return the train phrasing ``question`` was made from and the spoken name it was filled with.
+
+    None for a held-out, named or other family's question.
+    """
     phrasings = {"amodal": AMODAL_PHRASINGS, "visible": VISIBLE_PHRASINGS}.get(question.family)
     if phrasings is None:
         return None
@@ -83,7 +100,8 @@ def source_phrasing(question: Question, scene: Scene) -> tuple[str, str] | None:
 
 
 def twin_view_questions(scene: Scene, question: Question, rng: np.random.Generator) -> list[Question]:
-    """``question``'s twin of the other kind, and once per instance by name when it has several.
+    """
+    ``question``'s twin of the other kind, and once per instance by name when it has several.
 
     Same targets as ``question``, the other mask type; a question not made from a train
     view phrasing gives nothing.

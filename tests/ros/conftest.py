@@ -1,0 +1,52 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+Fixtures the ROS tests share: one colcon install space of the package per test session.
+
+A `colcon build` takes minutes on a 2-core CPU, so the tests that run the package from an
+install space (tests/ros/test_colcon_build.py, test_launch_run.py, test_ros2_cli.py,
+test_nav2_bond.py) share one. ``M2SA_COLCON_WS=<folder>`` keeps it in that folder between
+sessions, where colcon builds again incrementally (for working on those tests).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+import subprocess
+
+import pytest
+from ros_install import build_workspace, sourced_env, upstream_install
+
+
+@pytest.fixture(scope="session")
+def colcon_workspace(tmp_path_factory) -> Path:
+    """Return a colcon workspace whose install/ holds this checkout's package, built once per session."""
+    kept = os.environ.get("M2SA_COLCON_WS")
+    return build_workspace(Path(kept) if kept else tmp_path_factory.mktemp("colcon_ws"))
+
+
+@pytest.fixture(scope="session")
+def ros_shell(colcon_workspace) -> dict[str, str]:
+    """
+    Yield the environment of a shell that sourced the venv's setup.sh and the install space's setup.sh.
+
+    Every ``ros2`` verb of the tests runs with ``--no-daemon``; a daemon some verb started
+    anyway would outlive the session, so it is stopped at the end.
+    """
+    env = sourced_env(colcon_workspace)
+    yield env
+    subprocess.run([str(upstream_install() / "bin" / "ros2"), "daemon", "stop"], env=env,
+                   capture_output=True, timeout=60)

@@ -1,0 +1,269 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""
+The package as a ROS user has it.
+
+A colcon install space, sourced over the venv with the upstream ROS packages built
+from ../shared/ros-src (launch, ros2cli, bondpy, ...).
+
+`make setup` builds those packages (scripts/build_ros_src.sh) and writes a .pth file into
+the venv that makes its python import them, so wherever that file exists a missing
+upstream module is a broken setup: :func:`require_upstream` fails the test then, and skips
+only on a venv set up without them. CI's `make setup` always builds them, so nothing that
+needs them skips there.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+from pathlib import Path
+import re
+import shutil
+import subprocess
+import sys
+import sysconfig
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+VENV_BIN = Path(sys.executable).parent
+COLCON = VENV_BIN / "colcon"
+UPSTREAM_PTH = Path(sysconfig.get_paths()["purelib"]) / "m2sa_ros_src.pth"  # written by build_ros_src.sh
+
+
+def require_upstream(*modules: str) -> None:
+    """Fail when an upstream module is missing from a venv that built them; skip on one that did not."""
+    missing = [name for name in modules if importlib.util.find_spec(name) is None]
+    if not missing:
+        return
+    if UPSTREAM_PTH.exists() or os.environ.get("CI"):
+        pytest.fail(f"{', '.join(missing)} not importable although make setup built the upstream ROS packages "
+                    f"({UPSTREAM_PTH}): see build/ros-src-*/build.log", pytrace=False)
+    pytest.skip(f"{', '.join(missing)} not built: make setup builds them (scripts/build_ros_src.sh)")
+
+
+def upstream_install() -> Path:
+    """Return the install space of the upstream packages this python imports (build/ros-src-<distro>/install)."""
+    require_upstream("ros2cli")
+    spec = importlib.util.find_spec("ros2cli")
+    assert spec is not None and spec.origin is not None
+    # <install>/lib/pythonX.Y/site-packages/ros2cli/__init__.py
+    return Path(spec.origin).resolve().parents[4]
+
+
+def colcon_env(workspace: Path) -> dict[str, str]:
+    """Return the environment `source /opt/ros/<distro>/setup.bash` gives, with the venv as the underlay."""
+    env = dict(os.environ)
+    prefixes = [VENV_BIN.parent]
+    # The upstream packages make setup builds are part of that underlay: CMake finds the
+    # ament linters there (ament_lint_auto, ament_cmake_copyright, ament_cmake_xmllint).
+    lint = importlib.util.find_spec("ament_copyright")
+    if lint is not None and lint.origin is not None:
+        prefixes.append(Path(lint.origin).resolve().parents[4])  # <install>/lib/pythonX.Y/site-packages/...
+    env["PATH"] = ":".join([*(str(prefix / "bin") for prefix in prefixes), env.get("PATH", "")])
+    env["AMENT_PREFIX_PATH"] = str(VENV_BIN.parent)
+    env["CMAKE_PREFIX_PATH"] = ":".join(map(str, prefixes))
+    env["COLCON_LOG_PATH"] = str(workspace / "log")
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def build_workspace(workspace: Path) -> Path:
+    """
+    `colcon build` of this checkout into ``workspace`` (src/m2sa_ros links to it); returns ``workspace``.
+
+    A workspace built before is built again in place, which colcon does incrementally.
+    """
+    if not COLCON.exists():
+        pytest.fail(f"{COLCON} missing: make setup installs colcon from requirements.lock", pytrace=False)
+    (workspace / "src").mkdir(parents=True, exist_ok=True)
+    link = workspace / "src" / "m2sa_ros"
+    if not link.is_symlink():
+        link.symlink_to(ROOT, target_is_directory=True)
+    assert link.resolve() == ROOT, f"{link} points to {link.resolve()}, not this checkout"
+    build = subprocess.run(
+        [str(COLCON), "build", "--base-paths", "src", "--build-base", "build", "--install-base", "install",
+         "--event-handlers", "console_direct+", "--cmake-args", f"-DPython3_EXECUTABLE={sys.executable}",
+         "-DBUILD_TESTING=ON"],
+        cwd=workspace, env={**colcon_env(workspace), "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 2)},
+        capture_output=True, text=True, timeout=1200)
+    assert build.returncode == 0, build.stdout[-6000:] + build.stderr[-3000:]
+    assert "Finished <<< m2sa_ros" in build.stdout, build.stdout[-3000:]
+    return workspace
+
+
+def sourced_env(workspace: Path) -> dict[str, str]:
+    """
+    Return a user's shell after `. <venv>/setup.sh` and `. <workspace>/install/setup.sh`.
+
+    `ros2` on PATH, the upstream packages and the install space on AMENT_PREFIX_PATH (what `ros2 launch` looks
+    packages up in).
+    """
+    upstream_install()  # fails or skips first when the upstream packages are missing
+    setup = VENV_BIN.parent / "setup.sh"
+    assert setup.is_file(), f"{setup} missing: make setup writes it"
+    # colcon-core writes the POSIX setup.sh (setup.bash comes from colcon-bash, not needed here).
+    out = subprocess.run(["bash", "-c", f". {setup} && . {workspace}/install/setup.sh && env -0"],
+                         env=colcon_env(workspace), capture_output=True, text=True, timeout=60, check=True)
+    return dict(item.split("=", 1) for item in out.stdout.split("\0") if "=" in item)
+
+
+# Fast DDS (Jazzy's) writes log lines of its own between a verb's lines, such as
+# "<date> [RTPS_TRANSPORT_SHM Error] Failed init_port ...: open_and_lock_file failed" when
+# another process holds a shared-memory port (it then talks over UDP); they are the
+# middleware's, not the verb's output.
+_ANSI = re.compile(r"\x1b\[[0-9;]*m")
+_FASTDDS_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \[\w+ (Error|Warning|Info)\]")
+
+
+def without_middleware_lines(text: str) -> str:
+    return "".join(line for line in text.splitlines(keepends=True) if not _FASTDDS_LOG.match(_ANSI.sub("", line)))
+
+
+def ros2(env: dict[str, str], *args: str, timeout: float = 60.0, attempts: int = 3) -> subprocess.CompletedProcess:
+    """
+    ``ros2 <args>`` in the sourced shell ``env``; stdout and stderr as text, Fast DDS's own log lines left out.
+
+    A fresh ``ros2`` process discovers the graph first (``--spin-time`` for the lifecycle
+    verbs, ``--timeout`` for the param verbs); on a loaded machine that can come up short,
+    and the verb says "Node not found". That one answer is retried, as a user would retry.
+    """
+    executable = shutil.which("ros2", path=env.get("PATH"))
+    assert executable, f"no ros2 on PATH: {env.get('PATH')}"
+    for _ in range(attempts):
+        run = subprocess.run([executable, *args], env=env, capture_output=True, text=True, timeout=timeout)
+        run.stdout, run.stderr = without_middleware_lines(run.stdout), without_middleware_lines(run.stderr)
+        if "Node not found" not in run.stdout + run.stderr:
+            break
+    return run
+
+
+class LaunchProcess:
+    """
+    ``ros2 launch`` (or any command) in a process of its own, its output collected line by line.
+
+    With ``terminal=True`` it runs on a pseudo-terminal that is its controlling terminal,
+    as in a user's shell: launch sees a tty, and :meth:`ctrl_c` types Ctrl-C, which the
+    terminal turns into SIGINT for the whole foreground process group (launch and the
+    node). Without it, output goes through a pipe and :meth:`ctrl_c` sends SIGINT to
+    launch alone, as a service manager or ``kill -INT`` does.
+    """
+
+    def __init__(self, argv: list[str], env: dict[str, str], terminal: bool = False) -> None:
+        import threading
+
+        self.terminal = terminal
+        self.lines: list[str] = []
+        self._changed = threading.Condition()
+        if terminal:
+            import pty
+
+            master, slave = pty.openpty()
+            self.proc = subprocess.Popen(argv, env=env, stdin=slave, stdout=slave, stderr=slave,
+                                         start_new_session=True, preexec_fn=_take_controlling_terminal)
+            os.close(slave)
+            self._master = master
+            source = _pty_lines(master)
+        else:
+            self._master = None
+            self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=subprocess.STDOUT, text=True)
+            source = iter(self.proc.stdout)
+        self._reader = threading.Thread(target=self._read, args=(source,), daemon=True)
+        self._reader.start()
+
+    def _read(self, source) -> None:
+        for line in source:
+            with self._changed:
+                self.lines.append(line.replace("\r\n", "\n"))
+                self._changed.notify_all()
+
+    @property
+    def output(self) -> str:
+        with self._changed:
+            return "".join(self.lines)
+
+    def wait_for_line(self, text: str, timeout: float) -> str:
+        """Return the first line containing ``text``; fail if the process ends or ``timeout`` s pass first."""
+        import time
+
+        deadline = time.monotonic() + timeout
+        with self._changed:
+            while True:
+                for line in self.lines:
+                    if text in line:
+                        return line
+                if self.proc.poll() is not None:
+                    raise AssertionError(f"exited ({self.proc.returncode}) before {text!r}:\n" + "".join(self.lines))
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise AssertionError(f"no {text!r} within {timeout} s:\n" + "".join(self.lines))
+                self._changed.wait(min(left, 0.2))
+
+    def ctrl_c(self) -> None:
+        """Ctrl-C as the terminal delivers it (typed), or SIGINT to launch alone (no terminal)."""
+        import signal
+
+        if self._master is not None:
+            os.write(self._master, b"\x03")
+        else:
+            self.proc.send_signal(signal.SIGINT)
+
+    def wait(self, timeout: float) -> int:
+        code = self.proc.wait(timeout=timeout)
+        self._reader.join(10)
+        return code
+
+    def kill(self) -> None:
+        """SIGKILL to the process and, for a terminal, its whole session; then close the terminal."""
+        import signal
+
+        if self.proc.poll() is None:
+            if self.terminal:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            else:
+                self.proc.kill()
+            self.proc.wait()
+        self._reader.join(10)
+        if self._master is not None:
+            os.close(self._master)
+            self._master = None
+
+
+def _take_controlling_terminal() -> None:
+    """In the child, after setsid(): make stdin (the pty) the session's controlling terminal."""
+    import fcntl
+    import termios
+
+    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
+
+
+def _pty_lines(master: int):
+    """Lines read from a pty's master side until every writer has closed it."""
+    buffer = b""
+    while True:
+        try:
+            chunk = os.read(master, 4096)
+        except OSError:  # EIO: the last process holding the terminal exited
+            chunk = b""
+        if not chunk:
+            break
+        buffer += chunk
+        *complete, buffer = buffer.split(b"\n")
+        for line in complete:
+            yield line.decode(errors="replace") + "\n"
+    if buffer:
+        yield buffer.decode(errors="replace")
