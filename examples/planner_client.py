@@ -118,6 +118,16 @@ def grasp_targets(result: Any) -> list[GraspTarget]:
     return targets
 
 
+# The node accepts or rejects a goal at once; a goal response that has not come within
+# this time was lost, and the goal is sent again. rmw_fastrtps drops a service response when
+# the server has not yet matched the client's response reader within 100 ms ("failed to
+# send response (timeout): client will not receive response", ros2/ros2 issue 1253), which
+# happens on a loaded machine right after the client found the server. The node then holds
+# the lost copy too; it answers it when it runs, to nobody.
+GOAL_RESPONSE_TIMEOUT_S = 10.0
+GOAL_SENDS = 3
+
+
 class PlannerClient:
     """An action client of ``<namespace>/segment`` with request ids, feedback and cancel."""
 
@@ -144,9 +154,17 @@ class PlannerClient:
         def on_feedback(msg: Any) -> None:
             outcome.feedback.append((msg.feedback.stage, msg.feedback.partial_answer))
 
-        sent = self.client.send_goal_async(goal, feedback_callback=on_feedback)
-        handle = _wait(sent, timeout_s)
-        if handle is None or not handle.accepted:
+        handle = None
+        for _ in range(GOAL_SENDS):
+            handle = _wait(self.client.send_goal_async(goal, feedback_callback=on_feedback),
+                           min(GOAL_RESPONSE_TIMEOUT_S, timeout_s))
+            if handle is not None:
+                break
+        if handle is None:
+            outcome.status = "aborted"
+            outcome.error = f"no goal response to {GOAL_SENDS} sends of {GOAL_RESPONSE_TIMEOUT_S:g} s each"
+            return outcome
+        if not handle.accepted:
             return outcome
         result_future = handle.get_result_async()
         if cancel_after_s is not None and _wait(result_future, cancel_after_s) is None:

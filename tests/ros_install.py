@@ -30,12 +30,13 @@ from __future__ import annotations
 import importlib.util
 import os
 from pathlib import Path
-import re
 import shutil
 import subprocess
 import sys
 import sysconfig
+import time
 
+from middleware_log import without_middleware_lines
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,34 +122,23 @@ def sourced_env(workspace: Path) -> dict[str, str]:
     return dict(item.split("=", 1) for item in out.stdout.split("\0") if "=" in item)
 
 
-# Fast DDS (Jazzy's) writes log lines of its own between a verb's lines, such as
-# "<date> [RTPS_TRANSPORT_SHM Error] Failed init_port ...: open_and_lock_file failed" when
-# another process holds a shared-memory port (it then talks over UDP); they are the
-# middleware's, not the verb's output.
-_ANSI = re.compile(r"\x1b\[[0-9;]*m")
-_FASTDDS_LOG = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d+ \[\w+ (Error|Warning|Info)\]")
-
-
-def without_middleware_lines(text: str) -> str:
-    return "".join(line for line in text.splitlines(keepends=True) if not _FASTDDS_LOG.match(_ANSI.sub("", line)))
-
-
-def ros2(env: dict[str, str], *args: str, timeout: float = 60.0, attempts: int = 3) -> subprocess.CompletedProcess:
+def ros2(env: dict[str, str], *args: str, timeout: float = 60.0, find_for: float = 60.0) -> subprocess.CompletedProcess:
     """
     ``ros2 <args>`` in the sourced shell ``env``; stdout and stderr as text, Fast DDS's own log lines left out.
 
     A fresh ``ros2`` process discovers the graph first (``--spin-time`` for the lifecycle
     verbs, ``--timeout`` for the param verbs); on a loaded machine that can come up short,
-    and the verb says "Node not found". That one answer is retried, as a user would retry.
+    and the verb says "Node not found" without asking the node anything. That one answer is
+    retried for up to ``find_for`` seconds, as a user would retry.
     """
     executable = shutil.which("ros2", path=env.get("PATH"))
     assert executable, f"no ros2 on PATH: {env.get('PATH')}"
-    for _ in range(attempts):
+    deadline = time.monotonic() + find_for
+    while True:
         run = subprocess.run([executable, *args], env=env, capture_output=True, text=True, timeout=timeout)
         run.stdout, run.stderr = without_middleware_lines(run.stdout), without_middleware_lines(run.stderr)
-        if "Node not found" not in run.stdout + run.stderr:
-            break
-    return run
+        if "Node not found" not in run.stdout + run.stderr or time.monotonic() > deadline:
+            return run
 
 
 class LaunchProcess:

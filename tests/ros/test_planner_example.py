@@ -34,6 +34,7 @@ import threading
 import time
 
 from fake_models import BoxSegmenter
+from middleware_log import without_middleware_lines
 from node_harness import good_image, spinning
 import pytest
 
@@ -167,9 +168,10 @@ PRESS_LINE = ("press/grasp at (-0.150, -0.100, 2.000) m, approach along (+0.000,
 
 
 def _run_script(*args: str) -> subprocess.CompletedProcess:
-    """Return the example in a process of its own (same ROS domain as the test's node)."""
+    """Return the example in a process of its own (same ROS domain as the test's node), Fast DDS's lines left out."""
     done = subprocess.run([sys.executable, str(EXAMPLE), *args], capture_output=True, text=True, timeout=120,
                           env=dict(os.environ))
+    done.stdout, done.stderr = without_middleware_lines(done.stdout), without_middleware_lines(done.stderr)
     # An interpreter that aborts at exit prints this and exits 134, whatever the goal did.
     assert "terminate called" not in done.stderr and "Traceback" not in done.stderr, done.stderr
     return done
@@ -211,3 +213,34 @@ def test_script_without_an_action_server_says_so_and_exits_0():
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout == ""
     assert done.stderr.splitlines() == ["no action server /nobody_serves_here/segment within 2 s"], done.stderr
+
+
+class _LosingClient:
+    """An action client whose first ``lost`` goal responses never come, as rmw_fastrtps drops them."""
+
+    def __init__(self, lost: int) -> None:
+        self.lost, self.sent = lost, []
+
+    def send_goal_async(self, goal, feedback_callback=None):
+        from rclpy.task import Future
+
+        self.sent.append(goal.request_id)
+        future = Future()
+        if len(self.sent) > self.lost:
+            future.set_result(type("Handle", (), {"accepted": False})())  # answered: rejected
+        return future
+
+
+@pytest.mark.parametrize("lost, status", [(1, "rejected"), (3, "aborted")])
+def test_a_goal_response_that_never_comes_is_sent_again_then_reported(monkeypatch, lost, status):
+    from m2sa_ros.action import Segment
+
+    example = _load_example()
+    monkeypatch.setattr(example, "GOAL_RESPONSE_TIMEOUT_S", 0.2)
+    planner = example.PlannerClient.__new__(example.PlannerClient)
+    planner._action, planner.client = Segment, _LosingClient(lost)
+    outcome = planner.segment("the mug", request_id="lost-1", timeout_s=5.0)
+    assert planner.client.sent == ["lost-1"] * min(lost + 1, example.GOAL_SENDS)
+    assert outcome.status == status, outcome
+    if status == "aborted":
+        assert outcome.error == f"no goal response to {example.GOAL_SENDS} sends of 0.2 s each", outcome

@@ -44,9 +44,10 @@ import subprocess
 import time
 from typing import Any
 
+from middleware_log import without_middleware_lines
 from node_harness import spinning, wait_until
 import pytest
-from ros_install import LaunchProcess, ROOT, ros2, without_middleware_lines
+from ros_install import LaunchProcess, ROOT, ros2
 import yaml
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
@@ -91,17 +92,8 @@ def node(shell, module_context) -> Any:
 
 
 def _lifecycle(shell: dict[str, str], verb: str, fqn: str, *args: str) -> subprocess.CompletedProcess:
-    """
-    Run ``ros2 lifecycle <verb> <fqn> ...`` as at a terminal, again while it has not found the node.
-
-    The verb looks the node up in what its --spin-time of discovery found; a run that found
-    nothing yet says "Node not found" without asking the node anything, so it is repeated.
-    """
-    for _ in range(10):
-        done = ros2(shell, "lifecycle", verb, fqn, *args, "--no-daemon", *DISCOVERY)
-        if "Node not found" not in done.stdout + done.stderr:
-            break
-    return done
+    """Run ``ros2 lifecycle <verb> <fqn> ...`` as at a terminal, again while it has not found the node."""
+    return ros2(shell, "lifecycle", verb, fqn, *args, "--no-daemon", *DISCOVERY)
 
 
 def _lifecycle_get(shell: dict[str, str], fqn: str) -> subprocess.CompletedProcess:

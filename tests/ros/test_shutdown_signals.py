@@ -38,6 +38,7 @@ from node_process import (
     ctrl_c_under_launch,
     in_background,
     NodeProcess,
+    send_goals,
     start_active_node,
     wait_done,
 )
@@ -99,11 +100,10 @@ def test_ctrl_c_under_launch_ends_a_running_track_with_its_result_and_exits_0(ro
         with spinning(ros_context, client_node):
             client = ActionClient(client_node, Track, f"{ns}/track")
             assert client.wait_for_server(timeout_sec=60), node.output
-            goal = client.send_goal_async(Track.Goal(command="I want to turn on the TV", request_id="t1"),
-                                          feedback_callback=feedback.append)
-            wait_done([goal], node, 60)
-            assert goal.result().accepted, node.output
-            result = goal.result().get_result_async()
+            [handle] = send_goals(client, [Track.Goal(command="I want to turn on the TV", request_id="t1")], node,
+                                  feedback_callback=feedback.append)
+            assert handle.accepted, node.output
+            result = handle.get_result_async()
             deadline = time.monotonic() + 60
             while sum(1 for f in feedback if f.feedback.frame_seq > 0) < 2:  # the answer, then tracked frames
                 assert not result.done(), (result.result().result.reason, node.output)

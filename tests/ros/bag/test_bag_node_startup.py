@@ -31,6 +31,7 @@ import signal
 import subprocess
 import sys
 
+from middleware_log import without_middleware_lines
 from node_harness import wait_until
 import psutil
 import pytest
@@ -71,8 +72,10 @@ def _tool(argv: list[str]) -> subprocess.Popen:
 
 
 def _finish(proc: subprocess.Popen, timeout: float) -> tuple[str, str]:
+    """Return the tool's stdout and stderr once it has ended, Fast DDS's own lines left out."""
     try:
-        return proc.communicate(timeout=timeout)
+        out, err = proc.communicate(timeout=timeout)
+        return without_middleware_lines(out), without_middleware_lines(err)
     except subprocess.TimeoutExpired:
         for node in _nodes_of(proc.pid):
             node.kill()
