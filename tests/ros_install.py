@@ -188,8 +188,6 @@ class LaunchProcess:
 
     def wait_for_line(self, text: str, timeout: float) -> str:
         """Return the first line containing ``text``; fail if the process ends or ``timeout`` s pass first."""
-        import time
-
         deadline = time.monotonic() + timeout
         with self._changed:
             while True:
