@@ -1,6 +1,7 @@
 # One-command setup and tests on a machine with only Python 3.11, gcc and cmake.
 #   make setup   .venv with pinned dependencies + the ROS 2 wheels + our interfaces
-#   make test    setup when needed, then the whole pytest suite
+#   make test    setup when needed, then the whole pytest suite (on every core)
+#   make test-fast  the tests with no child process and no DDS (a few minutes)
 #   make demo    setup when needed, then the end-to-end demo (see README)
 #   make test-ros  the ROS-facing tests only (what CI runs on Jazzy)
 #   make lint    the ament linters colcon test runs (flake8, pep257, copyright, xmllint)
@@ -28,7 +29,7 @@ PYTEST_ARGS ?=
 INTERFACES := $(wildcard msg/*.msg srv/*.srv action/*.action)
 NODE_SOURCES := $(wildcard m2sa_ros/*.py m2sa_ros/*/*.py)
 
-.PHONY: setup test test-ros demo lint lock clean
+.PHONY: setup test test-fast test-ros demo lint lock clean
 
 setup: $(VENV)/.deps-stamp $(VENV)/.ros-stamp $(VENV)/.ros-src-stamp $(VENV)/.xmllint-stamp
 
@@ -73,8 +74,19 @@ $(VENV)/.ros-src-stamp: $(VENV)/.ros-stamp scripts/build_ros_src.sh
 	@bash scripts/build_ros_src.sh $(VENV) $(ROS_DISTRO)
 	@touch $@
 
+# The test files are spread over the cores by pytest-xdist, a whole file to a worker (its
+# module fixtures, such as one node for all its tests, are built once); each worker takes a
+# DDS domain of its own (tests/conftest.py). TEST_WORKERS=0 runs everything in one process.
+TEST_WORKERS ?= auto
+XDIST := -n $(TEST_WORKERS) --dist loadfile
+
 test: setup
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)
+
+# The fast tier: no child process, no DDS participant (tests/conftest.py refuses either in a
+# test not marked `integration`), for every change while you work.
+test-fast: setup
+	$(PY) -m pytest -m "not integration" $(XDIST) $(PYTEST_ARGS)
 
 # The ROS-facing tests: every test marked `ros` (the node, DDS, bag replay, colcon, the
 # demo), then the rest of the files that read ROS files or wheels without a node.
@@ -82,8 +94,8 @@ ROS_FACING_FILES := tests/ros/bag/test_bag_tools.py tests/ros/test_launch_files.
   tests/tools/test_package.py
 # Both runs report even when the first fails; the target fails if either did.
 test-ros: setup
-	status=0; $(PY) -m pytest -m ros $(PYTEST_ARGS) || status=$$?; \
-	$(PY) -m pytest -m "not ros" $(ROS_FACING_FILES) $(PYTEST_ARGS) || status=$$?; \
+	status=0; $(PY) -m pytest -m ros $(XDIST) $(PYTEST_ARGS) || status=$$?; \
+	$(PY) -m pytest -m "not ros" $(ROS_FACING_FILES) $(XDIST) $(PYTEST_ARGS) || status=$$?; \
 	exit $$status
 
 # The four ament linters CMakeLists.txt registers for colcon test, run from the venv with

@@ -15,18 +15,52 @@
 """
 Test-wide settings.
 
-DDS traffic of the tests stays on this machine (loopback discovery) and on a domain of
-its own, so parallel runs and other ROS graphs on the network never see each other.
+Each test process (the one pytest, or each worker of `pytest -n`) takes a DDS domain of
+its own from domain_coordinator, the tool ROS 2's own CI uses: it holds a port for the
+domain as long as the process lives, so no two processes on this machine share one, and
+a worker never sees another worker's nodes. Discovery stays on this machine, and Fast
+DDS talks over UDP on loopback only: its shared-memory transport locks files in /dev/shm
+that every process of the machine shares, and on a loaded machine a lock not taken in time
+prints the middleware's own error and changes the transport under a test.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 import random
+import subprocess
 
+# Set by this file when it chose the domain, so that a pytest-xdist worker, which inherits
+# the controller's environment, can tell an inherited choice from the user's own.
+_CHOSEN_HERE = "M2SA_TEST_DOMAIN_CHOSEN"
+_domain_reservation = contextlib.ExitStack()
+
+
+def _reserve_domain() -> None:
+    """Give this process a ROS_DOMAIN_ID no other process here holds, unless the user set one."""
+    inherited = os.environ.get("ROS_DOMAIN_ID")
+    if inherited is not None and inherited != os.environ.get(_CHOSEN_HERE):
+        return  # the user's own choice
+    try:
+        from domain_coordinator import domain_id
+    except ImportError:  # a venv without the ROS test tools: pure-Python tests only
+        chosen = random.Random(os.getpid()).randint(1, 100)
+    else:
+        chosen = _domain_reservation.enter_context(domain_id())
+    os.environ["ROS_DOMAIN_ID"] = os.environ[_CHOSEN_HERE] = str(chosen)
+
+
+_reserve_domain()
+if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    # The workers share the cores: torch's default of a thread per core in every worker would
+    # put several threads on each core and slow every test down.
+    _threads = str(max(1, (os.cpu_count() or 1) // int(os.environ["PYTEST_XDIST_WORKER_COUNT"])))
+    for _variable in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ.setdefault(_variable, _threads)
 os.environ.setdefault("ROS_AUTOMATIC_DISCOVERY_RANGE", "LOCALHOST")
-os.environ.setdefault("ROS_DOMAIN_ID", str(random.Random(os.getpid()).randint(1, 100)))
+os.environ.setdefault("FASTDDS_BUILTIN_TRANSPORTS", "UDPv4")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
@@ -45,8 +79,50 @@ def _ros_available() -> bool:
 ROS_AVAILABLE = _ros_available()
 
 
+# Fixtures that open a DDS participant or build and start the package: a test that uses one
+# is an integration test.
+_INTEGRATION_FIXTURES = frozenset({"ros_context", "module_context", "colcon_workspace", "ros_shell"})
+
+
+@pytest.fixture(autouse=True)
+def _fast_tier_stays_in_process(request, monkeypatch):
+    """
+    Refuse a child process or a DDS participant in a test not marked `integration`.
+
+    The fast tier (``-m "not integration"``) is what a developer runs on every change, so
+    it must stay in one process and off the network; this keeps the marker true as tests
+    are added, instead of a list someone has to remember.
+    """
+    if request.node.get_closest_marker("integration") is not None:
+        return
+    used = sorted(_INTEGRATION_FIXTURES.intersection(request.fixturenames))
+    if used:
+        pytest.fail(f"{request.node.nodeid} uses {', '.join(used)} (DDS or the installed package): "
+                    'mark it `integration` (CONTRIBUTING.md, "Tests")', pytrace=False)
+
+    def refuse(what: str):
+        def refused(*_args, **_kwargs):
+            raise AssertionError(f"{request.node.nodeid} starts {what}: mark it `integration` "
+                                 '(CONTRIBUTING.md, "Tests")')
+        return refused
+
+    monkeypatch.setattr(subprocess.Popen, "_execute_child", refuse("a child process"))
+    if ROS_AVAILABLE:
+        from rclpy.context import Context
+
+        monkeypatch.setattr(Context, "init", refuse("rclpy (a DDS participant)"))
+
+
 def pytest_collection_modifyitems(config, items):
-    """Skip the tests marked `ros` without the built interfaces; `make test` always builds them."""
+    """
+    Put the files that hold a `slow` test first; skip the `ros` tests without the built interfaces.
+
+    pytest-xdist (`make test`) hands whole files to its workers in this order, so a long file
+    started last would leave the other workers idle while it runs; a stable sort keeps each
+    file's own order. `make test` always builds the interfaces.
+    """
+    slow_files = {item.path for item in items if item.get_closest_marker("slow") is not None}
+    items.sort(key=lambda item: item.path not in slow_files)
     if ROS_AVAILABLE:
         return
     skip = pytest.mark.skip(reason="rclpy / m2sa_ros interfaces not built: run `make setup`")

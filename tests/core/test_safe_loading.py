@@ -143,6 +143,7 @@ def test_training_config_with_python_tags_is_refused(tmp_path, marker):
         load_config(None, [f"seed={EVIL_YAML.format(marker=marker)}"])
 
 
+@pytest.mark.integration
 @pytest.mark.ros
 def test_node_parameters_file_with_python_tags_runs_nothing_and_configure_fails(tmp_path, marker, capfd):
     """

@@ -452,6 +452,7 @@ def test_view_wording_says_hidden_as_often_when_asking_for_the_visible_mask():
         assert min(said.values()) > 0.75 * max(said.values()), (word, said)
 
 
+@pytest.mark.integration
 def test_phrase_exposure_shows_the_twins_balance_a_phrasings_words(world, tmp_path):
     """
     training/tiny/research/phrase_exposure.py, as run from the repository.
@@ -479,6 +480,7 @@ def test_phrase_exposure_shows_the_twins_balance_a_phrasings_words(world, tmp_pa
     assert complete > 0 and visible > 0
 
 
+@pytest.mark.integration
 def test_probe_view_wording_asks_every_variant_about_the_same_objects(world):
     """
     training/tiny/research/probe_view_wording.py, as run from the repository with the shipped model.
@@ -498,6 +500,7 @@ def test_probe_view_wording_asks_every_variant_about_the_same_objects(world):
     assert {row.rsplit("|", 2)[1].split("/")[1].strip() for row in rows} == {"1"}
 
 
+@pytest.mark.integration
 def test_probe_patch_words_scores_the_training_and_val_images_it_is_asked_for(world):
     """
     training/tiny/research/probe_patch_words.py, as run from the repository with the shipped model.
@@ -522,6 +525,7 @@ def test_probe_patch_words_scores_the_training_and_val_images_it_is_asked_for(wo
         assert first and 0.0 <= float(first[1]) <= 1.0 and int(first[2]) > 0
 
 
+@pytest.mark.integration
 def test_probe_patch_words_also_scores_another_worlds_training_images(world, tmp_path):
     """
     ``--also WORLD``: a third row, that world's training images under the first world's candidate words.
@@ -546,6 +550,7 @@ def test_probe_patch_words_also_scores_another_worlds_training_images(world, tmp
     assert rows[f"train of {other}"] == rows["train"]
 
 
+@pytest.mark.integration
 def test_probe_patch_words_by_object_accounts_for_every_object_once(world):
     """
     ``--by-object``: one row per (objects of its category, its own number) and split.
@@ -594,6 +599,8 @@ def test_lexicon_cuts_held_out_clauses_and_never_composes_one():
         compose(rng, ("Point out the {name}.",), {"{name}": "mug"}, clauses, "the mug")
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_probe_instance_misses_lists_each_target_under_the_threshold_with_its_nearest_other(world):
     """
     training/tiny/research/probe_instance_misses.py, as run from the repository with the shipped model.

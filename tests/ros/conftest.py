@@ -33,9 +33,26 @@ from ros_install import build_workspace, sourced_env, upstream_install
 
 @pytest.fixture(scope="session")
 def colcon_workspace(tmp_path_factory) -> Path:
-    """Return a colcon workspace whose install/ holds this checkout's package, built once per session."""
+    """
+    Return a colcon workspace whose install/ holds this checkout's package, built once per run.
+
+    Under pytest-xdist every worker that runs such a test asks for it: the first builds it
+    in the run's shared temporary folder while the others wait on a file lock, then all
+    use that one build.
+    """
+    from filelock import FileLock
+
+    run_folder = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        run_folder = run_folder.parent  # this run's, shared by its workers
     kept = os.environ.get("M2SA_COLCON_WS")
-    return build_workspace(Path(kept) if kept else tmp_path_factory.mktemp("colcon_ws"))
+    workspace = Path(kept) if kept else run_folder / "colcon_ws"
+    with FileLock(str(run_folder / "colcon_ws.lock")):
+        built = run_folder / "colcon_ws.built"
+        if not built.exists():
+            build_workspace(workspace)
+            built.touch()
+    return workspace
 
 
 @pytest.fixture(scope="session")

@@ -31,7 +31,7 @@ import xml.etree.ElementTree as ElementTree
 import pytest
 from ros_install import COLCON, colcon_env
 
-pytestmark = [pytest.mark.ros, pytest.mark.slow]
+pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.integration]
 
 LINTERS = {"flake8", "pep257", "copyright", "xmllint"}
 

@@ -43,6 +43,8 @@ from node_process import ctrl_c
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.integration
+
 BIN = Path(sys.executable).parent
 SURFACES = "Which surfaces here light up with pictures?"  # scene 0 of seed 2026: a TV and a laptop
 

@@ -39,7 +39,7 @@ import numpy as np
 import pytest
 import torch
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 
 @pytest.fixture(scope="module")

@@ -39,7 +39,7 @@ from node_harness import DirectNode, good_image, H, image_msg, W
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 FUZZ = settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
 

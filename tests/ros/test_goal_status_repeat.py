@@ -27,7 +27,7 @@ import time
 from node_harness import spinning, wait_until
 import pytest
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 
 def test_a_running_goal_has_its_status_published_again_until_it_ends(module_context):

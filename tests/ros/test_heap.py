@@ -22,6 +22,8 @@ import sys
 from m2sa_ros.memory import HeapTrimmer
 import pytest
 
+pytestmark = pytest.mark.integration
+
 
 class FakeClock:
 

@@ -27,7 +27,7 @@ import time
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 
 def _spin_until(executor, predicate, timeout: float = 10.0) -> bool:

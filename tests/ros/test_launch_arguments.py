@@ -34,7 +34,7 @@ from fake_models import BoxSegmenter
 import pytest
 import yaml
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 LAUNCH_FILE = ROOT / "launch" / "perception.launch.py"

@@ -31,6 +31,8 @@ from m2sa_ros.node_params import PARAMETERS, validate
 import pytest
 import yaml
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[2]
 PARAMS_FILE = ROOT / "config" / "perception.yaml"
 LAUNCH_FILE = ROOT / "launch" / "perception.launch.py"

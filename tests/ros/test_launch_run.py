@@ -43,7 +43,7 @@ import pytest
 from ros_install import LaunchProcess, ros2
 import yaml
 
-pytestmark = [pytest.mark.ros, pytest.mark.slow]
+pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.integration]
 
 NODE = "perception_node"
 ACTIVE = "active: listening"

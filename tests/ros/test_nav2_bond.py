@@ -42,7 +42,7 @@ from node_harness import spinning, wait_until
 import pytest
 from ros_install import LaunchProcess, require_upstream
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 NODE = "perception_node"
 # nav2_lifecycle_manager's defaults (lifecycle_manager.cpp, Jazzy and Kilted).

@@ -31,7 +31,7 @@ from node_process import ctrl_c
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = Path(sys.executable).parent / "m2sa-perception"

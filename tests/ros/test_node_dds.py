@@ -33,7 +33,7 @@ from node_harness import wait_until
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 SCRIPT = "Press the television_set_1's button [SEG] or the remote_control_1's button [SEG]."
 W, H = 64, 48

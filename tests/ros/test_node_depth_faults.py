@@ -33,7 +33,7 @@ import numpy as np
 import pytest
 from test_node_dds import _image, _now_ns, _scene, Graph, graph, H, W  # noqa: F401
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 FRAME = "camera_color_optical_frame"
 K = [80.0, 0.0, 31.5, 0.0, 80.0, 23.5, 0.0, 0.0, 1.0]

@@ -41,7 +41,7 @@ import pytest
 from test_node_dds import _now_ns, graph  # noqa: F401
 from test_node_geometry import _synthetic, _track_through_depths, CAMERA_FRAME, DepthFeed, SceneSegmenter
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 

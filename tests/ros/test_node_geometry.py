@@ -44,7 +44,7 @@ from test_node_dds import H as DDS_H  # noqa: F401
 from test_node_dds import W as DDS_W
 from test_node_robot import _frame_with_depth, CX, CY, FRAME, FX, FY
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 CAMERA_FRAME = "camera_color_optical_frame"
 

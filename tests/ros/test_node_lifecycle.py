@@ -36,7 +36,7 @@ from node_harness import spinning, wait_until
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 BIG_BYTES = 256 * 2**20

@@ -39,6 +39,8 @@ import pytest
 from test_node_dds import _image, _now_ns, _scene, Graph, graph  # noqa: F401
 from test_node_track import TrackingBoxes
 
+pytestmark = pytest.mark.integration
+
 MODEL = SHIPPED_MODEL
 HEAD, WRIST = (48, 64), (60, 80)  # (height, width) of each camera's frames: results must carry their own
 

@@ -22,6 +22,8 @@ from m2sa_ros.model_source import resolve_model_source
 from m2sa_ros.node_params import ParameterError, PARAMETERS, validate
 import pytest
 
+pytestmark = pytest.mark.integration
+
 DEFAULTS = {spec.name: spec.default for spec in PARAMETERS}
 
 

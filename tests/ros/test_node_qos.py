@@ -29,7 +29,7 @@ from fake_models import BoxSegmenter
 from node_harness import wait_until
 import pytest
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 # Entities rclpy and the libraries create with their own QoS, which must match their peers':
 # parameter events and rosout (rclpy), the lifecycle manager's bond (bondpy), tf (tf2_ros).

@@ -28,7 +28,7 @@ from node_harness import DirectNode, good_image, H, W
 import numpy as np
 import pytest
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 FX, FY, CX, CY = 40.0, 40.0, 15.5, 11.5
 FRAME = "fuzz_camera"

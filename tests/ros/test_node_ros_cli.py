@@ -43,7 +43,7 @@ from middleware_log import is_middleware_line
 from node_harness import spinning, wait_until
 import pytest
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = Path(sys.executable).parent / "m2sa-perception"

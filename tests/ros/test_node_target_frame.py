@@ -49,7 +49,7 @@ from test_node_dds import _now_ns, Graph, graph  # noqa: F401
 from test_node_geometry import _synthetic, _track_through_depths, DepthFeed, SceneSegmenter
 from tf_frames import apply_matrix, transform_matrix, transform_msg
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 # The usual rotation from a camera's body frame (x forward, z up) to its optical frame
 # (z forward, y down), with the camera 1.2 m up and 0.1 m ahead of base_link, pitched 20 deg down.

@@ -35,7 +35,7 @@ import pytest
 from test_node_dds import _image, _now_ns, _scene, Graph, graph, ScriptedSegmenter, tiny  # noqa: F401
 import torch
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 
 class TrackingBoxes(BoxSegmenter):

@@ -38,7 +38,7 @@ from middleware_log import without_middleware_lines
 from node_harness import good_image, spinning
 import pytest
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "planner_client.py"
 

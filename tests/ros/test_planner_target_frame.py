@@ -31,7 +31,7 @@ import pytest
 from scipy.spatial.transform import Rotation
 from test_planner_example import _give_a_frame_with_depth, _planner_node, _run_script, SlowBoxes
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 OPTICAL = "fuzz_camera"  # the frame of node_harness's images and test_node_robot's depth
 # The camera 1.2 m above base_link, looking ahead and 20 deg down (optical: z forward, y down).

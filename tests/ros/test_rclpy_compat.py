@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import pytest
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 
 def _probe_node(context, mode: str):

@@ -50,7 +50,7 @@ import pytest
 from ros_install import LaunchProcess, ROOT, ros2
 import yaml
 
-pytestmark = [pytest.mark.ros, pytest.mark.slow]
+pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.integration]
 
 NODE = "perception_node"
 # How long a fresh ros2 process may take to find the node (lifecycle: --spin-time, param: --timeout).

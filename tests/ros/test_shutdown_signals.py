@@ -45,7 +45,7 @@ from node_process import (
 import numpy as np
 import pytest
 
-pytestmark = [pytest.mark.ros, pytest.mark.slow]
+pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = Path(sys.executable).parent / "m2sa-perception"

@@ -28,7 +28,7 @@ import time
 
 import pytest
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 
 def _destroyed_while_adding(node, topic: str):

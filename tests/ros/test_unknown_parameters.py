@@ -30,7 +30,7 @@ import sys
 from node_process import NodeProcess, start_active_node
 import pytest
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 ENTRY = Path(sys.executable).parent / "m2sa-perception"

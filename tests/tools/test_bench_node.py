@@ -68,6 +68,7 @@ def test_soak_stability_uses_post_warmup_medians():
     assert (st["threads_after_warmup"], st["threads_end"], st["fds_range"]) == (31, 31, (19, 19))
 
 
+@pytest.mark.integration
 @pytest.mark.ros
 @pytest.mark.slow
 def test_bench_node_quick_runs_and_every_command_has_one_result(tmp_path):
@@ -86,6 +87,7 @@ def test_bench_node_quick_runs_and_every_command_has_one_result(tmp_path):
     assert "--quick" in text and "without a result 0" in text and report["model"] in text
 
 
+@pytest.mark.integration
 @pytest.mark.ros
 @pytest.mark.slow
 def test_bench_node_on_simulated_time_answers_every_command(tmp_path):
@@ -106,6 +108,7 @@ def test_bench_node_on_simulated_time_answers_every_command(tmp_path):
     assert report["node_alive_at_end"] and report["node_exit_code"] == 0
 
 
+@pytest.mark.integration
 @pytest.mark.ros
 @pytest.mark.slow
 def test_soak_quick_counts_lost_duplicated_and_expected_errors(tmp_path):

@@ -25,6 +25,7 @@ import pytest
 REPO = Path(__file__).resolve().parents[2]
 
 
+@pytest.mark.integration
 @pytest.mark.slow
 def test_the_benchmark_runs_both_layouts_of_a_stage_and_reports_their_ratio(tmp_path, config_on_small_world):
     config, _ = config_on_small_world("training/tiny/1_sam.yaml", 40, replace={"batch_size: 8": "batch_size: 2"})

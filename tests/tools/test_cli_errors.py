@@ -33,6 +33,8 @@ from m2sa_core.cli_errors import cli_entry, DEBUG_ENV, one_line
 from m2sa_core.shipped_model import SHIPPED_MODEL
 import pytest
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
 

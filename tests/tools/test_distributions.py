@@ -32,6 +32,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[2]
 # Kilted wheels Jazzy has no `ros-jazzy-*` name for, the one renamed, and the three Jazzy's
 # wheels use without declaring them (configuring the interfaces fails without them).

@@ -31,6 +31,9 @@ import subprocess
 import sys
 
 from bench.gpu_suite import ROW_NAMES
+import pytest
+
+pytestmark = pytest.mark.integration
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "bench" / "gpu_suite.py"

@@ -19,6 +19,8 @@ from __future__ import annotations
 import importlib.util
 from pathlib import Path
 
+import pytest
+
 BENCH = Path(__file__).resolve().parents[2] / "bench" / "bench_inference.py"
 
 
@@ -41,6 +43,8 @@ def test_quick_benchmark_runs_and_paths_agree(tmp_path):
     assert "Self CPU" in profile.read_text()  # the kernel table a tuner reads
 
 
+@pytest.mark.slow
+@pytest.mark.integration
 def test_cpu_contention_benchmark_measures_every_set_up_with_the_threads_it_names(tmp_path):
     from bench import bench_cpu_contention
 

@@ -64,6 +64,10 @@ from pathlib import Path
 import subprocess
 import sys
 
+import pytest
+
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCT = ("m2sa_core", "m2sa_ros", "training", "scripts", "launch", "examples", "bench", "setup.py")
 # Top-level directories that hold no product source: build outputs, data, the suite itself.

@@ -50,6 +50,8 @@ import time
 from middleware_log import without_middleware_lines
 import pytest
 
+pytestmark = pytest.mark.integration
+
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
 OLD = 946684800  # 2000-01-01: the copy's files predate the venv's stamps

@@ -77,6 +77,7 @@ PYTHON_KEYS = {
     "PIL": "python3-pil",
     "matplotlib": "python3-matplotlib",
     "hypothesis": "python3-hypothesis",
+    "filelock": "python3-filelock",
     "pytest": "python3-pytest",
     "catkin_pkg": "python3-catkin-pkg-modules",
 }
@@ -342,6 +343,7 @@ def test_the_python_keys_resolve_and_the_model_stack_has_no_key_package_xml_list
     assert not doubled, f"pip-only, yet listed for rosdep: {doubled}"
 
 
+@pytest.mark.integration
 def test_the_registered_tests_and_what_they_load_run_on_python_3_10():
     """
     ``colcon test`` on Humble runs them with its Python 3.10 (test_package.py once imported tomllib, 3.11's).

@@ -22,7 +22,10 @@ import subprocess
 import sys
 import tomllib
 
+import pytest
 from setuptools import find_packages
+
+pytestmark = pytest.mark.integration
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -275,6 +275,7 @@ def test_promptable_stage_resumes_where_it_stopped(world, tmp_path):
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+@pytest.mark.slow
 def test_promptable_training_learns_to_segment_from_boxes(world, tmp_path):
     # One image, trained on until its regions come out of their boxes: the objective and the
     # prompt coordinates agree (a box in the wrong frame would never be learnt).

@@ -31,6 +31,8 @@ import sys
 
 import pytest
 
+pytestmark = pytest.mark.integration
+
 SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "train_tiny.sh"
 
 STAND_IN = r"""#!/usr/bin/env bash

@@ -36,6 +36,8 @@ from safetensors.torch import load_file
 import torch
 from training.checkpoints import latest_intact_checkpoint, list_checkpoints
 
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
 ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN = Path(sys.executable).with_name("torchrun")
 

@@ -39,7 +39,7 @@ from safetensors.torch import load_file
 import torch
 from training.checkpoints import latest_intact_checkpoint, list_checkpoints
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 MAX_STEPS = 10

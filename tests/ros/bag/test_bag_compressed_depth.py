@@ -43,6 +43,8 @@ from m2sa_ros.image_conversion import depth_to_metres
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.integration
+
 TEST_FILES = ("MMR_test_obj_only.json", "MMR_test_part_only.json", "MMR_test_mixed.json")
 COMPRESSED_TOPIC = DEPTH_TOPIC + "/compressedDepth"
 MODEL = Path(__file__).resolve().parents[3] / SHIPPED_MODEL_RELATIVE

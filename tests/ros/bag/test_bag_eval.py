@@ -46,6 +46,8 @@ from m2sa_ros.bag.scoring import (
 import numpy as np
 import pytest
 
+pytestmark = pytest.mark.integration
+
 TEST_FILES = ("MMR_test_obj_only.json", "MMR_test_part_only.json", "MMR_test_mixed.json")
 MAX_NEW_TOKENS = 3
 

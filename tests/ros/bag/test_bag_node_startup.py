@@ -38,7 +38,7 @@ import pytest
 
 pytest.importorskip("rosbags")
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 BAG_EVAL = Path(sys.executable).parent / "m2sa-bag-eval"
 TEST_FILES = ("MMR_test_obj_only.json", "MMR_test_part_only.json", "MMR_test_mixed.json")

@@ -246,6 +246,7 @@ def _entries(preds: list[np.ndarray], gts: list[np.ndarray]) -> list[float]:
     return pairs + [0.0] * (len(large) - len(small))
 
 
+@pytest.mark.integration
 @pytest.mark.ros
 def test_tracking_replay_through_the_node_scores_every_frame_as_the_results_bag_says(track_bag, tmp_path):
     from m2sa_ros.bag.evaluate import evaluate_tracking_bag
@@ -326,6 +327,7 @@ def test_tracking_replay_through_the_node_scores_every_frame_as_the_results_bag_
     assert "## 3-D geometry" in markdown and "| after_first |" in markdown
 
 
+@pytest.mark.integration
 @pytest.mark.ros
 def test_a_lost_track_ends_once_and_its_later_frames_are_scored_as_missed(track_bag, tmp_path, capsys):
     from m2sa_ros.bag.evaluate import main

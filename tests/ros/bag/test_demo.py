@@ -62,6 +62,7 @@ def test_results_table_shows_answers_targets_ious_and_problems():
     assert all(len(line) <= 120 for line in lines)
 
 
+@pytest.mark.integration
 @pytest.mark.ros
 @pytest.mark.slow  # two demo runs, each starting the node: 20-45 s on 2 cores
 def test_demo_end_to_end_small(tmp_path, capsys):
