@@ -122,23 +122,47 @@ def sourced_env(workspace: Path) -> dict[str, str]:
     return dict(item.split("=", 1) for item in out.stdout.split("\0") if "=" in item)
 
 
-def ros2(env: dict[str, str], *args: str, timeout: float = 60.0, find_for: float = 60.0) -> subprocess.CompletedProcess:
+def ros2(env: dict[str, str], *args: str, timeout: float = 60.0) -> subprocess.CompletedProcess:
     """
     ``ros2 <args>`` in the sourced shell ``env``; stdout and stderr as text, Fast DDS's own log lines left out.
 
-    A fresh ``ros2`` process discovers the graph first (``--spin-time`` for the lifecycle
-    verbs, ``--timeout`` for the param verbs); on a loaded machine that can come up short,
-    and the verb says "Node not found" without asking the node anything. That one answer is
-    retried for up to ``find_for`` seconds, as a user would retry.
+    A verb that looks a node up does so in the ros2 daemon's graph, as at a user's terminal:
+    call :func:`ros2_daemon_sees` first, so that the daemon has seen the node. A verb run
+    with ``--no-daemon`` instead discovers the graph itself in its ``--spin-time``, which a
+    loaded machine can outlast, and then says "Node not found" of a node that is there.
     """
     executable = shutil.which("ros2", path=env.get("PATH"))
     assert executable, f"no ros2 on PATH: {env.get('PATH')}"
-    deadline = time.monotonic() + find_for
-    while True:
-        run = subprocess.run([executable, *args], env=env, capture_output=True, text=True, timeout=timeout)
-        run.stdout, run.stderr = without_middleware_lines(run.stdout), without_middleware_lines(run.stderr)
-        if "Node not found" not in run.stdout + run.stderr or time.monotonic() > deadline:
-            return run
+    run = subprocess.run([executable, *args], env=env, capture_output=True, text=True, timeout=timeout)
+    run.stdout, run.stderr = without_middleware_lines(run.stdout), without_middleware_lines(run.stderr)
+    return run
+
+
+def ros2_daemon_sees(env: dict[str, str], fqn: str, timeout: float = 60.0) -> None:
+    """
+    Start the ros2 daemon of ``env``'s domain, and return once it lists the lifecycle node ``fqn``.
+
+    The daemon is the long-lived process whose graph the ``ros2`` verbs read; once it has
+    listed the node and its ``get_state`` service, ``ros2 lifecycle`` and ``ros2 param``
+    find the node at once. The ``ros_shell`` fixture stops it at the end of the session.
+    """
+    from node_harness import wait_until
+    from ros2cli.node.daemon import DaemonNode
+
+    assert env.get("ROS_DOMAIN_ID") == os.environ.get("ROS_DOMAIN_ID"), "the daemon is asked on this process's domain"
+    started = ros2(env, "daemon", "start")
+    assert started.returncode == 0, started.stdout + started.stderr
+    namespace, name = fqn.rsplit("/", 1)
+    wanted_service = [f"{fqn}/get_state", ["lifecycle_msgs/srv/GetState"]]
+
+    def listed() -> bool:
+        with DaemonNode(None) as daemon:
+            if not daemon.connected:
+                return False
+            return ([name, namespace or "/"] in daemon.get_node_names_and_namespaces()
+                    and wanted_service in daemon.get_service_names_and_types())
+
+    wait_until(listed, timeout, f"the ros2 daemon to list {fqn} and its get_state service")
 
 
 class LaunchProcess:

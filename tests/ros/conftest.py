@@ -60,8 +60,9 @@ def ros_shell(colcon_workspace) -> dict[str, str]:
     """
     Yield the environment of a shell that sourced the venv's setup.sh and the install space's setup.sh.
 
-    Every ``ros2`` verb of the tests runs with ``--no-daemon``; a daemon some verb started
-    anyway would outlive the session, so it is stopped at the end.
+    The ``ros2`` verbs read the graph from the ros2 daemon of the process's domain, as at a
+    user's terminal (ros_install.ros2_daemon_sees starts it); it would outlive the session,
+    so it is stopped at the end.
     """
     env = sourced_env(colcon_workspace)
     yield env

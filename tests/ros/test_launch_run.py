@@ -40,7 +40,7 @@ from typing import Any
 from node_harness import spinning, wait_until
 from node_process import hold_pending_goals, PENDING, wait_done
 import pytest
-from ros_install import LaunchProcess, ros2
+from ros_install import LaunchProcess, ros2, ros2_daemon_sees
 import yaml
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.integration]
@@ -92,7 +92,8 @@ def test_namespace_and_cameras_put_the_active_node_and_each_cameras_topics_under
     probe = Node("launch_graph_probe", context=ros_context)
     try:
         launch.wait_for_line(ACTIVE, timeout=120)
-        state = ros2(launch_env, "lifecycle", "get", f"{ns}/{NODE}", "--no-daemon", "--spin-time", "2")
+        ros2_daemon_sees(launch_env, f"{ns}/{NODE}")
+        state = ros2(launch_env, "lifecycle", "get", f"{ns}/{NODE}")
         assert state.returncode == 0 and state.stdout.strip() == "active [3]", state.stdout + state.stderr
 
         def graph() -> tuple[set, set, set, set] | None:

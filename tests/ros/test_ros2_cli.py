@@ -47,14 +47,14 @@ from typing import Any
 from middleware_log import without_middleware_lines
 from node_harness import spinning, wait_until
 import pytest
-from ros_install import LaunchProcess, ROOT, ros2
+from ros_install import LaunchProcess, ROOT, ros2, ros2_daemon_sees
 import yaml
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.integration]
 
 NODE = "perception_node"
-# How long a fresh ros2 process may take to find the node (lifecycle: --spin-time, param: --timeout).
-DISCOVERY = ("--spin-time", "1")
+# The verbs find the node in the ros2 daemon's graph, which has listed it before the first
+# verb runs (ros2_daemon_sees); the param verbs still wait up to this long for it.
 FIND_NODE = ("--timeout", "20")
 
 
@@ -84,6 +84,7 @@ def node(shell, module_context) -> Any:
                    "the node's lifecycle services")
         assert run.proc.poll() is None, run.output
         probe.destroy_node()
+        ros2_daemon_sees(shell, f"{ns}/{NODE}")
         yield f"{ns}/{NODE}", run
         run.ctrl_c()
         assert run.wait(timeout=30) == 0, run.output
@@ -92,8 +93,8 @@ def node(shell, module_context) -> Any:
 
 
 def _lifecycle(shell: dict[str, str], verb: str, fqn: str, *args: str) -> subprocess.CompletedProcess:
-    """Run ``ros2 lifecycle <verb> <fqn> ...`` as at a terminal, again while it has not found the node."""
-    return ros2(shell, "lifecycle", verb, fqn, *args, "--no-daemon", *DISCOVERY)
+    """Run ``ros2 lifecycle <verb> <fqn> ...`` as at a terminal."""
+    return ros2(shell, "lifecycle", verb, fqn, *args)
 
 
 def _lifecycle_get(shell: dict[str, str], fqn: str) -> subprocess.CompletedProcess:
@@ -148,7 +149,7 @@ def _type_name(spec: Any) -> str:
 
 def _describe(shell: dict[str, str], fqn: str, names: list[str]) -> dict[str, dict[str, str]]:
     """``ros2 param describe`` of several parameters, read back into {name: {field: value}}."""
-    out = ros2(shell, "param", "describe", fqn, *names, "--no-daemon", *FIND_NODE)
+    out = ros2(shell, "param", "describe", fqn, *names, *FIND_NODE)
     assert out.returncode == 0, out.stdout + out.stderr
     described: dict[str, dict[str, str]] = {}
     current: dict[str, str] = {}
@@ -183,18 +184,18 @@ def test_param_get_and_describe_show_every_parameter_as_declared(shell, node):
                 "device": by_name["device"].default, "publish_overlay": by_name["publish_overlay"].default,
                 "cameras": [], "wait_for_image": 30.0}
     for name, value in expected.items():
-        got = ros2(shell, "param", "get", fqn, name, "--no-daemon", *FIND_NODE)
+        got = ros2(shell, "param", "get", fqn, name, *FIND_NODE)
         # ros2param writes the value with Python's str(): True, 4, 0.0, cpu, [].
         assert got.stdout.strip() == GET_LINE[_type_name(by_name[name])].format(value), (name, got.stdout, got.stderr)
 
 
 def _set(shell: dict[str, str], fqn: str, name: str, value: str) -> str:
-    out = ros2(shell, "param", "set", fqn, name, value, "--no-daemon", *FIND_NODE)
+    out = ros2(shell, "param", "set", fqn, name, value, *FIND_NODE)
     return (out.stdout + out.stderr).strip()
 
 
 def _get(shell: dict[str, str], fqn: str, name: str) -> str:
-    return ros2(shell, "param", "get", fqn, name, "--no-daemon", *FIND_NODE).stdout.strip()
+    return ros2(shell, "param", "get", fqn, name, *FIND_NODE).stdout.strip()
 
 
 def test_param_set_applies_converts_and_refuses_with_the_reason(shell, node):
