@@ -106,20 +106,34 @@ class DirectNode:
         real_pub.publish = publish
 
     def command(self, text: str, timeout: float = 30.0) -> Any:
-        """Send one command through the topic callback; its single result."""
+        """
+        Send one command through the topic callback; its single result.
+
+        The node answers one request after another on one publisher, so a second answer to an
+        earlier request would have been published before this command's result: every request
+        id among the results so far must be there once (checked again at :meth:`close`).
+        """
         from std_msgs.msg import String
 
         with self._cond:
+            self.assert_one_result_per_request()
             n = len(self.results)
         self.node._on_command(String(data=text))
         with self._cond:
             assert self._cond.wait_for(lambda: len(self.results) > n, timeout), f"no result for {text[:50]!r}"
-            time.sleep(0.01)  # a duplicate would be published right behind the first result
-            assert len(self.results) == n + 1, "more than one result for one command"
+            self.assert_one_result_per_request()
             return self.results[n]
+
+    def assert_one_result_per_request(self) -> None:
+        from collections import Counter
+
+        with self._cond:
+            twice = [rid for rid, count in Counter(r.request_id for r in self.results).items() if count > 1]
+        assert not twice, f"answered more than once: {twice}"
 
     def close(self) -> None:
         self.node.close()
+        self.assert_one_result_per_request()
 
 
 def image_msg(height: int, width: int, encoding: str, step: int, data: bytes, bigendian: int = 0,
