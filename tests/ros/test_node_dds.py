@@ -214,6 +214,22 @@ def _scene(w: int = W, h: int = H, seed: int = 1) -> np.ndarray:
     return np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
 
 
+def one_more_command(commands: Any, results: list, text: str = "and is anything else here?") -> None:
+    """
+    Send one more command, wait for its result and take it out of ``results``.
+
+    The node answers one command after another on one publisher, so a second answer to an
+    earlier command would have been published before this one's: once it is in,
+    ``results`` holds everything the earlier commands got, without a wait of fixed length.
+    """
+    from std_msgs.msg import String
+
+    commands.publish(String(data=text))
+    wait_until(lambda: any(r.command == text for r in results), 60, "the last command's result")
+    assert results[-1].command == text, [r.command for r in results]
+    results.pop()
+
+
 def _now_ns(node) -> int:
     return node.get_clock().now().nanoseconds
 
@@ -249,9 +265,10 @@ def test_topics_image_and_command_give_one_result_with_masks_overlay_and_diagnos
     rgb = _scene()
     stamp = _now_ns(node)
     graph.publish_frame(node, graph.publisher(Image, "image", 1), _image(rgb, stamp))
-    graph.publisher(String, "command").publish(String(data="I want to turn on the TV"))
+    commands = graph.publisher(String, "command")
+    commands.publish(String(data="I want to turn on the TV"))
     wait_until(lambda: results, what="a result")
-    time.sleep(0.5)
+    one_more_command(commands, results)
     assert len(results) == 1, "exactly one result per command"
     res = results[0]
     assert res.success, res.error
@@ -491,7 +508,8 @@ def test_each_error_yields_its_result_and_the_next_command_succeeds(graph, tiny)
         good_frame()
         res = ask("turn on the TV")
         assert res.success, f"after {name}: {res.error}"
-    time.sleep(0.3)
+    good_frame()
+    one_more_command(commands, results)
     assert len(results) == 2 + 2 * len(cases), "one result per command, no extra"
     assert len({r.request_id for r in results}) == len(results)
 
@@ -509,7 +527,7 @@ def test_burst_of_50_commands_gets_50_results_none_lost_none_duplicated(graph, t
     for i in range(50):
         commands.publish(String(data=f"command {i}"))
     wait_until(lambda: len(results) >= 50, 120, "50 results")
-    time.sleep(0.5)
+    one_more_command(commands, results)  # the queue has drained: this one runs after all the others
     assert len(results) == 50
     assert len({r.request_id for r in results}) == 50, "duplicated results"
     assert sorted(r.command for r in results) == sorted(f"command {i}" for i in range(50))
@@ -606,7 +624,8 @@ def test_two_nodes_in_two_namespaces_side_by_side(graph, tiny):
         for ns in sizes:
             pubs[ns].publish(String(data=f"{ns} command {i}"))
     wait_until(lambda: all(len(r) >= 2 for r in results.values()), 60, "results in both namespaces")
-    time.sleep(0.3)
+    for ns in sizes:
+        one_more_command(pubs[ns], results[ns], f"{ns} and is anything else here?")
     for ns, (w, h) in sizes.items():
         assert len(results[ns]) == 2
         for res in results[ns]:
