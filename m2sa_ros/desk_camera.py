@@ -59,6 +59,7 @@ from typing import Any
 
 from m2sa_core.camera import Intrinsics
 from m2sa_core.cli_errors import cli_entry
+from m2sa_ros.signal_event import SignalSafeEvent
 import numpy as np
 
 PROG = "m2sa-camera"
@@ -496,7 +497,7 @@ def _run(source: Source, args: argparse.Namespace, ros_args: list[str]) -> int:
     signal handlers on the main thread alone, so a middleware call that blocks (creating
     the participant, destroying a writer) cannot keep a signal from ending the camera.
     """
-    stop = threading.Event()
+    stop = SignalSafeEvent()  # threading.Event.set() can deadlock in a signal handler (signal_event.py)
     previous = {s: signal.signal(s, lambda *_: stop.set()) for s in (signal.SIGINT, signal.SIGTERM)}
     outcome: dict[str, Any] = {}
     publishing = threading.Thread(target=_publish, args=(source, args, ros_args, stop, outcome),
@@ -517,7 +518,7 @@ def _run(source: Source, args: argparse.Namespace, ros_args: list[str]) -> int:
     return 0
 
 
-def _publish(source: Source, args: argparse.Namespace, ros_args: list[str], stop: threading.Event,
+def _publish(source: Source, args: argparse.Namespace, ros_args: list[str], stop: SignalSafeEvent,
              outcome: dict[str, Any]) -> None:
     """Run the ROS side of :func:`_run`, handing its exception, if any, to the main thread."""
     try:
@@ -526,7 +527,7 @@ def _publish(source: Source, args: argparse.Namespace, ros_args: list[str], stop
         outcome["exception"] = exc
 
 
-def _publish_until(source: Source, args: argparse.Namespace, ros_args: list[str], stop: threading.Event) -> None:
+def _publish_until(source: Source, args: argparse.Namespace, ros_args: list[str], stop: SignalSafeEvent) -> None:
     """Publish until ``stop``, ``--count`` frames or a source error, then tear the ROS side down."""
     import rclpy
     from rclpy.executors import SingleThreadedExecutor

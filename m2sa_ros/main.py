@@ -30,6 +30,7 @@ from m2sa_core.cli_errors import cli_entry
 from m2sa_ros.executor_spin import spin_through_destroyed_entities
 from m2sa_ros.node_params import check_params_files
 from m2sa_ros.perception_node import PerceptionNode
+from m2sa_ros.signal_event import SignalSafeEvent
 import rclpy
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.signals import SignalHandlerOptions
@@ -68,7 +69,7 @@ class ShutdownRequest:
     """
 
     def __init__(self) -> None:
-        self.event = threading.Event()
+        self.event = SignalSafeEvent()  # threading.Event.set() can deadlock in a handler (signal_event.py)
         self.signal_name = ""
         self.repeats = 0
 

@@ -1,0 +1,51 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""SignalSafeEvent: set by a signal handler while the main thread waits on it, it wakes the waiter."""
+
+from __future__ import annotations
+
+import signal
+import threading
+
+from m2sa_ros.signal_event import SignalSafeEvent
+
+
+def test_a_signal_handler_that_sets_it_wakes_the_main_thread_waiting_on_it():
+    event = SignalSafeEvent()
+    previous = signal.signal(signal.SIGALRM, lambda *_: event.set())
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.05)
+        assert event.wait(60), "the handler's set() did not wake the wait"
+        assert event.is_set()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+        event.close()
+
+
+def test_wait_times_out_false_and_wakes_every_waiting_thread_once_set():
+    event = SignalSafeEvent()
+    assert event.wait(0.01) is False and not event.is_set()
+    woken: list[bool] = []
+    waiters = [threading.Thread(target=lambda: woken.append(event.wait(60))) for _ in range(3)]
+    for waiter in waiters:
+        waiter.start()
+    event.set()
+    event.set()  # a second set is harmless
+    for waiter in waiters:
+        waiter.join(60)
+    assert woken == [True, True, True]
+    event.close()
+    assert event.wait(0.01), "the flag stays readable after close"
