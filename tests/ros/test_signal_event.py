@@ -20,6 +20,7 @@ import signal
 import threading
 
 from m2sa_ros.signal_event import SignalSafeEvent
+import pytest
 
 
 def test_a_signal_handler_that_sets_it_wakes_the_main_thread_waiting_on_it():
@@ -49,3 +50,25 @@ def test_wait_times_out_false_and_wakes_every_waiting_thread_once_set():
     assert woken == [True, True, True]
     event.close()
     assert event.wait(0.01), "the flag stays readable after close"
+
+
+@pytest.mark.timeout(60)
+def test_two_thousand_handlers_setting_it_inside_short_timed_waits_never_hang():
+    """
+    The handler lands in every part of wait(), the end of a timed wait included.
+
+    With threading.Event in its place this loop hangs within seconds: the handler's set()
+    waits for the lock the interrupted wait() holds (pytest-timeout then fails the test).
+    """
+    box: dict[str, SignalSafeEvent] = {}
+    previous = signal.signal(signal.SIGALRM, lambda *_: box["event"].set())
+    try:
+        for _ in range(2000):
+            event = box["event"] = SignalSafeEvent()
+            signal.setitimer(signal.ITIMER_REAL, 0.0003)
+            while not event.wait(0.00005):
+                pass
+            event.close()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
