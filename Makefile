@@ -24,7 +24,7 @@ endif
 # The tests and the bag tools read it (the rosbags typestore follows the distribution).
 export ROS_DISTRO
 PY := $(VENV)/bin/python
-PYTEST_ARGS ?=
+PYTEST_ARGS ?= --durations=20  # the slowest twenty in every run's log (docs/TESTING.md, "Where the time goes")
 
 INTERFACES := $(wildcard msg/*.msg srv/*.srv action/*.action)
 NODE_SOURCES := $(wildcard m2sa_ros/*.py m2sa_ros/*/*.py)

@@ -66,7 +66,9 @@ class ActionResultGrace:
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and not all(f.done() for f in futures):
             time.sleep(0.01)
-        new = [f for f in futures if f not in self._graced]
+        # Only an ended goal's result is graced: one still running at the timeout gets its
+        # grace at the next pass, once it has ended.
+        new = [f for f in futures if f.done() and f not in self._graced]
         if new:
             time.sleep(self.GRACE_S)
             self._graced.update(new)
