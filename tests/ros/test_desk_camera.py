@@ -246,7 +246,11 @@ def test_camera_over_dds_feeds_the_node_and_stops_on_ctrl_c(ros_context):
                 assert list(info.k) == pytest.approx(truth.camera.k) and (info.width, info.height) == (256, 256)
             assert len(set(image_stamps)) == len(image_stamps) >= 3  # a new stamp every tick
 
-            node_proc = _start([str(BIN / "m2sa-perception"), "--ros-args", "-r", f"__ns:={ns}"])
+            # The node's image subscription matches the camera's publisher some time after its
+            # action server is up: the goal waits for the first frame (the node's own
+            # wait_for_image) instead of racing it.
+            node_proc = _start([str(BIN / "m2sa-perception"), "--ros-args", "-r", f"__ns:={ns}",
+                                "-p", "wait_for_image:=60.0"])
             client = ActionClient(listener, Segment, f"{ns}/segment")
             assert client.wait_for_server(timeout_sec=120), ctrl_c(node_proc)[1]
             sent = client.send_goal_async(Segment.Goal(command=SURFACES, request_id="desk-1"))
