@@ -18,15 +18,23 @@ Model doubles for node tests that check plumbing, not the network.
 They return m2sa_core Results with known box masks, so a test can tell which depth
 frame a centroid came from; one of them is slow (a 7B model's 0.35-1.9 s per command)
 and can run a callback while it "thinks" (e.g. 30 Hz depth arriving meanwhile).
+
+:class:`ScriptedSegmenter` is the other kind: the real tiny M2SA model with random
+weights (the ``tiny`` fixture of tests/ros/conftest.py), whose greedy decoding a forward
+hook on its lm_head (:class:`Steering`) steers to a scripted answer; everything after the
+logits is the real model.
 """
 
 from __future__ import annotations
 
+import threading
 import time
 from typing import Any, Callable
 
 from m2sa_core.types import Granularity, Result, Target
 import numpy as np
+
+SCRIPT = "Press the television_set_1's button [SEG] or the remote_control_1's button [SEG]."
 
 
 class BoxSegmenter:
@@ -62,3 +70,74 @@ class BoxSegmenter:
         target = Target("mug_1", "mug", 1, "", Granularity.OBJECT, mask, score=0.8, amodal_mask=amodal,
                         mask_type=self.mask_type, amodal_score=0.7 if amodal is not None else 0.0)
         return Result(answer="It is the mug_1.", targets=[target])
+
+
+class Steering:
+    """lm_head hook state: which token ids the next greedy steps must pick."""
+
+    def __init__(self) -> None:
+        self.ids: list[int] | None = None
+        self.step = 0
+        self.delay = 0.0
+
+    def hook(self, _module, _inputs, output):
+        if self.ids is None:
+            return output
+        token = self.ids[min(self.step, len(self.ids) - 1)]
+        self.step += 1
+        if self.delay:
+            time.sleep(self.delay)
+        output = output.clone()
+        output[..., token] = output.max() + 10.0
+        return output
+
+
+class ScriptedSegmenter:
+    """Wraps the shared real Segmenter for one test: scripted answer plus fault knobs."""
+
+    _lock = threading.Lock()  # one shared model, possibly two nodes: one call at a time
+
+    def __init__(self, tiny, answer: str = SCRIPT, amodal: bool = False) -> None:
+        self.real, self.steering = tiny
+        self.amodal = amodal  # as Segmenter.from_pretrained(..., amodal=...) from the node's parameter
+        tok = self.real.tokenizer
+        self.answer_ids = tok(" " + answer, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
+        self.fail_next = 0
+        self.delay_per_token = 0.0
+        self.box: tuple[int, int, int, int] | None = None  # x, y, w, h replacing every mask
+        self.calls = 0
+        self.generating = threading.Event()
+
+    @property
+    def cache_stats(self) -> dict[str, int]:
+        return self.real.cache_stats
+
+    def segment(self, image, command, **kwargs):
+        with self._lock:
+            self.calls += 1
+            if self.fail_next:
+                self.fail_next -= 1
+                raise RuntimeError("injected model failure")
+            on_stage = kwargs.get("on_stage")
+
+            def stage(name: str) -> None:
+                if name == "generating":
+                    self.generating.set()
+                if on_stage:
+                    on_stage(name)
+
+            kwargs["on_stage"] = stage
+            if self.amodal:
+                kwargs.setdefault("amodal", True)
+            self.steering.ids, self.steering.step, self.steering.delay = self.answer_ids, 0, self.delay_per_token
+            try:
+                result = self.real.segment(image, command, **kwargs)
+            finally:
+                self.steering.ids, self.steering.delay = None, 0.0
+        if self.box is not None:
+            x, y, w, h = self.box
+            for target in result.targets:
+                target.mask = np.zeros(image.shape[:2], bool)
+                target.mask[y:y + h, x:x + w] = True
+                target.bbox = (x, y, w, h)
+        return result

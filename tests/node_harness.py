@@ -20,6 +20,10 @@ the executor; the worker thread is real, so results arrive asynchronously and ar
 captured at the node's result publisher. For tests that need the node served as a
 launched process serves it (lifecycle transitions, action clients), :func:`spinning`;
 for waiting on what such a node does, :func:`wait_until`.
+
+:class:`Graph` is the same in-process harness over DDS: perception nodes and a client
+node spun together, the client publishing and collecting over loopback (the ``graph``
+fixture of tests/ros/conftest.py gives one per test).
 """
 
 from __future__ import annotations
@@ -71,6 +75,72 @@ def spinning(context: Any, *nodes: Any, threads: int = 4) -> Iterator[Any]:
     finally:
         executor.shutdown()
         spinner.join(10)
+
+
+class Graph:
+    """Perception node(s) + a client node on one multi-threaded executor, spinning in a thread."""
+
+    def __init__(self, context) -> None:
+        from rclpy.executors import MultiThreadedExecutor
+        from rclpy.node import Node
+
+        self.context = context
+        self.client = Node("test_client", context=context)
+        self.executor = MultiThreadedExecutor(num_threads=6, context=context)
+        self.executor.add_node(self.client)
+        self.nodes: list[Any] = []
+        self._lock = threading.Lock()
+        from m2sa_ros.executor_spin import spin_through_destroyed_entities
+
+        self.thread = threading.Thread(target=spin_through_destroyed_entities, args=(self.executor,), daemon=True)
+        self.thread.start()
+
+    def add_node(self, segmenter: Any, namespace: str = "", **params: Any):
+        from m2sa_ros.perception_node import PerceptionNode
+        from rclpy.parameter import Parameter
+
+        params = {"autostart": False, "wait_for_image": 0.2, "max_queue": 4, **params}
+        node = PerceptionNode(context=self.context, namespace=namespace,
+                              segmenter_factory=lambda _params, _source: segmenter,
+                              parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+        self.nodes.append(node)
+        self.executor.add_node(node)
+        return node
+
+    def start(self, node) -> None:
+        from rclpy.lifecycle import TransitionCallbackReturn
+
+        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
+        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+
+    def collect(self, msg_type, topic: str, qos: Any = 100) -> list:
+        received: list = []
+        self.client.create_subscription(msg_type, topic, lambda m: self._append(received, m), qos)
+        return received
+
+    def _append(self, target: list, msg: Any) -> None:
+        with self._lock:
+            target.append(msg)
+
+    def publisher(self, msg_type, topic: str, depth: int = 100):
+        from rclpy.qos import QoSProfile, ReliabilityPolicy
+
+        pub = self.client.create_publisher(msg_type, topic,
+                                           QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE))
+        wait_until(lambda: pub.get_subscription_count() > 0, 10, f"a subscriber on {topic}")
+        return pub
+
+    def publish_frame(self, node, pub, msg) -> None:
+        """Publish an image and wait until the node holds it as its latest frame."""
+        before = node.camera().latest.get()
+        pub.publish(msg)
+        wait_until(lambda: node.camera().latest.get() is not before, 10, "the node to receive the image")
+
+    def close(self) -> None:
+        self.executor.shutdown()
+        for node in self.nodes:
+            node.close()
+        self.client.destroy_node()
 
 
 class DirectNode:

@@ -13,11 +13,18 @@
 # limitations under the License.
 
 """
-Fixtures the ROS tests share: one colcon install space of the package per test session.
+Fixtures the ROS tests share.
 
-A `colcon build` takes minutes on a 2-core CPU, so the tests that run the package from an
-install space (tests/ros/test_colcon_build.py, test_launch_run.py, test_ros2_cli.py,
-test_nav2_bond.py) share one. ``M2SA_COLCON_WS=<folder>`` keeps it in that folder between
+``graph`` (node_harness.Graph on a fresh rclpy context, per test) and ``tiny`` (the real
+tiny Segmenter with random weights and its steering hook, once per module) serve the
+tests of the node over DDS (test_node_dds.py, test_node_track.py, test_node_geometry.py
+and the others that run nodes on a Graph). ``graph`` uses ``ros_context``, so the
+autouse guard of tests/conftest.py refuses it to a test not marked `integration`.
+
+One colcon install space of the package per test session: a `colcon build` takes minutes
+on a 2-core CPU, so the tests that run the package from an install space
+(tests/ros/test_colcon_build.py, test_launch_run.py, test_ros2_cli.py, test_nav2_bond.py)
+share one. ``M2SA_COLCON_WS=<folder>`` keeps it in that folder between
 sessions, where colcon builds again incrementally (for working on those tests).
 """
 
@@ -27,8 +34,32 @@ import os
 from pathlib import Path
 import subprocess
 
+from fake_models import Steering
+from node_harness import Graph
 import pytest
 from ros_install import build_workspace, sourced_env, upstream_install
+
+
+@pytest.fixture
+def graph(ros_context):
+    """Yield perception node(s) and a client node spinning on ``ros_context``, closed after the test."""
+    g = Graph(ros_context)
+    try:
+        yield g
+    finally:
+        g.close()
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    """Yield the real tiny Segmenter (random weights) and its steering hook, built once per module."""
+    from m2sa_core.inference import Segmenter
+
+    segmenter = Segmenter.from_pretrained("tiny", device="cpu", frame_cache_size=4, max_new_tokens=48)
+    steering = Steering()
+    handle = segmenter.model.llm.lm_head.register_forward_hook(steering.hook)
+    yield segmenter, steering
+    handle.remove()
 
 
 @pytest.fixture(scope="session")

@@ -21,106 +21,25 @@ a scripted answer; everything after the logits (the [SEG] hidden states, the mas
 decoder, upsampling, answer parsing) is the real model. Other test doubles wrap the
 Segmenter to inject a failure, slow it down (to cancel mid-generation) or replace
 the masks with a known box (centroid geometry).
+
+The model (the ``tiny`` fixture) and the ``graph`` harness (node_harness.Graph) are in
+tests/ros/conftest.py, the doubles (ScriptedSegmenter) in tests/fake_models.py: other
+node tests over DDS share them.
 """
 
 from __future__ import annotations
 
-import threading
 import time
 from typing import Any
 
+from fake_models import ScriptedSegmenter
 from node_harness import wait_until
 import numpy as np
 import pytest
 
 pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
-SCRIPT = "Press the television_set_1's button [SEG] or the remote_control_1's button [SEG]."
 W, H = 64, 48
-
-
-# ----------------------------------------------------------------------------- model doubles
-class Steering:
-    """lm_head hook state: which token ids the next greedy steps must pick."""
-
-    def __init__(self) -> None:
-        self.ids: list[int] | None = None
-        self.step = 0
-        self.delay = 0.0
-
-    def hook(self, _module, _inputs, output):
-        if self.ids is None:
-            return output
-        token = self.ids[min(self.step, len(self.ids) - 1)]
-        self.step += 1
-        if self.delay:
-            time.sleep(self.delay)
-        output = output.clone()
-        output[..., token] = output.max() + 10.0
-        return output
-
-
-@pytest.fixture(scope="module")
-def tiny():
-    """Yield the real tiny Segmenter (random weights) and its steering hook, built once."""
-    from m2sa_core.inference import Segmenter
-
-    segmenter = Segmenter.from_pretrained("tiny", device="cpu", frame_cache_size=4, max_new_tokens=48)
-    steering = Steering()
-    handle = segmenter.model.llm.lm_head.register_forward_hook(steering.hook)
-    yield segmenter, steering
-    handle.remove()
-
-
-class ScriptedSegmenter:
-    """Wraps the shared real Segmenter for one test: scripted answer plus fault knobs."""
-
-    _lock = threading.Lock()  # one shared model, possibly two nodes: one call at a time
-
-    def __init__(self, tiny, answer: str = SCRIPT, amodal: bool = False) -> None:
-        self.real, self.steering = tiny
-        self.amodal = amodal  # as Segmenter.from_pretrained(..., amodal=...) from the node's parameter
-        tok = self.real.tokenizer
-        self.answer_ids = tok(" " + answer, add_special_tokens=False)["input_ids"] + [tok.eos_token_id]
-        self.fail_next = 0
-        self.delay_per_token = 0.0
-        self.box: tuple[int, int, int, int] | None = None  # x, y, w, h replacing every mask
-        self.calls = 0
-        self.generating = threading.Event()
-
-    @property
-    def cache_stats(self) -> dict[str, int]:
-        return self.real.cache_stats
-
-    def segment(self, image, command, **kwargs):
-        with self._lock:
-            self.calls += 1
-            if self.fail_next:
-                self.fail_next -= 1
-                raise RuntimeError("injected model failure")
-            on_stage = kwargs.get("on_stage")
-
-            def stage(name: str) -> None:
-                if name == "generating":
-                    self.generating.set()
-                if on_stage:
-                    on_stage(name)
-
-            kwargs["on_stage"] = stage
-            if self.amodal:
-                kwargs.setdefault("amodal", True)
-            self.steering.ids, self.steering.step, self.steering.delay = self.answer_ids, 0, self.delay_per_token
-            try:
-                result = self.real.segment(image, command, **kwargs)
-            finally:
-                self.steering.ids, self.steering.delay = None, 0.0
-        if self.box is not None:
-            x, y, w, h = self.box
-            for target in result.targets:
-                target.mask = np.zeros(image.shape[:2], bool)
-                target.mask[y:y + h, x:x + w] = True
-                target.bbox = (x, y, w, h)
-        return result
 
 
 # ----------------------------------------------------------------------------- ROS harness
@@ -133,81 +52,6 @@ def _image(rgb: np.ndarray, stamp_ns: int, frame_id: str = "camera_optical", enc
     msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
     msg.data = np.ascontiguousarray(rgb).tobytes()
     return msg
-
-
-class Graph:
-    """Perception node(s) + a client node on one multi-threaded executor, spinning in a thread."""
-
-    def __init__(self, context) -> None:
-        from rclpy.executors import MultiThreadedExecutor
-        from rclpy.node import Node
-
-        self.context = context
-        self.client = Node("test_client", context=context)
-        self.executor = MultiThreadedExecutor(num_threads=6, context=context)
-        self.executor.add_node(self.client)
-        self.nodes: list[Any] = []
-        self._lock = threading.Lock()
-        from m2sa_ros.executor_spin import spin_through_destroyed_entities
-
-        self.thread = threading.Thread(target=spin_through_destroyed_entities, args=(self.executor,), daemon=True)
-        self.thread.start()
-
-    def add_node(self, segmenter: ScriptedSegmenter, namespace: str = "", **params: Any):
-        from m2sa_ros.perception_node import PerceptionNode
-        from rclpy.parameter import Parameter
-
-        params = {"autostart": False, "wait_for_image": 0.2, "max_queue": 4, **params}
-        node = PerceptionNode(context=self.context, namespace=namespace,
-                              segmenter_factory=lambda _params, _source: segmenter,
-                              parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
-        self.nodes.append(node)
-        self.executor.add_node(node)
-        return node
-
-    def start(self, node) -> None:
-        from rclpy.lifecycle import TransitionCallbackReturn
-
-        assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
-        assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
-
-    def collect(self, msg_type, topic: str, qos: Any = 100) -> list:
-        received: list = []
-        self.client.create_subscription(msg_type, topic, lambda m: self._append(received, m), qos)
-        return received
-
-    def _append(self, target: list, msg: Any) -> None:
-        with self._lock:
-            target.append(msg)
-
-    def publisher(self, msg_type, topic: str, depth: int = 100):
-        from rclpy.qos import QoSProfile, ReliabilityPolicy
-
-        pub = self.client.create_publisher(msg_type, topic,
-                                           QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE))
-        wait_until(lambda: pub.get_subscription_count() > 0, 10, f"a subscriber on {topic}")
-        return pub
-
-    def publish_frame(self, node, pub, msg) -> None:
-        """Publish an image and wait until the node holds it as its latest frame."""
-        before = node.camera().latest.get()
-        pub.publish(msg)
-        wait_until(lambda: node.camera().latest.get() is not before, 10, "the node to receive the image")
-
-    def close(self) -> None:
-        self.executor.shutdown()
-        for node in self.nodes:
-            node.close()
-        self.client.destroy_node()
-
-
-@pytest.fixture
-def graph(ros_context):
-    g = Graph(ros_context)
-    try:
-        yield g
-    finally:
-        g.close()
 
 
 def _scene(w: int = W, h: int = H, seed: int = 1) -> np.ndarray:

@@ -31,7 +31,7 @@ from fake_models import BoxSegmenter
 from node_harness import wait_until
 import numpy as np
 import pytest
-from test_node_dds import _image, _now_ns, _scene, Graph, graph, H, W  # noqa: F401
+from test_node_dds import _image, _now_ns, _scene, H, W
 
 pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
@@ -72,7 +72,7 @@ def _info(stamp_ns: int, frame_id: str = FRAME):
 class Rig:
     """A started node answering one box, and the client's publishers and collectors."""
 
-    def __init__(self, graph, compressed: bool = False, **params) -> None:  # noqa: F811
+    def __init__(self, graph, compressed: bool = False, **params) -> None:
         from diagnostic_msgs.msg import DiagnosticArray
         from m2sa_ros.msg import SegmentationResult
         from sensor_msgs.msg import CameraInfo, CompressedImage, Image
@@ -143,7 +143,7 @@ def _warnings(text: str, needle: str) -> list[str]:
 
 
 # --------------------------------------------------------------------------- camera_info's frame
-def test_a_camera_info_from_another_camera_is_refused_with_one_warning(graph, capfd):  # noqa: F811
+def test_a_camera_info_from_another_camera_is_refused_with_one_warning(graph, capfd):
     from rclpy.parameter import Parameter
 
     rig = Rig(graph)
@@ -167,7 +167,7 @@ def test_a_camera_info_from_another_camera_is_refused_with_one_warning(graph, ca
 
 
 # --------------------------------------------------------------------------- /diagnostics
-def test_diagnostics_count_bound_missing_refused_frames_with_the_last_reason_and_the_age(graph):  # noqa: F811
+def test_diagnostics_count_bound_missing_refused_frames_with_the_last_reason_and_the_age(graph):
     rig = Rig(graph)
     values = rig.status(depth_bound=0, depth_missing=0, depth_refused=0, depth_last_state="none")
     assert values["depth_age_ms"] == "none received" and values["camera_info_age_ms"] == "none received"
@@ -196,7 +196,7 @@ def test_diagnostics_count_bound_missing_refused_frames_with_the_last_reason_and
 
 # --------------------------------------------------------------------------- missing: said after N frames
 @pytest.mark.parametrize("cause", ["none_received", "stamps_outside_the_tolerance"])
-def test_missing_depth_is_said_once_after_several_frames_naming_the_cause(graph, capfd, cause):  # noqa: F811
+def test_missing_depth_is_said_once_after_several_frames_naming_the_cause(graph, capfd, cause):
     rig = Rig(graph)
     if cause == "none_received":
         send, needle = None, "no depth received on /depth"
@@ -217,7 +217,7 @@ def test_missing_depth_is_said_once_after_several_frames_naming_the_cause(graph,
     assert needle in values["depth_last_reason"]
 
 
-def test_missing_camera_info_is_named_too(graph, capfd):  # noqa: F811
+def test_missing_camera_info_is_named_too(graph, capfd):
     rig = Rig(graph, depth_missing_frames=1)
     assert not rig.frame(depth=lambda s: _depth(1.0, s), info=None).has_centroid
     lines = _warnings(capfd.readouterr().err, "frames in a row")
@@ -229,7 +229,7 @@ def test_missing_camera_info_is_named_too(graph, capfd):  # noqa: F811
     ("size", "depth image is 32x24 but the colour image is 64x48"),
     ("frame", "depth is in frame 'camera_depth_optical_frame' but the colour image is in"),
 ])
-def test_a_refusal_is_said_at_its_first_frame_and_again_after_a_recovery(graph, capfd, fault, needle):  # noqa: F811
+def test_a_refusal_is_said_at_its_first_frame_and_again_after_a_recovery(graph, capfd, fault, needle):
     rig = Rig(graph, depth_missing_frames=2)
 
     def bad(stamp):
@@ -251,7 +251,7 @@ def test_a_refusal_is_said_at_its_first_frame_and_again_after_a_recovery(graph, 
 # --------------------------------------------------------------------------- compressedDepth
 @pytest.mark.parametrize("encoding", ["16UC1", "32FC1"])
 @pytest.mark.parametrize("codec", ["png", "rvl"])
-def test_compressed_depth_is_decoded_and_gives_the_3d(graph, encoding, codec):  # noqa: F811
+def test_compressed_depth_is_decoded_and_gives_the_3d(graph, encoding, codec):
     metres = 1.3
     if encoding == "16UC1":
         image, expected = np.full((H, W), 1300, np.uint16), 1.3
@@ -276,7 +276,7 @@ def test_compressed_depth_is_decoded_and_gives_the_3d(graph, encoding, codec):  
     rig.status(depth_bound=1, depth_refused=0)
 
 
-def test_a_corrupt_compressed_depth_is_refused_in_one_line_and_the_node_answers_the_next(graph, capfd):  # noqa: F811
+def test_a_corrupt_compressed_depth_is_refused_in_one_line_and_the_node_answers_the_next(graph, capfd):
     from m2sa_ros.compressed_depth import encode_compressed_depth
     from sensor_msgs.msg import CompressedImage
 

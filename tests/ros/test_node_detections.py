@@ -37,7 +37,7 @@ import textwrap
 from node_harness import DirectNode, wait_until
 import numpy as np
 import pytest
-from test_node_dds import _now_ns, graph  # noqa: F401
+from test_node_dds import _now_ns
 from test_node_geometry import _synthetic, _track_through_depths, CAMERA_FRAME, DepthFeed, SceneSegmenter
 
 pytestmark = [pytest.mark.ros, pytest.mark.integration]
@@ -87,7 +87,7 @@ def _assert_detections_match(result, array_2d, array_3d) -> None:
         assert hypothesis.pose.pose == target.pose
 
 
-def _collect_results_and_detections(graph) -> tuple[list, list, list]:  # noqa: F811
+def _collect_results_and_detections(graph) -> tuple[list, list, list]:
     """Collect the results, detections_2d and detections_3d the client receives, as they arrive."""
     from m2sa_ros.msg import SegmentationResult
     from vision_msgs.msg import Detection2DArray, Detection3DArray
@@ -96,7 +96,7 @@ def _collect_results_and_detections(graph) -> tuple[list, list, list]:  # noqa: 
             graph.collect(Detection3DArray, "detections_3d"))
 
 
-def test_a_command_on_a_scene_with_depth_gives_both_arrays_one_detection_per_target(graph):  # noqa: F811
+def test_a_command_on_a_scene_with_depth_gives_both_arrays_one_detection_per_target(graph):
     from m2sa_core.types import Granularity, Target
     from m2sa_ros.msg import Command
 
@@ -142,7 +142,7 @@ def test_a_command_on_a_scene_with_depth_gives_both_arrays_one_detection_per_tar
     _assert_detections_match(results[2], arrays_2d[1], arrays_3d[1])
 
 
-def test_with_target_frame_the_3d_boxes_are_in_it_and_the_2d_boxes_stay_in_the_image(graph):  # noqa: F811
+def test_with_target_frame_the_3d_boxes_are_in_it_and_the_2d_boxes_stay_in_the_image(graph):
     """
     A static base_link -> optical transform from another node (tf2_ros' broadcaster).
 
@@ -182,7 +182,7 @@ def test_with_target_frame_the_3d_boxes_are_in_it_and_the_2d_boxes_stay_in_the_i
     _assert_detections_match(result, array_2d, array_3d)
 
 
-def test_tracked_frames_publish_their_detections_with_their_stamps(graph):  # noqa: F811
+def test_tracked_frames_publish_their_detections_with_their_stamps(graph):
     from test_node_track import TrackingBoxes
 
     feed = DepthFeed(graph, TrackingBoxes())

@@ -34,13 +34,13 @@ from fake_models import BoxSegmenter
 from m2sa_core.data.synthetic.depth import render_depth
 from m2sa_core.data.synthetic.scene import render_layout
 from m2sa_core.types import Granularity, Result, Target
-from node_harness import DirectNode, good_image, wait_until
+from node_harness import DirectNode, good_image, Graph, wait_until
 import numpy as np
 import pytest
 from scipy.spatial import cKDTree
 from scipy.spatial.transform import Rotation
-from test_node_dds import _image, _now_ns, Graph, graph  # noqa: F401 - graph: the fixture, by name
-from test_node_dds import H as DDS_H  # noqa: F401
+from test_node_dds import _image, _now_ns
+from test_node_dds import H as DDS_H
 from test_node_dds import W as DDS_W
 from test_node_robot import _frame_with_depth, CX, CY, FRAME, FX, FY
 
@@ -151,7 +151,7 @@ class DepthFeed:
     order. Every message is in ``frame_id``, as a registered depth camera's are.
     """
 
-    def __init__(self, graph: Graph, model, frame_id: str = CAMERA_FRAME, **params) -> None:  # noqa: F811
+    def __init__(self, graph: Graph, model, frame_id: str = CAMERA_FRAME, **params) -> None:
         from sensor_msgs.msg import CameraInfo, Image
 
         self.graph, self.frame_id = graph, frame_id
@@ -207,7 +207,7 @@ def _track_through_depths(feed: DepthFeed, request_id: str, depths: tuple[float,
     return goal, stamps
 
 
-def test_synthetic_scenes_through_the_node_match_the_ground_truth(graph):  # noqa: F811
+def test_synthetic_scenes_through_the_node_match_the_ground_truth(graph):
     from m2sa_ros.cloud_conversion import cloud_to_points
     from m2sa_ros.msg import SegmentationResult
     from m2sa_ros.msg import Target as TargetMsg
@@ -361,7 +361,7 @@ def test_depth_in_another_frame_gives_no_pose_and_one_warning(module_context, ca
         harness.close()
 
 
-def test_tracked_frames_carry_the_geometry_and_move_with_the_depth(graph):  # noqa: F811
+def test_tracked_frames_carry_the_geometry_and_move_with_the_depth(graph):
     from m2sa_ros.cloud_conversion import cloud_to_points
     from test_node_track import TrackingBoxes
 
@@ -378,7 +378,7 @@ def test_tracked_frames_carry_the_geometry_and_move_with_the_depth(graph):  # no
         assert target.size.x == pytest.approx(9 * metres / 80.0)
 
 
-def test_a_tracked_frame_whose_depth_comes_after_its_image_still_gets_its_geometry(graph):  # noqa: F811
+def test_a_tracked_frame_whose_depth_comes_after_its_image_still_gets_its_geometry(graph):
     """
     A camera driver publishes colour and depth on two topics, and the depth often comes a few ms later.
 

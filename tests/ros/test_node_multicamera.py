@@ -34,9 +34,9 @@ from fake_models import BoxSegmenter
 from m2sa_core.shipped_model import SHIPPED_MODEL
 from m2sa_ros.cameras import check_camera_names
 from m2sa_ros.worker import CommandWorker, Job
-from node_harness import wait_until
+from node_harness import Graph, wait_until
 import pytest
-from test_node_dds import _image, _now_ns, _scene, Graph, graph  # noqa: F401
+from test_node_dds import _image, _now_ns, _scene
 from test_node_track import TrackingBoxes
 
 pytestmark = pytest.mark.integration
@@ -185,7 +185,7 @@ def model():
     return Segmenter.from_pretrained(str(MODEL), max_new_tokens=24, frame_cache_size=8)
 
 
-def _two_camera_node(graph: Graph, seg: Any, **params: Any):  # noqa: F811
+def _two_camera_node(graph: Graph, seg: Any, **params: Any):
     """Start a node serving head and wrist, each holding a frame of its own size and frame_id."""
     from sensor_msgs.msg import Image
 
@@ -194,12 +194,22 @@ def _two_camera_node(graph: Graph, seg: Any, **params: Any):  # noqa: F811
     frames = {}
     for name, (h, w), seed in (("head", HEAD, 1), ("wrist", WRIST, 2)):
         rgb = _scene(w, h, seed=seed)
-        camera = node.camera(name)
-        before = camera.latest.get()
-        graph.publisher(Image, f"{name}/image", 1).publish(_image(rgb, _now_ns(node), frame_id=f"{name}_optical"))
-        wait_until(lambda camera=camera, before=before: camera.latest.get() is not before, 10, f"the {name} image")
+        _give_frame(node, name, graph.publisher(Image, f"{name}/image", 1),
+                    _image(rgb, _now_ns(node), frame_id=f"{name}_optical"))
         frames[name] = rgb
     return node, frames
+
+
+def _give_frame(node: Any, name: str, pub: Any, msg: Any) -> None:
+    """Publish an image to camera ``name`` and wait until that camera holds it as its latest frame."""
+    camera = node.camera(name)
+    before = camera.latest.get()
+    pub.publish(msg)
+    wait_until(lambda: camera.latest.get() is not before, 10, f"the {name} image")
+
+
+def _stamp_ns(stamp: Any) -> int:
+    return int(stamp.sec) * 10**9 + int(stamp.nanosec)
 
 
 def _check(result: Any, camera: str) -> None:
@@ -209,7 +219,7 @@ def _check(result: Any, camera: str) -> None:
     assert all((t.mask.height, t.mask.width) == (h, w) for t in result.targets)
 
 
-def test_two_cameras_each_command_one_result_on_its_own_topic_and_waiting_commands_batched(graph, model):  # noqa: F811
+def test_two_cameras_each_command_one_result_on_its_own_topic_and_waiting_commands_batched(graph, model):
     from diagnostic_msgs.msg import DiagnosticArray
     from m2sa_ros.msg import Command, SegmentationResult
 
@@ -262,7 +272,7 @@ def test_two_cameras_each_command_one_result_on_its_own_topic_and_waiting_comman
     assert all(v["batched_calls"] == "1" and v["state"] == "active" for v in status.values())
 
 
-def test_service_segment_and_track_actions_per_camera(graph):  # noqa: F811
+def test_service_segment_and_track_actions_per_camera(graph):
     from action_msgs.msg import GoalStatus
     from m2sa_ros.action import Segment as SegmentAction
     from m2sa_ros.action import Track
@@ -300,13 +310,16 @@ def test_service_segment_and_track_actions_per_camera(graph):  # noqa: F811
     wait_until(lambda: feedback, 60, "the track's answer")
     wrist_images = graph.publisher(Image, "wrist/image", 1)
     head_images = graph.publisher(Image, "head/image", 1)
-    for i in range(20):  # new frames on both cameras: only the wrist's are tracked
-        head_images.publish(_image(_scene(HEAD[1], HEAD[0], seed=50 + i), _now_ns(node), frame_id="head_optical"))
-        wrist_images.publish(_image(_scene(WRIST[1], WRIST[0], seed=70 + i), _now_ns(node), frame_id="wrist_optical"))
-        if len(feedback) >= 3:
-            break
-        time.sleep(0.3)
-    wait_until(lambda: len(feedback) >= 3, 60, "tracked frames")
+    wrist_stamps = []
+    for i in range(2):  # a new frame on both cameras, the head's held first: only the wrist's is tracked
+        _give_frame(node, "head", head_images, _image(_scene(HEAD[1], HEAD[0], seed=50 + i), _now_ns(node),
+                                                      frame_id="head_optical"))
+        wrist_stamps.append(_now_ns(node))
+        _give_frame(node, "wrist", wrist_images, _image(_scene(WRIST[1], WRIST[0], seed=70 + i), wrist_stamps[-1],
+                                                        frame_id="wrist_optical"))
+        wait_until(lambda i=i: len(feedback) >= 2 + i, 60, f"the wrist's tracked frame {i + 1}")
+    assert [fb.frame_seq for fb in feedback] == [0, 1, 2]
+    assert [_stamp_ns(fb.result.header.stamp) for fb in feedback[1:]] == wrist_stamps
     ending = handle.get_result_async()
     handle.cancel_goal_async()
     ended = wait_until(lambda: ending.done() and ending.result(), 30, "the track's end")
@@ -318,7 +331,7 @@ def test_service_segment_and_track_actions_per_camera(graph):  # noqa: F811
     assert all(r.header.frame_id == "wrist_optical" for r in wrist_results)
 
 
-def test_bad_camera_names_fail_configure_naming_them(graph):  # noqa: F811
+def test_bad_camera_names_fail_configure_naming_them(graph):
     from rclpy.lifecycle import TransitionCallbackReturn
 
     node = graph.add_node(BoxSegmenter(), cameras=["head", "head", "9"])
@@ -326,7 +339,7 @@ def test_bad_camera_names_fail_configure_naming_them(graph):  # noqa: F811
     assert "cameras=['head', 'head', '9']: invalid camera name(s) '9'" in node._configure_error
 
 
-def test_single_camera_keeps_its_names(graph, model):  # noqa: F811
+def test_single_camera_keeps_its_names(graph, model):
     node = graph.add_node(CountingSegmenter(model))
     graph.start(node)
     assert [c.name for c in node.cameras] == [""] and node.camera().topic("result") == "result"

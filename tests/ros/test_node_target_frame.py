@@ -37,15 +37,14 @@ takes part.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 import uuid
 
-from node_harness import wait_until
+from node_harness import Graph, wait_until
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation, Slerp
-from test_node_dds import _now_ns, Graph, graph  # noqa: F401
+from test_node_dds import _now_ns
 from test_node_geometry import _synthetic, _track_through_depths, DepthFeed, SceneSegmenter
 from tf_frames import apply_matrix, transform_matrix, transform_msg
 
@@ -78,7 +77,7 @@ def _stamp_ns(stamp) -> int:
 class TfNode:
     """Another node broadcasting transforms (static and dynamic) on the graph's executor."""
 
-    def __init__(self, graph: Graph) -> None:  # noqa: F811
+    def __init__(self, graph: Graph) -> None:
         from rclpy.node import Node
         from tf2_ros import StaticTransformBroadcaster, TransformBroadcaster
 
@@ -94,7 +93,7 @@ class TfNode:
 
 
 @pytest.fixture
-def tf_node(graph):  # noqa: F811
+def tf_node(graph):
     node = TfNode(graph)
     try:
         yield node
@@ -105,7 +104,7 @@ def tf_node(graph):  # noqa: F811
 class SceneNode:
     """A started node answering with a synthetic scene's targets; its results and views over DDS."""
 
-    def __init__(self, graph: Graph, optical: str, **params: Any) -> None:  # noqa: F811
+    def __init__(self, graph: Graph, optical: str, **params: Any) -> None:
         from m2sa_ros.msg import SegmentationResult
         from sensor_msgs.msg import PointCloud2
         from std_msgs.msg import String
@@ -203,7 +202,7 @@ def assert_moved(moved: tuple[Any, Any, Any], optical: tuple[Any, Any, Any], m: 
     np.testing.assert_allclose(cloud_to_points(cloud), apply_matrix(m, cloud_to_points(ref_cloud)), atol=2e-6)
 
 
-def test_a_static_transform_moves_every_3d_value(graph, tf_node):  # noqa: F811
+def test_a_static_transform_moves_every_3d_value(graph, tf_node):
     optical, base, _odom = _names()
     tf_node.static.sendTransform(transform_msg(base, optical, 0, *OPTICAL_IN_BASE))
     scene = SceneNode(graph, optical, tf_timeout=5.0)
@@ -223,7 +222,7 @@ def _odom_base(t: float) -> tuple[np.ndarray, np.ndarray]:
     return np.array([0.5 * t, 0.2 * t, 0.0]), Rotation.from_euler("z", 1.0 * t).as_quat()
 
 
-def test_a_moving_transform_at_50_hz_is_interpolated_at_the_images_stamp(graph, tf_node):  # noqa: F811
+def test_a_moving_transform_at_50_hz_is_interpolated_at_the_images_stamp(graph, tf_node):
     optical, base, odom = _names()
     tf_node.static.sendTransform(transform_msg(base, optical, 0, *OPTICAL_IN_BASE))
     scene = SceneNode(graph, optical, target_frame=odom, tf_timeout=2.0)
@@ -258,7 +257,7 @@ def test_a_moving_transform_at_50_hz_is_interpolated_at_the_images_stamp(graph, 
     assert _stamp_ns(moved[0].header.stamp) == stamp
 
 
-def test_a_missing_transform_leaves_the_optical_frame_and_says_why_once(graph, capfd):  # noqa: F811
+def test_a_missing_transform_leaves_the_optical_frame_and_says_why_once(graph, capfd):
     from diagnostic_msgs.msg import DiagnosticArray
 
     optical, _base, _odom = _names()
@@ -294,7 +293,7 @@ def test_a_missing_transform_leaves_the_optical_frame_and_says_why_once(graph, c
     assert values["tf_transformed"] == "0" and values["tf_last_error"].startswith(f"no transform from {optical}")
 
 
-def test_a_transform_that_comes_late_within_the_timeout_is_waited_for(graph, tf_node):  # noqa: F811
+def test_a_transform_that_comes_late_within_the_timeout_is_waited_for(graph, tf_node, monkeypatch):
     optical, base, odom = _names()
     tf_node.static.sendTransform(transform_msg(base, optical, 0, *OPTICAL_IN_BASE))
     scene = SceneNode(graph, optical, target_frame=odom, tf_timeout=5.0)
@@ -305,8 +304,19 @@ def test_a_transform_that_comes_late_within_the_timeout_is_waited_for(graph, tf_
     scene.frame(stamp)
     reference = scene.command(target_frame="")
     scene.set_parameters(target_frame=odom)
+    # The worker's lookup found no transform at the image's stamp and waits for one (tf2's
+    # wait_for_transform_async): record each wait it starts.
+    frames = scene.node._pipeline.frames
+    wait, waits = frames._wait, []
+
+    def recording_wait(buffer, target_frame, source_frame, time_, timeout_s):
+        waits.append((target_frame, source_frame, time_.nanoseconds))
+        return wait(buffer, target_frame, source_frame, time_, timeout_s)
+
+    monkeypatch.setattr(frames, "_wait", recording_wait)
     counts = scene.send()
-    time.sleep(0.5)  # the model is done long before: the node is waiting for a sample after the stamp
+    wait_until(lambda: waits, 10, "the node to wait for the transform at the image's stamp")
+    assert waits == [(odom, optical, stamp)]
     assert len(scene.results) == counts[0], "answered before the transform at the image's stamp existed"
     tf_node.dynamic.sendTransform(transform_msg(odom, base, stamp + 10_000_000, *b))
     moved = scene.answer(counts)
@@ -315,7 +325,7 @@ def test_a_transform_that_comes_late_within_the_timeout_is_waited_for(graph, tf_
     assert_moved(moved, reference, m, odom)
 
 
-def test_tracked_frames_are_moved_into_the_target_frame(graph, tf_node):  # noqa: F811
+def test_tracked_frames_are_moved_into_the_target_frame(graph, tf_node):
     from m2sa_core.geometry.rigid_transform import RigidTransform
     from m2sa_ros.cloud_conversion import cloud_to_points
     from rclpy.parameter import Parameter

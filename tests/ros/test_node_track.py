@@ -26,13 +26,11 @@ import threading
 import time
 from typing import Any
 
-from fake_models import BoxSegmenter
-from node_harness import wait_until
+from fake_models import BoxSegmenter, ScriptedSegmenter
+from node_harness import Graph, wait_until
 import numpy as np
 import pytest
-
-# graph and tiny are pytest fixtures, found by their names (hence F401 here, F811 on the parameters).
-from test_node_dds import _image, _now_ns, _scene, Graph, graph, ScriptedSegmenter, tiny  # noqa: F401
+from test_node_dds import _image, _now_ns, _scene
 import torch
 
 pytestmark = [pytest.mark.ros, pytest.mark.integration]
@@ -73,7 +71,7 @@ class TrackingBoxes(BoxSegmenter):
 class TrackingScripted(ScriptedSegmenter):
     """The real tiny Segmenter's ``track`` behind the shared lock, counted."""
 
-    def __init__(self, tiny) -> None:  # noqa: F811 - the fixture's value
+    def __init__(self, tiny) -> None:
         super().__init__(tiny)
         self.track_calls = 0
 
@@ -86,7 +84,7 @@ class TrackingScripted(ScriptedSegmenter):
 class Goal:
     """One Track goal from the test client: its feedback as it comes, and its one result."""
 
-    def __init__(self, graph: Graph, client: Any, **fields: Any) -> None:  # noqa: F811 - the fixture's value
+    def __init__(self, graph: Graph, client: Any, **fields: Any) -> None:
         from m2sa_ros.action import Track
 
         self.feedback: list = []
@@ -111,7 +109,7 @@ class Goal:
         return wait_until(lambda: self._result.done() and self._result.result(), timeout, "the track's result")
 
 
-def _client(graph: Graph):  # noqa: F811 - the fixture's value
+def _client(graph: Graph):
     from m2sa_ros.action import Track
     from rclpy.action import ActionClient
 
@@ -120,7 +118,7 @@ def _client(graph: Graph):  # noqa: F811 - the fixture's value
     return client
 
 
-def _started(graph: Graph, seg) -> tuple[Any, Any, list]:  # noqa: F811
+def _started(graph: Graph, seg) -> tuple[Any, Any, list]:
     """Start a node over ``seg`` and give it a first frame: (node, image publisher, results as they come)."""
     from m2sa_ros.msg import SegmentationResult
     from sensor_msgs.msg import Image
@@ -133,7 +131,7 @@ def _started(graph: Graph, seg) -> tuple[Any, Any, list]:  # noqa: F811
     return node, images, results
 
 
-def test_answer_then_tracked_frames_without_the_language_model_then_cancel(graph, tiny):  # noqa: F811
+def test_answer_then_tracked_frames_without_the_language_model_then_cancel(graph, tiny):
     from action_msgs.msg import GoalStatus
 
     seg = TrackingScripted(tiny)
@@ -180,7 +178,7 @@ def test_answer_then_tracked_frames_without_the_language_model_then_cancel(graph
         hook.remove()
 
 
-def test_timeout_lost_and_a_bad_goal_each_end_with_their_reason(graph):  # noqa: F811 - the fixture's value
+def test_timeout_lost_and_a_bad_goal_each_end_with_their_reason(graph):
     from action_msgs.msg import GoalStatus
 
     seg = TrackingBoxes(track_score=0.1)
@@ -211,7 +209,7 @@ def test_timeout_lost_and_a_bad_goal_each_end_with_their_reason(graph):  # noqa:
     assert bad.seqs() == [] and seg.calls == 2  # the bad goal never reached the model
 
 
-def test_two_tracks_and_a_command_share_the_worker_and_deactivate_ends_both(graph):  # noqa: F811 - the fixture's value
+def test_two_tracks_and_a_command_share_the_worker_and_deactivate_ends_both(graph):
     from action_msgs.msg import GoalStatus
     from m2sa_ros.msg import Command
     from m2sa_ros.track_action import TrackFrame
@@ -271,7 +269,7 @@ def test_two_tracks_and_a_command_share_the_worker_and_deactivate_ends_both(grap
     assert seg.calls == 3  # two answers and the ordinary command: tracked frames never call segment
 
 
-def test_a_track_ended_by_deactivate_gets_its_result_even_when_the_send_is_late(graph, monkeypatch):  # noqa: F811
+def test_a_track_ended_by_deactivate_gets_its_result_even_when_the_send_is_late(graph, monkeypatch):
     """
     A goal's result goes out from an executor task after the goal ends (rclpy); a busy executor runs it late.
 
@@ -285,9 +283,12 @@ def test_a_track_ended_by_deactivate_gets_its_result_even_when_the_send_is_late(
     from rclpy.lifecycle import TransitionCallbackReturn
 
     send = ActionServer._send_result_response
+    deactivated = threading.Event()
+    sent_after_deactivate: list[bool] = []
 
     def late_send(self, request_header, future):
-        time.sleep(0.5)  # the executor was busy elsewhere
+        # The executor was busy elsewhere: the result goes out only once deactivate has returned.
+        sent_after_deactivate.append(deactivated.wait(30))
         return send(self, request_header, future)
 
     node, _images, _results = _started(graph, TrackingBoxes())
@@ -296,8 +297,10 @@ def test_a_track_ended_by_deactivate_gets_its_result_even_when_the_send_is_late(
     goal.wait_frames(1)
     monkeypatch.setattr(ActionServer, "_send_result_response", late_send)
     assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
+    deactivated.set()
     done = goal.result()
     assert done.status == GoalStatus.STATUS_ABORTED and done.result.reason == "node deactivated"
+    assert sent_after_deactivate == [True], sent_after_deactivate  # one result, held until deactivate returned
 
     refused = client.send_goal_async(Track.Goal(command="the mug"))
     assert not wait_until(lambda: refused.done() and refused.result(), 30, "the refusal").accepted
@@ -305,7 +308,7 @@ def test_a_track_ended_by_deactivate_gets_its_result_even_when_the_send_is_late(
     wait_until(lambda: not client.server_is_ready(), 10, "the track action to go away")
 
 
-def test_a_model_failure_on_a_tracked_frame_ends_that_track_and_the_node_goes_on(graph):  # noqa: F811
+def test_a_model_failure_on_a_tracked_frame_ends_that_track_and_the_node_goes_on(graph):
     """
     The pipeline runs the tracked frame.
 

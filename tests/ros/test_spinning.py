@@ -118,6 +118,6 @@ def test_the_node_and_the_test_graph_spin_through_the_race():
 
     source = inspect.getsource(process.main)
     assert "spin_through_destroyed_entities" in source and "target=executor.spin" not in source
-    from test_node_dds import Graph
+    from node_harness import Graph
 
     assert "spin_through_destroyed_entities" in inspect.getsource(Graph)
