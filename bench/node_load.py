@@ -37,7 +37,6 @@ import os
 from pathlib import Path
 import platform
 import random
-import signal
 import statistics
 import subprocess
 import sys
@@ -48,6 +47,7 @@ from typing import Any
 
 # command_line: for bench_node and soak_node, which import it from here.
 from bench.common import command_line, host_line, publish_report, REPO, SHIPPED_MODEL  # noqa: F401
+from m2sa_ros.child_process import ChildProcess
 import numpy as np
 
 ENTRY = Path(sys.executable).parent / "m2sa-perception"
@@ -105,8 +105,8 @@ def utc_now() -> str:
 
 
 # ----------------------------------------------------------------------------- the node process
-class NodeProcess:
-    """``m2sa-perception`` as a child process with the given parameters, logging to a file."""
+class NodeProcess(ChildProcess):
+    """``m2sa-perception`` as a child process with the given parameters, logging to a file; started at once."""
 
     def __init__(self, params: dict[str, Any], namespace: str, log_path: Path) -> None:
         if not ENTRY.exists():
@@ -115,40 +115,12 @@ class NodeProcess:
         for key, value in params.items():
             text = ("true" if value else "false") if isinstance(value, bool) else str(value)
             args += ["-p", f"{key}:={text}"]
-        self.log_path = log_path
-        self._log = log_path.open("w")
-        self.proc = subprocess.Popen(args, stdout=self._log, stderr=subprocess.STDOUT, cwd=REPO,
-                                     env=dict(os.environ))
-
-    @property
-    def pid(self) -> int:
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc.poll() is None
+        super().__init__(args, cwd=REPO, log_path=log_path, name="the node")
+        self.start()
 
     def stop(self, timeout: float = 30.0) -> int:
         """Ctrl-C the node (it answers pending commands and exits); kill if it hangs."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait()
-        self._log.close()
-        return int(self.proc.returncode)
-
-    @property
-    def exit_code(self) -> int | None:
-        """Return the node's exit status once it has stopped, None while it runs."""
-        return self.proc.returncode
-
-    def log_tail(self, lines: int = 30) -> str:
-        try:
-            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
-        except OSError:
-            return ""
+        return int(super().stop(timeout))  # started in __init__: always an exit status
 
 
 @dataclass

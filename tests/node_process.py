@@ -29,7 +29,6 @@ variable.
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 import signal
 import subprocess
@@ -37,56 +36,18 @@ import threading
 import time
 from typing import Any, Callable
 
+from m2sa_ros.child_process import ChildProcess
+
 LAUNCH_SIGTERM_AFTER_S = 5.0  # launch's default sigterm_timeout
 PENDING = 3  # commands the node holds when the signal comes: one running, two queued
 
 
-class NodeProcess:
-    """An executable node whose output is collected line by line on a thread."""
+class NodeProcess(ChildProcess):
+    """An executable node, started at once, whose output is collected line by line on a thread."""
 
     def __init__(self, argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> None:
-        self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                                     env=env if env is not None else dict(os.environ), cwd=cwd)
-        self.lines: list[str] = []
-        self._changed = threading.Condition()
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        assert self.proc.stdout is not None
-        for line in self.proc.stdout:
-            with self._changed:
-                self.lines.append(line)
-                self._changed.notify_all()
-
-    @property
-    def output(self) -> str:
-        with self._changed:
-            return "".join(self.lines)
-
-    def wait_for_line(self, text: str, timeout: float) -> None:
-        """Block until a line containing ``text`` was printed; fail if the process ends first."""
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while not any(text in line for line in self.lines):
-                if self.proc.poll() is not None:
-                    raise AssertionError(f"the node exited ({self.proc.returncode}) before {text!r}:\n"
-                                         + "".join(self.lines))
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no {text!r} within {timeout} s:\n" + "".join(self.lines))
-                self._changed.wait(min(left, 0.2))
-
-    def wait(self, timeout: float) -> int:
-        code = self.proc.wait(timeout=timeout)
-        self._reader.join(10)
-        return code
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait()
-        self._reader.join(10)
+        super().__init__(argv, env=env, cwd=cwd, collect=True, name="the node")
+        self.start()
 
 
 def start_active_node(argv: list[str], env: dict[str, str] | None = None, cwd: Path | None = None) -> NodeProcess:

@@ -34,8 +34,8 @@ import shutil
 import subprocess
 import sys
 import sysconfig
-import time
 
+from m2sa_ros.child_process import ChildProcess
 from middleware_log import without_middleware_lines
 import pytest
 
@@ -165,117 +165,22 @@ def ros2_daemon_sees(env: dict[str, str], fqn: str, timeout: float = 60.0) -> No
     wait_until(listed, timeout, f"the ros2 daemon to list {fqn} and its get_state service")
 
 
-class LaunchProcess:
+class LaunchProcess(ChildProcess):
     """
     ``ros2 launch`` (or any command) in a process of its own, its output collected line by line.
 
     With ``terminal=True`` it runs on a pseudo-terminal that is its controlling terminal,
     as in a user's shell: launch sees a tty, and :meth:`ctrl_c` types Ctrl-C, which the
     terminal turns into SIGINT for the whole foreground process group (launch and the
-    node). Without it, output goes through a pipe and :meth:`ctrl_c` sends SIGINT to
-    launch alone, as a service manager or ``kill -INT`` does.
+    node); :meth:`kill` ends that whole session. Without it, output goes through a pipe
+    and :meth:`ctrl_c` sends SIGINT to launch alone, as a service manager or ``kill -INT``
+    does.
     """
 
     def __init__(self, argv: list[str], env: dict[str, str], terminal: bool = False) -> None:
-        import threading
-
-        self.terminal = terminal
-        self.lines: list[str] = []
-        self._changed = threading.Condition()
-        if terminal:
-            import pty
-
-            master, slave = pty.openpty()
-            self.proc = subprocess.Popen(argv, env=env, stdin=slave, stdout=slave, stderr=slave,
-                                         start_new_session=True, preexec_fn=_take_controlling_terminal)
-            os.close(slave)
-            self._master = master
-            source = _pty_lines(master)
-        else:
-            self._master = None
-            self.proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                                         stderr=subprocess.STDOUT, text=True)
-            source = iter(self.proc.stdout)
-        self._reader = threading.Thread(target=self._read, args=(source,), daemon=True)
-        self._reader.start()
-
-    def _read(self, source) -> None:
-        for line in source:
-            with self._changed:
-                self.lines.append(line.replace("\r\n", "\n"))
-                self._changed.notify_all()
-
-    @property
-    def output(self) -> str:
-        with self._changed:
-            return "".join(self.lines)
-
-    def wait_for_line(self, text: str, timeout: float) -> str:
-        """Return the first line containing ``text``; fail if the process ends or ``timeout`` s pass first."""
-        deadline = time.monotonic() + timeout
-        with self._changed:
-            while True:
-                for line in self.lines:
-                    if text in line:
-                        return line
-                if self.proc.poll() is not None:
-                    raise AssertionError(f"exited ({self.proc.returncode}) before {text!r}:\n" + "".join(self.lines))
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise AssertionError(f"no {text!r} within {timeout} s:\n" + "".join(self.lines))
-                self._changed.wait(min(left, 0.2))
+        super().__init__(argv, env=env, terminal=terminal, collect=True, stdin=subprocess.DEVNULL)
+        self.start()
 
     def ctrl_c(self) -> None:
         """Ctrl-C as the terminal delivers it (typed), or SIGINT to launch alone (no terminal)."""
-        import signal
-
-        if self._master is not None:
-            os.write(self._master, b"\x03")
-        else:
-            self.proc.send_signal(signal.SIGINT)
-
-    def wait(self, timeout: float) -> int:
-        code = self.proc.wait(timeout=timeout)
-        self._reader.join(10)
-        return code
-
-    def kill(self) -> None:
-        """SIGKILL to the process and, for a terminal, its whole session; then close the terminal."""
-        import signal
-
-        if self.proc.poll() is None:
-            if self.terminal:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            else:
-                self.proc.kill()
-            self.proc.wait()
-        self._reader.join(10)
-        if self._master is not None:
-            os.close(self._master)
-            self._master = None
-
-
-def _take_controlling_terminal() -> None:
-    """In the child, after setsid(): make stdin (the pty) the session's controlling terminal."""
-    import fcntl
-    import termios
-
-    fcntl.ioctl(0, termios.TIOCSCTTY, 0)
-
-
-def _pty_lines(master: int):
-    """Lines read from a pty's master side until every writer has closed it."""
-    buffer = b""
-    while True:
-        try:
-            chunk = os.read(master, 4096)
-        except OSError:  # EIO: the last process holding the terminal exited
-            chunk = b""
-        if not chunk:
-            break
-        buffer += chunk
-        *complete, buffer = buffer.split(b"\n")
-        for line in complete:
-            yield line.decode(errors="replace") + "\n"
-    if buffer:
-        yield buffer.decode(errors="replace")
+        self.interrupt()

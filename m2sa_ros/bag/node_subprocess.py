@@ -42,8 +42,9 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from typing import Any
+
+from m2sa_ros.child_process import ChildProcess
 
 # How the node says configure failed: perception_node.py logs "configure failed: <reason>",
 # and its autostart "autostart: configure failed (see above)" after any failed configure
@@ -113,39 +114,26 @@ def configure_failure(log_text: str) -> str | None:
     return first.split("]: ", 1)[-1]
 
 
-class NodeProcess:
+class NodeProcess(ChildProcess):
     """The perception node as a subprocess, its output in a log file; stopped with SIGINT."""
+
+    # The tool's stop signal (stop_on_signals) waits until the node is gone.
+    DEFER_DURING_STOP = (Interrupted,)
 
     def __init__(self, namespace: str, node_args: Sequence[str], log_path: Path) -> None:
         self.namespace = namespace
-        self.command = [sys.executable, "-m", "m2sa_ros.main", "--ros-args",
-                        "-r", f"__ns:={namespace}",
-                        # A replayed bag must not lose frames: a reliable subscription.
-                        "-p", "image_reliability:=reliable",
-                        # Bag time: /clock comes from the replayer.
-                        "-p", "use_sim_time:=true", *node_args]
-        self.log_path = log_path
-        self._log: Any = None
-        self.process: subprocess.Popen | None = None
+        super().__init__([sys.executable, "-m", "m2sa_ros.main", "--ros-args",
+                          "-r", f"__ns:={namespace}",
+                          # A replayed bag must not lose frames: a reliable subscription.
+                          "-p", "image_reliability:=reliable",
+                          # Bag time: /clock comes from the replayer.
+                          "-p", "use_sim_time:=true", *node_args],
+                         log_path=log_path, start_new_session=True, name="the perception node")
+        self.command = self.argv
 
-    def start(self) -> "NodeProcess":
-        self.log_path.parent.mkdir(parents=True, exist_ok=True)
-        self._log = open(self.log_path, "wb")
-        self.process = subprocess.Popen(self.command, stdout=self._log, stderr=subprocess.STDOUT,
-                                        start_new_session=True)
-        return self
-
-    def alive(self) -> bool:
-        return self.process is not None and self.process.poll() is None
-
-    def log_text(self) -> str:
-        try:
-            return self.log_path.read_text(encoding="utf-8", errors="replace")
-        except OSError:
-            return ""
-
-    def log_tail(self, lines: int = 30) -> str:
-        return "\n".join(self.log_text().splitlines()[-lines:])
+    @property
+    def process(self) -> subprocess.Popen | None:
+        return self.proc
 
     def check_starting(self) -> None:
         """
@@ -158,39 +146,15 @@ class NodeProcess:
         if reason is not None:
             raise NodeStartError(f"the perception node could not start: {reason} (node log: {self.log_path})")
         if not self.alive():
-            code = self.process.returncode if self.process is not None else None
             last = next((line for line in reversed(self.log_tail().splitlines()) if line.strip()), "no output")
-            raise NodeStartError(f"the perception node exited (code {code}) before becoming active: "
+            raise NodeStartError(f"the perception node exited (code {self.exit_code}) before becoming active: "
                                  f"{_ANSI.sub('', last).strip()} (node log: {self.log_path})")
 
-    def stop(self, timeout: float = 20.0) -> None:
+    def stop(self, timeout: float = 20.0) -> int | None:
         """
         Stop the node: SIGINT, then SIGKILL after ``timeout`` s.
 
         A stop signal to the tool meanwhile (the first one, raised by :func:`stop_on_signals`)
         is raised again only once the node is gone.
         """
-        interrupted: Interrupted | None = None
-        process = self.process
-        if process is not None and process.poll() is None:
-            process.send_signal(signal.SIGINT)
-            deadline = time.monotonic() + timeout
-            while process.poll() is None:
-                try:
-                    process.wait(max(deadline - time.monotonic(), 0.0))
-                except subprocess.TimeoutExpired:
-                    process.kill()
-                    process.wait(10)
-                except Interrupted as exc:
-                    interrupted = exc
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-        if interrupted is not None:
-            raise interrupted
-
-    def __enter__(self) -> "NodeProcess":
-        return self.start()
-
-    def __exit__(self, *exc: Any) -> None:
-        self.stop()
+        return super().stop(timeout)

@@ -41,12 +41,10 @@ import os
 from pathlib import Path
 import re
 import shutil
-import signal
 import subprocess
 import sys
-import threading
-import time
 
+from m2sa_ros.child_process import ChildProcess
 from middleware_log import without_middleware_lines
 import pytest
 
@@ -158,42 +156,20 @@ def _env(**extra: str) -> dict[str, str]:
     return dict(os.environ, PYTHONUNBUFFERED="1", PYTHONSAFEPATH="1", ROS_DISTRO=DISTRO, **extra)
 
 
-class Terminal:
+class Terminal(ChildProcess):
     """One terminal of the quick start: a process whose output is collected on a thread."""
 
     def __init__(self, command: str, clone: Path, setup: str) -> None:
         self.command = command
-        self.proc = subprocess.Popen(_shell(command, clone, setup), cwd=clone, stdout=subprocess.PIPE,
-                                     stderr=subprocess.STDOUT, text=True, env=_env())
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stdout:
-            self.lines.append(line)
-
-    @property
-    def output(self) -> str:
-        return "".join(self.lines)
+        super().__init__(_shell(command, clone, setup), cwd=clone, env=_env(), collect=True, name=f"`{command}`")
+        self.start()
 
     def wait_for(self, text: str, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        while text not in self.output:
-            assert self.proc.poll() is None, f"`{self.command}` exited ({self.proc.returncode}):\n{self.output}"
-            assert time.monotonic() < deadline, f"`{self.command}` did not print {text!r}:\n{self.output}"
-            time.sleep(0.1)
+        self.wait_for_line(text, timeout)
 
     def ctrl_c(self, timeout: float = 60) -> int:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGINT)
-        try:
-            code = self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            code = self.proc.wait()
-        self._reader.join(10)
-        return code
+        """Return the exit status after Ctrl-C (SIGINT; SIGKILL when still there ``timeout`` s later)."""
+        return int(self.stop(timeout))
 
 
 def _wait_for_frames(ros_context, node_terminal: Terminal, reader: Terminal) -> None:
