@@ -29,7 +29,8 @@ from __future__ import annotations
 
 from collections import deque
 import threading
-from typing import Any, Generic, TypeVar
+import time
+from typing import Any, Callable, Generic, TypeVar
 import warnings
 
 T = TypeVar("T")
@@ -64,10 +65,39 @@ class StampedBuffer(Generic[T]):
             raise ValueError(f"StampedBuffer capacity must be >= 1, got {capacity}")
         self._items: deque[tuple[int, T]] = deque(maxlen=capacity)
         self._lock = threading.Lock()
+        self._pushed = threading.Condition(self._lock)
 
     def push(self, stamp_ns: int, item: T) -> None:
-        with self._lock:
+        with self._pushed:
             self._items.append((int(stamp_ns), item))
+            self._pushed.notify_all()
+
+    def wait_near(self, stamp_ns: int, tolerance_ns: int, timeout_s: float,
+                  should_stop: Callable[[], bool] = lambda: False) -> bool:
+        """
+        Wait until an item within ``tolerance_ns`` of ``stamp_ns`` is here; return whether one is.
+
+        Ends at once without a wait when the buffer is empty (a camera without depth) or
+        already holds an item stamped after the tolerance (the stream has passed the stamp:
+        no nearer item will come), and at ``timeout_s`` or when ``should_stop()`` says so
+        (checked at least every 50 ms). The worker thread calls it when a frame's depth had
+        not come by the time the model answered: depth that is late on a loaded link or
+        behind a large message's repair would otherwise cost the command its 3-D.
+        """
+        deadline = time.monotonic() + timeout_s
+        stamp_ns, tolerance_ns = int(stamp_ns), int(tolerance_ns)
+        with self._pushed:
+            while True:
+                if not self._items:
+                    return False
+                if any(abs(stamp - stamp_ns) <= tolerance_ns for stamp, _ in self._items):
+                    return True
+                if self._items[-1][0] > stamp_ns + tolerance_ns or should_stop():
+                    return False
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._pushed.wait(min(left, 0.05))
 
     def nearest(self, stamp_ns: int, tolerance_ns: int) -> T | None:
         """Return the item whose stamp is closest to ``stamp_ns``, if within ``tolerance_ns``."""

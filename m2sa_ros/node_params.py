@@ -159,6 +159,10 @@ PARAMETERS: tuple[ParamSpec, ...] = (
            runtime=True),
     _range("depth_tolerance", 0.05, "Largest stamp difference (s) between the colour image and "
            "the depth / camera_info used for its centroids.", 0.0, 10.0, runtime=True),
+    _range("depth_wait", 0.1, "Longest wait (s), once the model has answered, for a frame's depth and "
+           "camera_info that have not come yet while the depth stream is behind the colour image (a "
+           "loaded link, a large message being repaired); 0 = no wait. Without depth the command gets no "
+           "3-D; a camera without depth never waits.", 0.0, 10.0, runtime=True),
     _range("depth_missing_frames", 5, "Frames in a row without usable depth before a warning names the "
            "cause (none received, stamps outside depth_tolerance); depth often comes a few ms after its "
            "image, so one frame without it is no fault. A refused depth is said at its first frame.",
@@ -232,6 +236,7 @@ class NodeParams:
     max_batch: int
     max_command_length: int
     depth_tolerance: float
+    depth_wait: float
     depth_missing_frames: int
     centroid_erosion_px: int
     image_rectified: bool

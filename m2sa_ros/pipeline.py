@@ -289,15 +289,24 @@ class CommandPipeline:
                           missing_frames=params.depth_missing_frames)
 
     def measure_after_model(self, frame: Frame, camera: Camera, measure: TargetMeasure | None,
-                            depth_state: str) -> TargetMeasure | None:
+                            depth_state: str, should_stop: Callable[[], bool] = lambda: False) -> TargetMeasure | None:
         """
         Return the measure bound before the model ran, or, when its depth had not come yet ("missing"), bound again now.
 
         A camera's depth often comes a few ms after its colour image, and a frame is taken
         the moment it arrives. Bound before as well, because the depth buffer keeps only the
-        last few frames and a long model call may outlive it.
+        last few frames and a long model call may outlive it. A fast model can answer before
+        a late depth comes: while the depth stream is still behind the frame, wait for it up
+        to ``depth_wait`` (StampedBuffer.wait_near).
         """
+        params = self.params
         if depth_state == "missing":
+            if params is not None and params.depth_wait > 0:
+                tolerance_ns, deadline = int(params.depth_tolerance * 1e9), time.monotonic() + params.depth_wait
+                for buffer in (camera.depth, camera.camera_info):
+                    if not buffer.wait_near(frame.stamp_ns, tolerance_ns, max(deadline - time.monotonic(), 0.0),
+                                            should_stop):
+                        break
             measure, _ = self.bind_depth(frame, camera)
         return measure
 
@@ -537,7 +546,7 @@ class CommandPipeline:
     def _deliver(self, ready: Prepared, result: Any, elapsed: float) -> None:
         """Deliver a model result as the request's one SegmentationResult, overlay and markers."""
         req, frame, camera = ready.req, ready.frame, ready.req.camera
-        measure = self.measure_after_model(frame, camera, ready.measure, ready.depth_state)
+        measure = self.measure_after_model(frame, camera, ready.measure, ready.depth_state, ready.job.should_stop)
         try:
             msg = self.convert(result, request_id=req.request_id, command=req.command, frame=frame,
                                inference_ms=elapsed, measure=measure, camera=camera)

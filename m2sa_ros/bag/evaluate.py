@@ -91,6 +91,7 @@ from m2sa_ros.bag.scoring import Prediction, prediction_from_msg, score_predicti
 
 R = TypeVar("R", bound=Replayer)
 PROTOCOLS = ("auto", "commands", "tracking")
+REPLAY_DEPTH_WAIT_S = 5.0  # the node's depth_wait during a replay: see _depth_node_args
 
 
 # --------------------------------------------------------------------------- a session
@@ -255,9 +256,13 @@ def _depth_node_args(node_args: Sequence[str], compressed: bool) -> list[str]:
     Return the node's arguments.
 
     With a compressedDepth bag it listens on depth/compressedDepth (a node you start yourself,
-    --no-start, needs ``-p use_compressed_depth:=true`` too).
+    --no-start, needs ``-p use_compressed_depth:=true`` too). A replayed frame's depth always
+    comes, so a command waits for it up to 5 s (``depth_wait``) instead of answering
+    without 3-D when it is late on a loaded machine; the given arguments come after, so
+    they can set it otherwise.
     """
-    return [*node_args, *(("-p", "use_compressed_depth:=true") if compressed else ())]
+    return ["-p", f"depth_wait:={REPLAY_DEPTH_WAIT_S}", *node_args,
+            *(("-p", "use_compressed_depth:=true") if compressed else ())]
 
 
 @dataclass

@@ -50,7 +50,10 @@ def build_report(bag: Path, truth: GroundTruth | None, outcomes: list[Outcome], 
                 known = score is not None and i < len(score.target_ious)  # not when the result was unreadable
                 targets.append({"label": t.label, "score": float(t.score),
                                 "iou": score.target_ious[i] if known else None,
-                                "matched_gt": score.matched_gt[i] if known else None})
+                                "matched_gt": score.matched_gt[i] if known else None,
+                                # Which targets the node measured in 3-D (false: no usable depth for the frame).
+                                "has_centroid": bool(getattr(t, "has_centroid", False)),
+                                "has_pose": bool(getattr(t, "has_pose", False))})
         commands.append({
             "index": o.index, "command": o.command, "split": gt.split if gt else "",
             "image_stamp_ns": o.expected_stamp_ns, "image_in_bag": o.image_in_bag,

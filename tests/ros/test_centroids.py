@@ -12,12 +12,13 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The stamp-matching buffer of depth and camera_info, and the old import paths of the moved geometry."""
+"""The stamp-matching buffer of depth and camera_info (and its wait for a late item), and the old import paths of the moved geometry."""
 
 from __future__ import annotations
 
 import importlib
 import sys
+import threading
 
 from m2sa_ros.centroids import StampedBuffer
 import pytest
@@ -60,3 +61,56 @@ def test_the_moved_geometry_still_imports_from_its_old_paths_with_a_warning():
     assert old.target_geometry is target.target_geometry and old.register_depth is registered_depth.register_depth
     assert old.DepthMismatch is registered_depth.DepthMismatch and old.voxel_downsample is voxel_grid.voxel_downsample
     assert old.TargetGeometry is target.TargetGeometry and old.GeometryParams is target.GeometryParams
+
+
+def _waiter(buf: StampedBuffer[str], stamp: int, tolerance: int, timeout: float) -> tuple[threading.Thread, dict]:
+    """Run ``wait_near`` on a thread; ``out["waiting"]`` is set once it has looked and found nothing yet."""
+    out: dict = {"waiting": threading.Event()}
+
+    def should_stop() -> bool:
+        out["waiting"].set()
+        return out.get("stop", False)
+
+    def run() -> None:
+        out["found"] = buf.wait_near(stamp, tolerance, timeout, should_stop)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    return thread, out
+
+
+def test_wait_near_returns_once_the_late_item_is_pushed():
+    buf: StampedBuffer[str] = StampedBuffer(capacity=3)
+    buf.push(800, "the frame before")
+    thread, out = _waiter(buf, 1000, 50, timeout=60.0)
+    assert out["waiting"].wait(30)  # it is waiting: the stream (800) is behind the stamp
+    buf.push(1010, "its depth")
+    thread.join(30)
+    assert not thread.is_alive() and out["found"] is True
+
+
+def test_wait_near_does_not_wait_without_a_stream_or_once_the_stream_passed_the_stamp():
+    asked: list[int] = []
+
+    def should_stop() -> bool:
+        asked.append(1)
+        return False
+
+    buf: StampedBuffer[str] = StampedBuffer(capacity=3)
+    assert buf.wait_near(1000, 50, 60.0, should_stop) is False  # a camera without depth
+    buf.push(1200, "a later frame's depth")
+    assert buf.wait_near(1000, 50, 60.0, should_stop) is False  # no nearer one will come
+    buf.push(1040, "within the tolerance")
+    assert buf.wait_near(1000, 50, 60.0, should_stop) is True
+    assert asked == []  # none of these looked twice
+
+
+def test_wait_near_ends_at_its_timeout_and_when_told_to_stop():
+    buf: StampedBuffer[str] = StampedBuffer(capacity=3)
+    buf.push(800, "behind")
+    assert buf.wait_near(1000, 50, 0.0) is False
+    thread, out = _waiter(buf, 1000, 50, timeout=60.0)
+    assert out["waiting"].wait(30)
+    out["stop"] = True  # a cancelled command: checked at least every 50 ms
+    thread.join(30)
+    assert not thread.is_alive() and out["found"] is False

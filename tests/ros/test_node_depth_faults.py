@@ -27,6 +27,8 @@ model is a double answering one box, so every number here is the depth's.
 
 from __future__ import annotations
 
+import threading
+
 from fake_models import BoxSegmenter
 from node_harness import wait_until
 import numpy as np
@@ -192,6 +194,40 @@ def test_diagnostics_count_bound_missing_refused_frames_with_the_last_reason_and
                         depth_frames_without=0)
     assert values["depth_last_reason"].startswith("depth on /depth refused")  # the last problem stays readable
     assert rig.diagnostics[-1].status[0].level == b"\x00"
+
+
+# --------------------------------------------------------------------------- late depth: waited for
+def test_a_frames_depth_that_comes_after_the_models_answer_is_waited_for(graph, monkeypatch):
+    from m2sa_ros.centroids import StampedBuffer
+    from std_msgs.msg import String
+
+    rig = Rig(graph, depth_wait=10.0)  # its largest: the depth is sent once the worker waits
+    assert rig.good().has_centroid  # the depth stream runs; from now on it is behind the next frame
+    depth_buffer = rig.node.camera().depth
+    waiting = threading.Event()
+    wait_near = StampedBuffer.wait_near
+
+    def seen_waiting(buffer, *args, **kwargs):
+        if buffer is depth_buffer:
+            waiting.set()
+        return wait_near(buffer, *args, **kwargs)
+
+    monkeypatch.setattr(StampedBuffer, "wait_near", seen_waiting)
+    rig.stamp += 200_000_000
+    stamp, camera = rig.stamp, rig.node.camera()
+    rig.info_pub.publish(_info(stamp))
+    wait_until(lambda: camera.camera_info.newest_stamp() == stamp, 10, "the camera_info")
+    rig.graph.publish_frame(rig.node, rig.images, _image(_scene(), stamp, frame_id=FRAME))
+    n = len(rig.results)
+    rig.commands.publish(String(data="what can I drink from?"))
+    assert waiting.wait(30), "the worker never waited for the frame's depth"
+    assert len(rig.results) == n  # the model has answered; the result waits for the depth
+    rig.depth_pub.publish(_depth(1.0, stamp))
+    result = wait_until(lambda: len(rig.results) > n and rig.results[n], 30, "a result")
+    assert result.success and result.header.stamp.nanosec == stamp % 10**9
+    target = result.targets[0]
+    assert target.has_centroid and target.centroid.z == pytest.approx(1.0)
+    rig.status(depth_bound=2, depth_missing=0)
 
 
 # --------------------------------------------------------------------------- missing: said after N frames

@@ -82,7 +82,10 @@ def test_demo_end_to_end_small(tmp_path, capsys):
     geometry = report["geometry"]
     assert geometry["scored"] and geometry["problems"] == [] and geometry["artefacts"]["level"] == "mild"
     overall = geometry["splits"].get("all") or next(iter(geometry["splits"].values()))
-    assert overall["pairs"] >= 1 and overall["pose_share"] == 1.0
+    measured = [(c["index"], [(t["label"], t["has_centroid"], t["has_pose"]) for t in c["targets"]])
+                for c in report["commands"]]
+    depth_lines = [line for line in (out / "node.log").read_text().splitlines() if "depth" in line]
+    assert overall["pairs"] >= 1 and overall["pose_share"] == 1.0, (measured, depth_lines[-10:])
     assert 0 <= overall["median_normal_deg"] < 20 and 0 <= overall["median_centroid_mm"] < 50
     assert "3-D (" in printed and "mm" in printed.split("3-D (")[1].splitlines()[0]
     md = (out / "report.md").read_text()
