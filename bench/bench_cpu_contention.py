@@ -128,10 +128,15 @@ def timed_run(args: argparse.Namespace, threads: int, policy: str | None, load: 
             "max": stats["max"]}
 
 
+def loads(report_load: int) -> tuple[int, ...]:
+    """The busy-process counts measured: idle, then ``--load`` (idle once with ``--load 0``)."""
+    return (0,) if report_load == 0 else (0, report_load)
+
+
 def run(args: argparse.Namespace) -> dict:
     runs = {}
     for name, threads, policy in CONFIGS:
-        for load in (0, args.load):
+        for load in loads(args.load):
             print(f"[bench_cpu_contention] {name}, {load} busy processes ...", flush=True)
             runs[f"{name}|{load}"] = timed_run(args, threads, policy, load)
     return {"model": args.model, "commands": args.commands, "load": args.load, "runs": runs}
@@ -150,7 +155,7 @@ def to_markdown(report: dict, command: str) -> str:
         "| torch threads | busy processes | p50 ms | p90 ms | max ms | p50 against one thread |",
         "|---|---:|---:|---:|---:|---:|",
     ]
-    for n in (0, load):
+    for n in loads(load):
         one = runs[f"{CONFIGS[0][0]}|{n}"]["p50"]
         for name, _, _ in CONFIGS:
             r = runs[f"{name}|{n}"]

@@ -27,10 +27,12 @@ prints the middleware's own error and changes the transport under a test.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import os
 from pathlib import Path
 import random
 import subprocess
+import sys
 
 # Set by this file when it chose the domain, so that a pytest-xdist worker, which inherits
 # the controller's environment, can tell an inherited choice from the user's own.
@@ -84,6 +86,19 @@ ROS_AVAILABLE = _ros_available()
 _INTEGRATION_FIXTURES = frozenset({"ros_context", "module_context", "colcon_workspace", "ros_shell"})
 
 
+def _import_torch_before_the_guard() -> None:
+    """
+    Import torch, once per process, where it is installed.
+
+    Its first import probes the CUDA libraries with a child process (cuda.pathfinder runs
+    ldconfig): the library's, not the test's. Under the guard it failed whichever fast test
+    happened to import torch first in its worker, so a file's verdict hung on the order
+    xdist handed out the files.
+    """
+    if "torch" not in sys.modules and importlib.util.find_spec("torch") is not None:
+        import torch  # noqa: F401
+
+
 @pytest.fixture(autouse=True)
 def _fast_tier_stays_in_process(request, monkeypatch):
     """
@@ -99,6 +114,8 @@ def _fast_tier_stays_in_process(request, monkeypatch):
     if used:
         pytest.fail(f"{request.node.nodeid} uses {', '.join(used)} (DDS or the installed package): "
                     'mark it `integration` (CONTRIBUTING.md, "Tests")', pytrace=False)
+
+    _import_torch_before_the_guard()
 
     def refuse(what: str):
         def refused(*_args, **_kwargs):

@@ -48,14 +48,43 @@ def test_quick_benchmark_runs_and_paths_agree(tmp_path):
 def test_cpu_contention_benchmark_measures_every_set_up_with_the_threads_it_names(tmp_path):
     from bench import bench_cpu_contention
 
+    # Idle only (--load 0): each set-up is still a fresh process with the threads it names;
+    # the busy processes beside it are checked on their own below, a model load cheaper.
     results = tmp_path / "RESULTS.md"
-    report = bench_cpu_contention.main(["--commands", "1", "--load", "1", "--results", str(results)])
+    report = bench_cpu_contention.main(["--commands", "1", "--load", "0", "--results", str(results)])
     runs = report["runs"]
-    assert len(runs) == 2 * len(bench_cpu_contention.CONFIGS)
-    assert {r["load"] for r in runs.values()} == {0, 1}
+    assert len(runs) == len(bench_cpu_contention.CONFIGS)
+    assert {r["load"] for r in runs.values()} == {0}
     assert all(len(r["ms"]) == 1 and r["p50"] > 0 for r in runs.values())
     one_thread = bench_cpu_contention.CONFIGS[0][0]
-    assert runs[f"{one_thread}|0"]["threads"] == 1 and runs[f"{one_thread}|1"]["threads"] == 1
+    assert runs[f"{one_thread}|0"]["threads"] == 1
     text = results.read_text()
-    assert "bench_cpu_contention: m2sa-tiny-synth on cpu, idle vs 1 busy processes" in text
-    assert text.count("| 1 thread (the node's default) (1) |") == 2
+    assert "bench_cpu_contention: m2sa-tiny-synth on cpu, idle vs 0 busy processes" in text
+    assert text.count("| 1 thread (the node's default) (1) |") == 1
+
+
+@pytest.mark.integration
+def test_cpu_contention_busy_processes_run_while_held_and_are_gone_after():
+    import psutil
+
+    from bench import bench_cpu_contention
+
+    with bench_cpu_contention.busy_processes(2):
+        busy = [p for p in psutil.Process().children() if p.cmdline()[-1:] == ["while True: pass"]]
+        assert len(busy) == 2 and all(p.is_running() for p in busy)
+    assert all(not p.is_running() or p.status() == psutil.STATUS_ZOMBIE for p in busy)
+
+
+def test_cpu_contention_report_has_a_row_per_set_up_and_load_against_one_thread():
+    from bench import bench_cpu_contention
+
+    names = [name for name, _, _ in bench_cpu_contention.CONFIGS]
+    runs = {f"{name}|{load}": {"threads": 1 if i == 0 else 2, "p50": 100.0 * (i + 1) * (1 + load),
+                               "p90": 1.0, "max": 1.0}
+            for i, name in enumerate(names) for load in (0, 3)}
+    text = bench_cpu_contention.to_markdown({"model": "/m/tiny", "commands": 1, "load": 3, "runs": runs}, "cmd")
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "busy processes |" not in line]
+    assert len(rows) == 2 * len(names)
+    assert rows[0].startswith(f"| {names[0]} (1) | 0 | 100 |") and rows[0].endswith("| 1.00x |")
+    assert rows[1].startswith(f"| {names[1]} (2) | 0 | 200 |") and rows[1].endswith("| 2.00x |")
+    assert rows[len(names)].startswith(f"| {names[0]} (1) | 3 | 400 |")
