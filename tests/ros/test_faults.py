@@ -252,7 +252,7 @@ def test_cancel_mid_generation_gives_a_cancelled_result_and_the_worker_goes_on(m
     def slow_token(_module, _inputs, output):
         tokens.append(1)
         generating.set()
-        time.sleep(0.2)
+        cancel.wait(30)  # the token is still being generated when the cancel comes
         return output
 
     hook = segmenter.model.llm.lm_head.register_forward_hook(slow_token)

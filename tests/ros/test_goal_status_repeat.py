@@ -22,7 +22,6 @@ client that dropped the first statuses would see on the wire.
 from __future__ import annotations
 
 import threading
-import time
 
 from node_harness import spinning, wait_until
 import pytest
@@ -51,7 +50,12 @@ def test_a_running_goal_has_its_status_published_again_until_it_ends(module_cont
 
     group = ReentrantCallbackGroup()
     ActionServer(node, Segment, "repeat_segment", execute_callback=execute, callback_group=group)
-    node.create_timer(0.2, repeater.repeat, callback_group=group)
+    ticks: list[int] = []  # each timer tick's repeat(): how many servers it published
+
+    def tick() -> None:
+        ticks.append(repeater.repeat())
+
+    node.create_timer(0.2, tick, callback_group=group)
     statuses: list[dict[bytes, int]] = []
     node.create_subscription(GoalStatusArray, "repeat_segment/_action/status",
                              lambda msg: statuses.append({bytes(s.goal_info.goal_id.uuid): s.status
@@ -74,10 +78,17 @@ def test_a_running_goal_has_its_status_published_again_until_it_ends(module_cont
             assert result.result().status == GoalStatus.STATUS_SUCCEEDED
             wait_until(lambda: statuses and statuses[-1].get(goal_id) == GoalStatus.STATUS_SUCCEEDED, 10,
                        "the succeeded status")
-            ended_at = len(statuses)
+            ended_at, ticked = len(statuses), len(ticks)
             assert repeater.repeat() == 0  # nothing runs: nothing to repeat
-            time.sleep(1.0)  # five periods of the timer
-            assert len(statuses) == ended_at, statuses[ended_at:]
+            wait_until(lambda: len(ticks) >= ticked + 5, 10, "five periods of the timer")
+            assert not any(ticks[ticked:]), ticks[ticked:]
+            # On the wire too: the next status from the server, after those ticks, is the next goal's.
+            sent = client.send_goal_async(Segment.Goal(command="press it again"))
+            later = wait_until(lambda: sent.done() and sent.result(), 30, "the next goal's response")
+            wait_until(lambda: len(statuses) > ended_at, 10, "the next goal's status")
+            assert bytes(later.goal_id.uuid) in statuses[ended_at], statuses[ended_at:]
+            later_result = later.get_result_async()
+            wait_until(later_result.done, 30, "the next goal's result")
     finally:
         client.destroy()
         node.destroy_node()

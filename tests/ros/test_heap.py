@@ -69,24 +69,33 @@ def test_real_malloc_trim_runs():
 @pytest.mark.ros
 @pytest.mark.parametrize("period,trimmed", [(0.01, True), (0.0, False)])
 def test_node_trims_when_idle_after_a_command(module_context, period, trimmed):
+    import threading
     import time
 
     from m2sa_core.inference import Segmenter
-    from node_harness import DirectNode, good_image, wait_until
+    from node_harness import DirectNode, good_image
 
     harness = DirectNode(module_context, Segmenter.from_pretrained("tiny", device="cpu", max_new_tokens=3),
                          heap_trim_period=period)
     try:
+        heap = harness.node._pipeline.heap
+        asked = threading.Event()  # the worker, idle after the command, asked the trimmer
+        maybe_trim = heap.maybe_trim
+
+        def ask() -> bool:
+            try:
+                return maybe_trim()
+            finally:
+                asked.set()
+
+        heap.maybe_trim = ask
         harness.node._on_image(good_image())
         time.sleep(0.02)
         assert harness.command("turn on the TV").success
         # The worker trims after it has delivered the result (the answer is never delayed by
         # a trim), so the trim may land just after the result reaches the test.
-        heap = harness.node._pipeline.heap
-        if trimmed:
-            wait_until(lambda: heap.trims > 0, 10, "the idle trim after the command")
-        else:
-            time.sleep(0.2)
-            assert heap.trims == 0
+        assert harness.node._pipeline.heap is heap
+        assert asked.wait(10), "the worker did not ask the trimmer after the command"
+        assert (heap.trims > 0) == trimmed, heap.trims
     finally:
         harness.close()

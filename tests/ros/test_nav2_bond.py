@@ -34,6 +34,7 @@ import os
 import re
 import signal
 import sys
+import threading
 import time
 from typing import Any
 
@@ -66,6 +67,9 @@ class Manager:
         self._change = node.create_client(ChangeState, f"{node_name}/change_state")
         self._get = node.create_client(GetState, f"{node_name}/get_state")
         self.bond: Any = None
+        # When the current bond took each of the node's heartbeats after the message that formed
+        # it (bondpy's Heartbeat, which restarts its heartbeat timeout; the first one starts it).
+        self.heartbeats: list[float] = []
 
     def wait_for_node(self, timeout: float) -> None:
         """Block until get_state is there (the node's start-up), as LifecycleServiceClient's constructor does."""
@@ -98,8 +102,21 @@ class Manager:
         self.bond = Bond(self.node, "bond", self.node_name)
         self.bond.heartbeat_timeout = BOND_TIMEOUT_S
         self.bond.heartbeat_period = BOND_HEARTBEAT_PERIOD_S
+        heartbeats: list[float] = []
+        self.heartbeats = heartbeats
+        take_heartbeat = self.bond.Heartbeat  # called by bondpy's state machine for each heartbeat once formed
+
+        def heartbeat() -> None:
+            heartbeats.append(time.monotonic())
+            take_heartbeat()
+
+        self.bond.Heartbeat = heartbeat
         self.bond.start()
         return self.bond.wait_until_formed(Duration(seconds=BOND_TIMEOUT_S / 2))
+
+    def timed_for(self) -> float:
+        """Seconds from the bond's first heartbeat, where its timeout starts counting, to its last (0 before)."""
+        return self.heartbeats[-1] - self.heartbeats[0] if self.heartbeats else 0.0
 
     def drop_bond(self) -> None:
         """Drop the bond as bondcpp's destructor does; bondpy leaves its destroyed entities, so they go too."""
@@ -108,6 +125,12 @@ class Manager:
             self.bond.shutdown()
             self.node.destroy_publisher(self.bond.pub)
             self.bond = None
+
+
+def _node_states(diagnostics: list, node: str) -> list[str]:
+    """Return the lifecycle states ``node`` (fully qualified name) reported in ``diagnostics``, oldest first."""
+    return [{kv.key: kv.value for kv in status.values}.get("state", "")
+            for array in list(diagnostics) for status in array.status if status.name.startswith(f"{node}: ")]
 
 
 def _wait_broken(bond: Any, timeout: float) -> float:
@@ -120,6 +143,8 @@ def _wait_broken(bond: Any, timeout: float) -> float:
 @pytest.mark.slow
 def test_a_lifecycle_manager_brings_the_launched_node_up_bonds_and_sees_it_die(ros_shell, tmp_path, ros_context):
     require_upstream("bondpy", "launch_ros")
+    from diagnostic_msgs.msg import DiagnosticArray
+    from m2sa_ros.topic_qos import diagnostics_qos
     from rclpy.node import Node
 
     ns = f"/nav2_{os.getpid()}"
@@ -128,11 +153,16 @@ def test_a_lifecycle_manager_brings_the_launched_node_up_bonds_and_sees_it_die(r
                             "autostart:=false"], env)
     manager_node = Node("lifecycle_manager", namespace=ns, context=ros_context)
     manager = Manager(manager_node, NODE)
+    diagnostics: list = []
+    manager_node.create_subscription(DiagnosticArray, "/diagnostics", diagnostics.append, diagnostics_qos())
     try:
         with spinning(ros_context, manager_node):
             manager.wait_for_node(timeout=120)
-            # autostart:=false leaves the node for the manager: unconfigured, no model loaded.
-            time.sleep(1.0)
+            # autostart:=false leaves the node for the manager: unconfigured, no model loaded. The
+            # node's second /diagnostics (its 1 s timer's, from start-up) comes a period after the
+            # moment autostart's configure would have begun, which it would report as configuring.
+            wait_until(lambda: len(_node_states(diagnostics, f"{ns}/{NODE}")) >= 2, 30, "two of the node's diagnostics")
+            assert set(_node_states(diagnostics, f"{ns}/{NODE}")) == {"unconfigured"}, launch.output
             assert manager.get_state() == UNCONFIGURED, launch.output
             assert "loaded on" not in launch.output and "active: listening" not in launch.output, launch.output
 
@@ -140,7 +170,11 @@ def test_a_lifecycle_manager_brings_the_launched_node_up_bonds_and_sees_it_die(r
             manager.change_state(ACTIVATE, ACTIVE)
             assert manager.create_bond(), "bond not formed within bond_timeout / 2:\n" + launch.output
             launch.wait_for_line(f"bond with the lifecycle manager formed (id {NODE})", timeout=10)
-            time.sleep(BOND_TIMEOUT_S + 1.0)  # the node's heartbeat holds the bond past its timeout
+            # The node's heartbeat holds the bond past its timeout: the bond keeps taking the node's
+            # heartbeats (50 at Nav2's period) until one comes bond_timeout + 1 s after the first,
+            # from which its timeout counts.
+            wait_until(lambda: manager.bond.is_broken() or manager.timed_for() > BOND_TIMEOUT_S + 1.0, 30,
+                       "a heartbeat bond_timeout + 1 s after the bond's first")
             assert not manager.bond.is_broken(), launch.output
 
             # Nav2's pause / reset: deactivate; the node ends its side at once (a DEAD status,
@@ -154,8 +188,8 @@ def test_a_lifecycle_manager_brings_the_launched_node_up_bonds_and_sees_it_die(r
 
             # A crash: SIGKILL, no goodbye. The bond breaks on the missed heartbeat, within the
             # timeout. (A bond times out only once a heartbeat has come after the one that formed
-            # it, so the node runs a moment first, as a crash comes some time into a run.)
-            time.sleep(1.0)
+            # it, so the node runs until one has, as a crash comes some time into a run.)
+            wait_until(lambda: manager.heartbeats, 10, "a heartbeat after the one that formed the bond")
             pid = int(re.search(rf"\[{NODE}-1\]: process started with pid \[(\d+)\]", launch.output).group(1))
             os.kill(pid, signal.SIGKILL)
             broke_after = _wait_broken(manager.bond, BOND_TIMEOUT_S + 3.0)
@@ -216,7 +250,7 @@ def test_without_bondpy_the_node_warns_once_and_runs(in_process, capfd, monkeypa
     assert "Nav2's lifecycle manager cannot manage this node" in warnings[0]
 
 
-def test_destroying_an_active_node_ends_its_heartbeat(ros_context, capfd):
+def test_destroying_an_active_node_ends_its_heartbeat(ros_context, capfd, monkeypatch):
     """A node destroyed while active (no deactivate first) stops the bond's thread with it."""
     require_upstream("bondpy")
     from rclpy.lifecycle import TransitionCallbackReturn
@@ -229,7 +263,13 @@ def test_destroying_an_active_node_ends_its_heartbeat(ros_context, capfd):
                           parameter_overrides=[Parameter("autostart", value=False)])
     assert node.trigger_configure() == TransitionCallbackReturn.SUCCESS
     assert node.trigger_activate() == TransitionCallbackReturn.SUCCESS
+    heartbeat = node._bond._bond.thread  # bondpy's thread, heartbeating every 0.1 s
+    assert heartbeat.is_alive()
+    raised: list = []  # a thread's uncaught exception (pytest would only warn of it)
+    monkeypatch.setattr(threading, "excepthook", raised.append)
     node.destroy_node()
-    time.sleep(10 * BOND_HEARTBEAT_PERIOD_S)  # heartbeats the thread would have sent on the destroyed node
+    # Ended, not left sending on the destroyed node (a thread that raised is hooked before it ends).
+    wait_until(lambda: not heartbeat.is_alive(), 10, "the bond's heartbeat thread to end")
+    assert not raised, [f"{args.thread.name}: {args.exc_type.__name__}: {args.exc_value}" for args in raised]
     err = capfd.readouterr().err
     assert "Traceback" not in err and "Exception in thread" not in err, err

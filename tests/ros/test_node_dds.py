@@ -29,7 +29,6 @@ node tests over DDS share them.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from fake_models import ScriptedSegmenter
@@ -166,7 +165,9 @@ def test_service_uses_the_latest_frame_or_the_request_image(graph, tiny):
     stamp = latest.result.header.stamp
     assert (stamp.sec * 10**9 + stamp.nanosec, latest.result.header.frame_id) == (newest, "camera_optical")
 
-    time.sleep(0.1)  # the request's own max_image_age overrides the node's (0 = any)
+    # The request's own max_image_age overrides the node's (0 = any): once the node's clock puts
+    # the frame past it, which the request's reception can only add to.
+    wait_until(lambda: _now_ns(node) - newest > 0.1 * 10**9, 10, "the frame older than 0.1 s")
     stale = client.call(Segment.Request(command="turn on the TV", max_image_age=0.05), timeout_sec=60).result
     assert not stale.success and stale.error.startswith("image too old:") and "max_image_age 0.05 s" in stale.error
     assert (latest.result.height, latest.result.width) == (H, W) and len(latest.result.targets) == 2

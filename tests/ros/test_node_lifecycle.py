@@ -29,7 +29,6 @@ import subprocess
 import sys
 import textwrap
 import threading
-import time
 
 from fake_models import BoxSegmenter
 from node_harness import spinning, wait_until
@@ -349,16 +348,16 @@ def test_a_command_that_arrives_while_activation_finishes_is_answered_not_refuse
     real_action_server = node_module.ActionServer
 
     def action_server_after_a_command(*args, **kwargs):
-        # The command subscription exists now; send a command (re-sent until the reliable
-        # endpoints have matched both ways) and hold activation until it is answered.
+        # The command subscription exists now; once our publishers have matched it, send a command
+        # (re-sent until the reliable endpoints have matched both ways) and hold activation until it
+        # is answered.
+        wait_until(lambda: commands.get_subscription_count() and images.get_subscription_count(), 10,
+                   "the node's command and image subscriptions")
         for attempt in range(50):
-            if commands.get_subscription_count() and images.get_subscription_count():
-                images.publish(good_image(1))
-                commands.publish(Command(request_id=f"early{attempt}", text="what can I drink from?"))
-                if arrived.wait(0.2):
-                    break
-            else:
-                time.sleep(0.2)
+            images.publish(good_image(1))
+            commands.publish(Command(request_id=f"early{attempt}", text="what can I drink from?"))
+            if arrived.wait(0.2):
+                break
         monkeypatch.setattr(node_module, "ActionServer", real_action_server)
         return real_action_server(*args, **kwargs)
 
