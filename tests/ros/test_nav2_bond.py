@@ -180,7 +180,7 @@ def test_a_lifecycle_manager_brings_the_launched_node_up_bonds_and_sees_it_die(r
             # Nav2's pause / reset: deactivate; the node ends its side at once (a DEAD status,
             # not a missed heartbeat), and the manager bonds again after the next activate.
             manager.change_state(DEACTIVATE, INACTIVE)
-            _wait_broken(manager.bond, 2.0)
+            _wait_broken(manager.bond, 30.0)  # a bound for a loaded machine: sister_died_first says how
             assert manager.bond.sister_died_first, "the node's side did not break the bond at deactivate"
             manager.drop_bond()
             manager.change_state(ACTIVATE, ACTIVE)
@@ -192,9 +192,11 @@ def test_a_lifecycle_manager_brings_the_launched_node_up_bonds_and_sees_it_die(r
             wait_until(lambda: manager.heartbeats, 10, "a heartbeat after the one that formed the bond")
             pid = int(re.search(rf"\[{NODE}-1\]: process started with pid \[(\d+)\]", launch.output).group(1))
             os.kill(pid, signal.SIGKILL)
-            broke_after = _wait_broken(manager.bond, BOND_TIMEOUT_S + 3.0)
+            broke_after = _wait_broken(manager.bond, 30.0)
             assert not manager.bond.sister_died_first
-            assert BOND_TIMEOUT_S - 0.5 <= broke_after <= BOND_TIMEOUT_S + 2.0, broke_after
+            # Not before the timeout (the bond waited for the heartbeats); how much after depends
+            # on the machine's load, so only the wait above bounds it.
+            assert broke_after >= BOND_TIMEOUT_S - 0.5, broke_after
     finally:
         manager.drop_bond()
         manager_node.destroy_node()
@@ -231,7 +233,9 @@ def test_the_bond_ends_when_the_node_shuts_down(in_process):
     manager.change_state(ACTIVATE, ACTIVE)
     assert manager.create_bond()
     node.stop("node shutting down (SIGINT)")
-    _wait_broken(manager.bond, 2.0)
+    # A bound for a loaded machine, not a measure: sister_died_first proves the bond broke on
+    # the node's DEAD message; a lost one would break it at the bond's timeout without it.
+    _wait_broken(manager.bond, 30.0)
     assert manager.bond.sister_died_first
 
 
