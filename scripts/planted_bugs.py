@@ -113,6 +113,13 @@ BUGS: tuple[PlantedBug, ...] = (
         'if depth_state == "refused":',
         (f"{ROBOT}::test_depth_that_arrives_during_inference_is_still_used",)),
     PlantedBug(
+        "late-depth-not-waited-for", NODE,
+        "a frame's depth that comes after the model's answer is not waited for (depth_wait ignored): no 3-D",
+        "m2sa_ros/pipeline.py",
+        "if params is not None and params.depth_wait > 0:",
+        "if params is not None and params.depth_wait < 0:",
+        ("tests/ros/test_node_depth_faults.py::test_a_frames_depth_that_comes_after_the_models_answer_is_waited_for",)),
+    PlantedBug(
         "tf-at-latest", NODE,
         "tf is looked up at the latest time instead of the image's stamp",
         "m2sa_ros/frame_transform.py",
