@@ -129,7 +129,7 @@ def timed_run(args: argparse.Namespace, threads: int, policy: str | None, load: 
 
 
 def loads(report_load: int) -> tuple[int, ...]:
-    """The busy-process counts measured: idle, then ``--load`` (idle once with ``--load 0``)."""
+    """Return the busy-process counts measured: idle, then ``--load`` (idle once with ``--load 0``)."""
     return (0,) if report_load == 0 else (0, report_load)
 
 

@@ -12,7 +12,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The stamp-matching buffer of depth and camera_info (and its wait for a late item), and the old import paths of the moved geometry."""
+"""The stamp-matching buffer of depth and camera_info, its wait for a late item, and the moved geometry's old paths."""
 
 from __future__ import annotations
 
