@@ -18,6 +18,10 @@ Model doubles for node tests that check plumbing, not the network.
 They return m2sa_core Results with known box masks, so a test can tell which depth
 frame a centroid came from; one of them is slow (a 7B model's 0.35-1.9 s per command)
 and can run a callback while it "thinks" (e.g. 30 Hz depth arriving meanwhile).
+:class:`TrackingBoxes` also tracks (the ``track`` action), :class:`SlowBoxes` reports
+stages and generates until told or cancelled (a planner's round trip), and
+:class:`SceneSegmenter` answers with whatever targets the test sets (a synthetic scene's
+masks, for the 3-D geometry).
 
 :class:`ScriptedSegmenter` is the other kind: the real tiny M2SA model with random
 weights (the ``tiny`` fixture of tests/ros/conftest.py), whose greedy decoding a forward
@@ -70,6 +74,74 @@ class BoxSegmenter:
         target = Target("mug_1", "mug", 1, "", Granularity.OBJECT, mask, score=0.8, amodal_mask=amodal,
                         mask_type=self.mask_type, amodal_score=0.7 if amodal is not None else 0.0)
         return Result(answer="It is the mug_1.", targets=[target])
+
+
+class TrackingBoxes(BoxSegmenter):
+    """BoxSegmenter that can track: prompts kept on request, tracked frames scored ``track_score``."""
+
+    def __init__(self, track_score: float = 0.8, track_sleep_s: float = 0.0) -> None:
+        super().__init__()
+        self.track_score = track_score
+        self.track_sleep_s = track_sleep_s
+        self.track_calls = 0
+
+    def segment(self, image, command, keep_prompts: bool = False, **kwargs):
+        from m2sa_core.inference.tracking import TrackPrompts
+
+        result = super().segment(image, command, **kwargs)
+        if keep_prompts:
+            result.prompts = TrackPrompts.from_result(result, np.zeros((len(result.targets), 4)), command)
+        return result
+
+    def track(self, image, prompts, previous=None, *, use_previous_mask=False, frame_key=None):
+        from m2sa_core.inference.tracking import TrackState
+        import torch
+
+        self.track_calls += 1
+        time.sleep(self.track_sleep_s)
+        x, y, w, h = self.box
+        mask = np.zeros(image.shape[:2], dtype=bool)
+        mask[y:y + h, x:x + w] = True
+        targets = [Target(t.label, t.object_name, t.instance, t.part_name, t.granularity, mask.copy(),
+                          score=self.track_score, mask_type=t.mask_type) for t in prompts.targets]
+        index = 0 if previous is None else previous.frame_index + 1
+        return Result(answer=prompts.answer, targets=targets), TrackState(torch.zeros((len(targets), 1, 1, 1)), index)
+
+
+class SlowBoxes(BoxSegmenter):
+    """Reports stages like the real Segmenter; generation runs until told or cancelled."""
+
+    def __init__(self) -> None:
+        super().__init__(mask_type="amodal")
+        self.hold = threading.Event()
+        self.hold.set()
+
+    def segment(self, image, command, **kwargs):
+        from m2sa_core.inference import Cancelled
+
+        kwargs["on_stage"]("encoding")
+        kwargs["on_stage"]("generating")
+        kwargs["on_text"]("It is")
+        while not self.hold.is_set():
+            if kwargs["should_stop"]():
+                raise Cancelled("cancelled")
+            time.sleep(0.01)
+        kwargs["on_stage"]("decoding")
+        return super().segment(image, command)
+
+
+class SceneSegmenter:
+    """Answers every command with the targets set in ``targets`` (masks of a synthetic scene)."""
+
+    cache_stats: dict[str, int] = {}
+
+    def __init__(self) -> None:
+        self.targets: list[Target] = []
+        self.mask_threshold = 0.0
+        self.duplicate_iou = 0.0
+
+    def segment(self, image: np.ndarray, command: str, **kwargs) -> Result:
+        return Result(answer="the targets", targets=list(self.targets))
 
 
 class Steering:

@@ -24,6 +24,11 @@ for waiting on what such a node does, :func:`wait_until`.
 :class:`Graph` is the same in-process harness over DDS: perception nodes and a client
 node spun together, the client publishing and collecting over loopback (the ``graph``
 fixture of tests/ros/conftest.py gives one per test).
+
+What the node tests feed a node besides: :func:`frame_with_depth` (a DirectNode's frame with
+a flat depth and camera_info), :class:`DepthFeed` (image, registered depth and camera_info
+over DDS), :class:`TrackGoal` (one ``track`` action goal and its feedback) and
+:func:`planner_node` (the node a planner talks to, spun by :func:`spinning`).
 """
 
 from __future__ import annotations
@@ -35,8 +40,12 @@ import time
 from typing import Any
 
 import numpy as np
+from scenes import random_scene, SceneCamera, stamped_image
 
 W, H = 32, 24
+FX, FY, CX, CY = 40.0, 40.0, 15.5, 11.5  # the camera of good_image's frames
+FRAME = "fuzz_camera"  # their frame
+CAMERA_FRAME = "camera_color_optical_frame"  # DepthFeed's, a registered depth camera's
 
 
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
@@ -219,3 +228,192 @@ def image_msg(height: int, width: int, encoding: str, step: int, data: bytes, bi
 def good_image(stamp: int = 1) -> Any:
     rgb = np.random.default_rng(stamp).integers(0, 256, (H, W, 3), dtype=np.uint8)
     return image_msg(H, W, "rgb8", W * 3, rgb.tobytes(), stamp=stamp)
+
+
+def now_ns(node) -> int:
+    """Return the node's clock now, in ns: the stamp of a frame taken now."""
+    return node.get_clock().now().nanoseconds
+
+
+# ----------------------------------------------------------------------------- depth for good_image's frames
+def flat_depth(stamp_ns: int, metres: float, frame_id: str = FRAME):
+    """Return a W x H 32FC1 depth image, a wall ``metres`` away, stamped ``stamp_ns``."""
+    from sensor_msgs.msg import Image
+
+    depth = np.full((H, W), metres, np.float32)
+    msg = Image(height=H, width=W, encoding="32FC1", step=W * 4)
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 10**9)
+    msg.header.frame_id = frame_id
+    msg.data = depth.tobytes()
+    return msg
+
+
+def camera_info(stamp_ns: int):
+    """Return the W x H camera's CameraInfo (FX, FY, CX, CY in FRAME) stamped ``stamp_ns``."""
+    from sensor_msgs.msg import CameraInfo
+
+    info = CameraInfo(width=W, height=H, k=[FX, 0.0, CX, 0.0, FY, CY, 0.0, 0.0, 1.0])
+    info.header.stamp.sec, info.header.stamp.nanosec = divmod(stamp_ns, 10**9)
+    info.header.frame_id = FRAME
+    return info
+
+
+def frame_with_depth(harness: DirectNode, stamp_s: int, metres: float, frame_id: str = FRAME) -> int:
+    """Hand ``harness``'s node a flat depth, its camera_info and good_image at ``stamp_s``; the stamp in ns."""
+    stamp_ns = stamp_s * 10**9
+    harness.node._on_depth(flat_depth(stamp_ns, metres, frame_id))
+    harness.node._on_camera_info(camera_info(stamp_ns))
+    harness.node._on_image(good_image(stamp_s))
+    return stamp_ns
+
+
+# ----------------------------------------------------------------------------- over DDS: depth, tracks
+def _depth_image(depth: np.ndarray, stamp_ns: int, frame_id: str = CAMERA_FRAME):
+    from sensor_msgs.msg import Image
+
+    msg = Image(height=depth.shape[0], width=depth.shape[1], encoding="32FC1", step=depth.shape[1] * 4)
+    msg.header.frame_id = frame_id
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 10**9)
+    msg.data = np.ascontiguousarray(depth, dtype="<f4").tobytes()
+    return msg
+
+
+def _camera_info_of(camera, stamp_ns: int, frame_id: str = CAMERA_FRAME):
+    from sensor_msgs.msg import CameraInfo
+
+    info = CameraInfo(width=camera.width, height=camera.height, k=camera.k)
+    info.header.frame_id = frame_id
+    info.header.stamp.sec, info.header.stamp.nanosec = divmod(int(stamp_ns), 10**9)
+    return info
+
+
+class DepthFeed:
+    """
+    Start a node over ``model`` and publish its colour image, registered depth and camera_info.
+
+    Depth and camera_info go out first and are waited for until the node holds both, so the
+    command or tracked frame that follows finds them: over DDS the three topics arrive in any
+    order. Every message is in ``frame_id``, as a registered depth camera's are.
+    """
+
+    def __init__(self, graph: Graph, model, frame_id: str = CAMERA_FRAME, **params) -> None:
+        from sensor_msgs.msg import CameraInfo, Image
+
+        self.graph, self.frame_id = graph, frame_id
+        self.node = graph.add_node(model, depth_tolerance=0.01, **params)
+        graph.start(self.node)
+        self.images = graph.publisher(Image, "image", 1)
+        self.depth_pub = graph.publisher(Image, "depth", 5)
+        self.info_pub = graph.publisher(CameraInfo, "camera_info", 5)
+
+    def send_depth(self, stamp: int, depth: np.ndarray, camera=SceneCamera) -> None:
+        """Publish ``depth`` (H x W metres) and ``camera``'s camera_info at ``stamp``; wait for both."""
+        node = self.node
+        self.info_pub.publish(_camera_info_of(camera, stamp, self.frame_id))
+        self.depth_pub.publish(_depth_image(depth, stamp, self.frame_id))
+        wait_until(lambda: node.camera().depth.nearest(stamp, 0) is not None
+                   and node.camera().camera_info.nearest(stamp, 0) is not None, 10, "depth and camera_info")
+
+    def send_flat_depth(self, stamp: int, metres: float) -> None:
+        """Publish a wall ``metres`` away across the whole of a scenes.W x scenes.H image."""
+        self.send_depth(stamp, np.full((SceneCamera.height, SceneCamera.width), metres, np.float32))
+
+    def send_image(self, stamp: int, rgb: np.ndarray) -> None:
+        """Publish ``rgb`` (H x W x 3) at ``stamp`` and wait until it is the node's latest frame."""
+        self.graph.publish_frame(self.node, self.images, stamped_image(rgb, stamp, frame_id=self.frame_id))
+
+    def send_scene(self, stamp: int, scene, sd, depth: np.ndarray | None = None) -> None:
+        """Publish one synthetic scene (synthetic_scene's ``scene``, ``sd``): its depth (or ``depth``), its image."""
+        self.send_depth(stamp, sd.depth if depth is None else depth, sd.camera)
+        self.send_image(stamp, scene.image)
+
+
+class TrackGoal:
+    """One Track goal from the test client: its feedback as it comes, and its one result."""
+
+    def __init__(self, graph: Graph, client: Any, **fields: Any) -> None:
+        from m2sa_ros.action import Track
+
+        self.feedback: list = []
+        self._lock = threading.Lock()
+        future = client.send_goal_async(Track.Goal(**fields), feedback_callback=self._on_feedback)
+        self.handle = wait_until(lambda: future.done() and future.result(), 30, "goal acceptance")
+        assert self.handle.accepted
+        self._result = self.handle.get_result_async()
+
+    def _on_feedback(self, msg: Any) -> None:
+        with self._lock:
+            self.feedback.append(msg.feedback)
+
+    def seqs(self) -> list[int]:
+        with self._lock:
+            return [f.frame_seq for f in self.feedback]
+
+    def wait_frames(self, n: int, timeout: float = 60.0) -> None:
+        wait_until(lambda: len(self.seqs()) >= n, timeout, f"{n} feedback messages")
+
+    def result(self, timeout: float = 60.0) -> Any:
+        return wait_until(lambda: self._result.done() and self._result.result(), timeout, "the track's result")
+
+
+def track_client(graph: Graph):
+    """Return an action client of the graph's ``track`` action, once its server is ready."""
+    from m2sa_ros.action import Track
+    from rclpy.action import ActionClient
+
+    client = ActionClient(graph.client, Track, "track")
+    wait_until(client.server_is_ready, 10, "the track action")
+    return client
+
+
+def track_through_depths(feed: DepthFeed, request_id: str, depths: tuple[float, ...]) -> tuple[Any, list[int]]:
+    """
+    Track "the mug" over one frame per depth, then cancel; return the ended TrackGoal and each frame's stamp.
+
+    Each frame is a new random scene before a flat wall ``depths[i]`` metres away:
+    the first gets the answer, the others are tracked.
+    """
+    goal, stamps = None, []
+    for i, metres in enumerate(depths):
+        stamp = now_ns(feed.node)
+        stamps.append(stamp)
+        feed.send_flat_depth(stamp, metres)
+        feed.send_image(stamp, random_scene(seed=1 + i))
+        if goal is None:
+            goal = TrackGoal(feed.graph, track_client(feed.graph), command="the mug", request_id=request_id)
+        goal.wait_frames(1 + i)
+    goal.handle.cancel_goal_async()
+    goal.result()
+    return goal, stamps
+
+
+# ----------------------------------------------------------------------------- the node a planner talks to
+def planner_node(ros_context, seg: Any, namespace: str, **params):
+    """
+    Build the perception node a planner talks to.
+
+    It autostarts over ``seg``, waits for no image and matches depth within 10 ms;
+    ``params`` are further parameters (``target_frame``, ...).
+    """
+    from m2sa_ros.perception_node import PerceptionNode
+    from rclpy.parameter import Parameter
+
+    params = {"wait_for_image": 0.0, "depth_tolerance": 0.01, **params}
+    return PerceptionNode("planner_target", context=ros_context, namespace=namespace,
+                          segmenter_factory=lambda _p, _s: seg,
+                          parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+
+
+def give_a_frame_with_depth(node) -> None:
+    """
+    Wait until the spinning node is active, then hand it the frame every command uses.
+
+    good_image at 4 s with flat_depth (2 m) and camera_info.
+    """
+    for _ in range(300):
+        if node.lifecycle_state() == "active":
+            break
+        time.sleep(0.05)
+    node._on_depth(flat_depth(4 * 10**9, 2.0))
+    node._on_camera_info(camera_info(4 * 10**9))
+    node._on_image(good_image(4))

@@ -25,21 +25,28 @@ a few hundred ms later when it runs non-interactive (``-n``, a service manager, 
 ``sigterm_timeout`` (5 s) after the Ctrl-C, and SIGKILL 5 s later still.
 :func:`ctrl_c_under_launch` sends that sequence, with the second SIGINT's delay as the
 variable.
+
+The planner's side as a user runs it too: :func:`run_planner_script` runs
+examples/planner_client.py in a process of its own against a node over DDS.
 """
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 import signal
 import subprocess
+import sys
 import threading
 import time
 from typing import Any, Callable
 
 from m2sa_ros.child_process import ChildProcess
+from middleware_log import without_middleware_lines
 
 LAUNCH_SIGTERM_AFTER_S = 5.0  # launch's default sigterm_timeout
 PENDING = 3  # commands the node holds when the signal comes: one running, two queued
+PLANNER_EXAMPLE = Path(__file__).resolve().parents[1] / "examples" / "planner_client.py"
 
 
 class NodeProcess(ChildProcess):
@@ -200,3 +207,13 @@ def answer_then_ctrl_c(ns: str, node: NodeProcess, ros_context: Any, second_sigi
     finally:
         node.kill()
         client_node.destroy_node()
+
+
+def run_planner_script(*args: str) -> subprocess.CompletedProcess:
+    """Return the example in a process of its own (same ROS domain as the test's node), Fast DDS's lines left out."""
+    done = subprocess.run([sys.executable, str(PLANNER_EXAMPLE), *args], capture_output=True, text=True, timeout=120,
+                          env=dict(os.environ))
+    done.stdout, done.stderr = without_middleware_lines(done.stdout), without_middleware_lines(done.stderr)
+    # An interpreter that aborts at exit prints this and exits 134, whatever the goal did.
+    assert "terminate called" not in done.stderr and "Traceback" not in done.stderr, done.stderr
+    return done

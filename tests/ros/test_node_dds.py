@@ -23,8 +23,8 @@ Segmenter to inject a failure, slow it down (to cancel mid-generation) or replac
 the masks with a known box (centroid geometry).
 
 The model (the ``tiny`` fixture) and the ``graph`` harness (node_harness.Graph) are in
-tests/ros/conftest.py, the doubles (ScriptedSegmenter) in tests/fake_models.py: other
-node tests over DDS share them.
+tests/ros/conftest.py, the doubles (ScriptedSegmenter) in tests/fake_models.py and the
+frames (random_scene, stamped_image) in tests/scenes.py: other node tests over DDS share them.
 """
 
 from __future__ import annotations
@@ -32,31 +32,15 @@ from __future__ import annotations
 from typing import Any
 
 from fake_models import ScriptedSegmenter
-from node_harness import wait_until
+from node_harness import now_ns, wait_until
 import numpy as np
 import pytest
+from scenes import H, random_scene, stamped_image, W
 
 pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
-W, H = 64, 48
-
 
 # ----------------------------------------------------------------------------- ROS harness
-def _image(rgb: np.ndarray, stamp_ns: int, frame_id: str = "camera_optical", encoding: str = "rgb8"):
-    from sensor_msgs.msg import Image
-
-    msg = Image(height=rgb.shape[0], width=rgb.shape[1], encoding=encoding, step=rgb.shape[1] * rgb.shape[2]
-                if rgb.ndim == 3 else rgb.shape[1] * rgb.itemsize)
-    msg.header.frame_id = frame_id
-    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 1_000_000_000)
-    msg.data = np.ascontiguousarray(rgb).tobytes()
-    return msg
-
-
-def _scene(w: int = W, h: int = H, seed: int = 1) -> np.ndarray:
-    return np.random.default_rng(seed).integers(0, 256, (h, w, 3), dtype=np.uint8)
-
-
 def one_more_command(commands: Any, results: list, text: str = "and is anything else here?") -> None:
     """
     Send one more command, wait for its result and take it out of ``results``.
@@ -71,10 +55,6 @@ def one_more_command(commands: Any, results: list, text: str = "and is anything 
     wait_until(lambda: any(r.command == text for r in results), 60, "the last command's result")
     assert results[-1].command == text, [r.command for r in results]
     results.pop()
-
-
-def _now_ns(node) -> int:
-    return node.get_clock().now().nanoseconds
 
 
 def _core_target(msg) -> Any:
@@ -105,9 +85,9 @@ def test_topics_image_and_command_give_one_result_with_masks_overlay_and_diagnos
     overlays = graph.collect(Image, "overlay", 5)
     diagnostics = graph.collect(DiagnosticArray, "/diagnostics", 10)
     wait_until(lambda: node.camera().overlay_pub.get_subscription_count() > 0, 10, "overlay subscription")
-    rgb = _scene()
-    stamp = _now_ns(node)
-    graph.publish_frame(node, graph.publisher(Image, "image", 1), _image(rgb, stamp))
+    rgb = random_scene()
+    stamp = now_ns(node)
+    graph.publish_frame(node, graph.publisher(Image, "image", 1), stamped_image(rgb, stamp))
     commands = graph.publisher(String, "command")
     commands.publish(String(data="I want to turn on the TV"))
     wait_until(lambda: results, what="a result")
@@ -154,9 +134,9 @@ def test_service_uses_the_latest_frame_or_the_request_image(graph, tiny):
     node = graph.add_node(ScriptedSegmenter(tiny))
     graph.start(node)
     images = graph.publisher(Image, "image", 1)
-    graph.publish_frame(node, images, _image(_scene(seed=8), _now_ns(node) - 10**9, frame_id="older"))
-    newest = _now_ns(node)
-    graph.publish_frame(node, images, _image(_scene(), newest))  # keep-latest: this one is used
+    graph.publish_frame(node, images, stamped_image(random_scene(seed=8), now_ns(node) - 10**9, frame_id="older"))
+    newest = now_ns(node)
+    graph.publish_frame(node, images, stamped_image(random_scene(), newest))  # keep-latest: this one is used
     client = graph.client.create_client(Segment, "segment")
     wait_until(client.service_is_ready, 10, "the segment service")
 
@@ -167,14 +147,14 @@ def test_service_uses_the_latest_frame_or_the_request_image(graph, tiny):
 
     # The request's own max_image_age overrides the node's (0 = any): once the node's clock puts
     # the frame past it, which the request's reception can only add to.
-    wait_until(lambda: _now_ns(node) - newest > 0.1 * 10**9, 10, "the frame older than 0.1 s")
+    wait_until(lambda: now_ns(node) - newest > 0.1 * 10**9, 10, "the frame older than 0.1 s")
     stale = client.call(Segment.Request(command="turn on the TV", max_image_age=0.05), timeout_sec=60).result
     assert not stale.success and stale.error.startswith("image too old:") and "max_image_age 0.05 s" in stale.error
     assert (latest.result.height, latest.result.width) == (H, W) and len(latest.result.targets) == 2
 
     own = Segment.Request(command="what can I press?")
-    bgr = _scene(80, 60, seed=3)[:, :, ::-1]
-    own.image = _image(bgr, 123, frame_id="wrist_camera", encoding="bgr8")
+    bgr = random_scene(80, 60, seed=3)[:, :, ::-1]
+    own.image = stamped_image(bgr, 123, frame_id="wrist_camera", encoding="bgr8")
     response = client.call(own, timeout_sec=60)
     res = response.result
     assert res.success, res.error
@@ -183,7 +163,7 @@ def test_service_uses_the_latest_frame_or_the_request_image(graph, tiny):
     assert res.request_id and res.request_id != latest.result.request_id
 
     bad = Segment.Request(command="what can I press?")
-    bad.image = _image(_scene(8, 6)[:, :, :2].copy(), 5, encoding="16UC1")
+    bad.image = stamped_image(random_scene(8, 6)[:, :, :2].copy(), 5, encoding="16UC1")
     res = client.call(bad, timeout_sec=60).result
     assert not res.success and res.error.startswith("bad image:") and "encoding '16UC1' has no colour" in res.error
 
@@ -204,7 +184,7 @@ def test_action_streams_feedback_and_honours_cancel(graph, tiny):
     seg = ScriptedSegmenter(tiny)
     node = graph.add_node(seg)
     graph.start(node)
-    graph.publish_frame(node, graph.publisher(Image, "image", 1), _image(_scene(), _now_ns(node)))
+    graph.publish_frame(node, graph.publisher(Image, "image", 1), stamped_image(random_scene(), now_ns(node)))
     client = ActionClient(graph.client, Segment, "segment")
     wait_until(client.server_is_ready, 10, "the segment action")
     # Feedback is a topic and the result a service: DDS does not order one against the
@@ -292,7 +272,7 @@ def test_lifecycle_transitions_over_the_lifecycle_services(graph, tiny):
     for _ in range(2):  # activate / deactivate twice: interfaces come and go cleanly
         assert transition(Transition.TRANSITION_ACTIVATE)
         assert state() == State.PRIMARY_STATE_ACTIVE
-        graph.publish_frame(node, graph.publisher(Image, "/lc/image", 1), _image(_scene(), _now_ns(node)))
+        graph.publish_frame(node, graph.publisher(Image, "/lc/image", 1), stamped_image(random_scene(), now_ns(node)))
         assert service.wait_for_service(10)
         assert service.call(Segment.Request(command="turn on the TV"), timeout_sec=60).result.success
         assert transition(Transition.TRANSITION_DEACTIVATE)
@@ -302,7 +282,7 @@ def test_lifecycle_transitions_over_the_lifecycle_services(graph, tiny):
     assert transition(Transition.TRANSITION_CLEANUP)
     assert state() == State.PRIMARY_STATE_UNCONFIGURED and node._segmenter is None
     assert transition(Transition.TRANSITION_CONFIGURE) and transition(Transition.TRANSITION_ACTIVATE)
-    graph.publish_frame(node, graph.publisher(Image, "/lc/image", 1), _image(_scene(), _now_ns(node)))
+    graph.publish_frame(node, graph.publisher(Image, "/lc/image", 1), stamped_image(random_scene(), now_ns(node)))
     assert service.wait_for_service(10)
     assert service.call(Segment.Request(command="turn on the TV"), timeout_sec=60).result.success
 
@@ -326,7 +306,7 @@ def test_each_error_yields_its_result_and_the_next_command_succeeds(graph, tiny)
         return results[n]
 
     def good_frame() -> None:
-        graph.publish_frame(node, images, _image(_scene(), _now_ns(node)))
+        graph.publish_frame(node, images, stamped_image(random_scene(), now_ns(node)))
 
     res = ask("turn on the TV")  # before any image: waits wait_for_image (0.2 s), then fails
     assert not res.success and res.error.startswith("no image yet") and "/image" in res.error
@@ -334,10 +314,11 @@ def test_each_error_yields_its_result_and_the_next_command_succeeds(graph, tiny)
     assert ask("turn on the TV").success
 
     cases = [
-        ("bad encoding", lambda: graph.publish_frame(node, images, _image(_scene()[:, :, :2].copy(), _now_ns(node),
-                                                                          encoding="8UC2")),
+        ("bad encoding", lambda: graph.publish_frame(node, images, stamped_image(random_scene()[:, :, :2].copy(),
+                                                                                 now_ns(node), encoding="8UC2")),
          "turn on the TV", "bad image:"),
-        ("image too old", lambda: graph.publish_frame(node, images, _image(_scene(), _now_ns(node) - 60 * 10**9)),
+        ("image too old", lambda: graph.publish_frame(node, images, stamped_image(random_scene(),
+                                                                                  now_ns(node) - 60 * 10**9)),
          "turn on the TV", "image too old:"),
         ("empty command", None, "   ", "empty command"),
         ("control characters only", None, "\x07 \x1b\x08", "empty command"),
@@ -367,7 +348,7 @@ def test_burst_of_50_commands_gets_50_results_none_lost_none_duplicated(graph, t
     node = graph.add_node(ScriptedSegmenter(tiny), max_queue=2)
     graph.start(node)
     results = graph.collect(SegmentationResult, "result")
-    graph.publish_frame(node, graph.publisher(Image, "image", 1), _image(_scene(), _now_ns(node)))
+    graph.publish_frame(node, graph.publisher(Image, "image", 1), stamped_image(random_scene(), now_ns(node)))
     commands = graph.publisher(String, "command")
     for i in range(50):
         commands.publish(String(data=f"command {i}"))
@@ -410,14 +391,14 @@ def test_centroids_from_depth_with_known_geometry(graph, tiny, capfd):
     fx, fy, cx, cy = 80.0, 90.0, 31.5, 23.5
 
     def frame(depth: np.ndarray, encoding: str, size=(W, H)) -> Any:
-        stamp = _now_ns(node)
+        stamp = now_ns(node)
         info = CameraInfo(width=size[0], height=size[1], k=[fx, 0.0, cx, 0.0, fy, cy, 0.0, 0.0, 1.0])
         info.header.stamp.sec, info.header.stamp.nanosec = divmod(stamp, 10**9)
         info_pub.publish(info)
         depth_pub.publish(_depth_msg(depth, stamp, encoding))
         wait_until(lambda: len(node.camera().depth) and node.camera().depth.nearest(stamp, 0) is not None, 10, "depth")
         wait_until(lambda: node.camera().camera_info.nearest(stamp, 0) is not None, 10, "camera_info")
-        graph.publish_frame(node, images, _image(_scene(*size), stamp))
+        graph.publish_frame(node, images, stamped_image(random_scene(*size), stamp))
         n = len(results)
         commands.publish(String(data="turn on the TV"))
         wait_until(lambda: len(results) > n, 60, "a result")
@@ -463,7 +444,7 @@ def test_two_nodes_in_two_namespaces_side_by_side(graph, tiny):
         graph.start(nodes[ns])
         results[ns] = graph.collect(SegmentationResult, f"/{ns}/result")
         graph.publish_frame(nodes[ns], graph.publisher(Image, f"/{ns}/image", 1),
-                            _image(_scene(w, h), _now_ns(nodes[ns]), frame_id=f"{ns}_camera"))
+                            stamped_image(random_scene(w, h), now_ns(nodes[ns]), frame_id=f"{ns}_camera"))
     pubs = {ns: graph.publisher(String, f"/{ns}/command") for ns in sizes}
     for i in range(2):
         for ns in sizes:
@@ -491,10 +472,10 @@ def test_compressed_png_input_is_decoded_exactly(graph, tiny):
     results = graph.collect(SegmentationResult, "result")
     overlays = graph.collect(Image, "overlay", 5)
     wait_until(lambda: node.camera().overlay_pub.get_subscription_count() > 0, 10, "overlay subscription")
-    rgb = _scene(80, 60, seed=5)
+    rgb = random_scene(80, 60, seed=5)
     ok, png = cv2.imencode(".png", cv2.cvtColor(rgb, cv2.COLOR_RGB2BGR))
     msg = CompressedImage(format="rgb8; png compressed bgr8", data=png.tobytes())
-    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(_now_ns(node), 10**9)
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(now_ns(node), 10**9)
     graph.publish_frame(node, graph.publisher(CompressedImage, "image/compressed", 1), msg)
     graph.publisher(String, "command").publish(String(data="turn on the TV"))
     res = wait_until(lambda: results, 60, "a result")[0]
@@ -512,7 +493,7 @@ def test_amodal_parameter_fills_every_targets_amodal_mask(graph, tiny):
     client = graph.client.create_client(Segment, "segment")
     wait_until(client.service_is_ready, 10, "the segment service")
     request = Segment.Request(command="turn on the TV")
-    request.image = _image(_scene(), 7)
+    request.image = stamped_image(random_scene(), 7)
     res = client.call(request, timeout_sec=60).result
     assert res.success, res.error
     assert len(res.targets) == 2

@@ -30,10 +30,10 @@ from __future__ import annotations
 import threading
 
 from fake_models import BoxSegmenter
-from node_harness import wait_until
+from node_harness import now_ns, wait_until
 import numpy as np
 import pytest
-from test_node_dds import _image, _now_ns, _scene, H, W
+from scenes import H, random_scene, stamped_image, W
 
 pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
@@ -94,7 +94,7 @@ class Rig:
                                          "depth/compressedDepth" if compressed else "depth", 5)
         self.info_pub = graph.publisher(CameraInfo, "camera_info", 5)
         self.commands = graph.publisher(String, "command")
-        self.stamp = _now_ns(self.node) - 10 * 10**9  # frames 0.2 s apart, in the past: the depth's age is positive
+        self.stamp = now_ns(self.node) - 10 * 10**9  # frames 0.2 s apart, in the past: the depth's age is positive
 
     def frame(self, depth=None, info=None):
         """
@@ -115,7 +115,7 @@ class Rig:
             msg = depth(stamp)
             self.depth_pub.publish(msg)
             wait_until(lambda: camera.depth.newest_stamp() == _ns(msg), 10, "the depth")
-        self.graph.publish_frame(self.node, self.images, _image(_scene(), stamp, frame_id=FRAME))
+        self.graph.publish_frame(self.node, self.images, stamped_image(random_scene(), stamp, frame_id=FRAME))
         n = len(self.results)
         self.commands.publish(String(data="what can I drink from?"))
         result = wait_until(lambda: len(self.results) > n and self.results[n], 30, "a result")
@@ -217,7 +217,7 @@ def test_a_frames_depth_that_comes_after_the_models_answer_is_waited_for(graph, 
     stamp, camera = rig.stamp, rig.node.camera()
     rig.info_pub.publish(_info(stamp))
     wait_until(lambda: camera.camera_info.newest_stamp() == stamp, 10, "the camera_info")
-    rig.graph.publish_frame(rig.node, rig.images, _image(_scene(), stamp, frame_id=FRAME))
+    rig.graph.publish_frame(rig.node, rig.images, stamped_image(random_scene(), stamp, frame_id=FRAME))
     n = len(rig.results)
     rig.commands.publish(String(data="what can I drink from?"))
     assert waiting.wait(30), "the worker never waited for the frame's depth"

@@ -34,11 +34,11 @@ import subprocess
 import sys
 import textwrap
 
-from node_harness import DirectNode, wait_until
+from fake_models import SceneSegmenter, TrackingBoxes
+from node_harness import CAMERA_FRAME, DepthFeed, DirectNode, now_ns, track_through_depths, wait_until
 import numpy as np
 import pytest
-from test_node_dds import _now_ns
-from test_node_geometry import _synthetic, _track_through_depths, CAMERA_FRAME, DepthFeed, SceneSegmenter
+from scenes import synthetic_scene
 
 pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
@@ -108,12 +108,12 @@ def test_a_command_on_a_scene_with_depth_gives_both_arrays_one_detection_per_tar
     wait_until(lambda: node.camera().detections_2d_pub.get_subscription_count() > 0
                and node.camera().detections_3d_pub.get_subscription_count() > 0, 10, "the detections' subscribers")
 
-    scene, sd, targets, _truths = _synthetic(0)
+    scene, sd, targets, _truths = synthetic_scene(0)
     depth = sd.depth.copy()
     patch = _no_depth_patch(targets, depth)
     seg.targets = [*targets, Target("remote_control_9", "remote_control", 9, "", Granularity.OBJECT, patch,
                                     score=0.55)]
-    stamp = _now_ns(node)
+    stamp = now_ns(node)
     feed.send_scene(stamp, scene, sd, depth)
 
     commands.publish(Command(request_id="pick-7", text="every object and its parts"))
@@ -166,9 +166,9 @@ def test_with_target_frame_the_3d_boxes_are_in_it_and_the_2d_boxes_stay_in_the_i
     commands = graph.publisher(Command, "command_stamped")
     wait_until(lambda: node.camera().detections_3d_pub.get_subscription_count() > 0, 10, "the subscriber")
 
-    scene, sd, targets, _truths = _synthetic(1)
+    scene, sd, targets, _truths = synthetic_scene(1)
     seg.targets = targets
-    feed.send_scene(_now_ns(node), scene, sd)
+    feed.send_scene(now_ns(node), scene, sd)
     commands.publish(Command(request_id="base-1", text="every object and its parts"))
     result = wait_until(lambda: results and results[0], 60, "the result")
     array_2d = wait_until(lambda: arrays_2d and arrays_2d[0], 10, "detections_2d")
@@ -183,11 +183,9 @@ def test_with_target_frame_the_3d_boxes_are_in_it_and_the_2d_boxes_stay_in_the_i
 
 
 def test_tracked_frames_publish_their_detections_with_their_stamps(graph):
-    from test_node_track import TrackingBoxes
-
     feed = DepthFeed(graph, TrackingBoxes())
     results, arrays_2d, arrays_3d = _collect_results_and_detections(graph)
-    goal, _stamps = _track_through_depths(feed, "follow-d", (1.0, 1.4, 0.7))
+    goal, _stamps = track_through_depths(feed, "follow-d", (1.0, 1.4, 0.7))
     # The answer and every tracked frame: one result each, and one array of each kind beside it.
     tracked = [f.result for f in goal.feedback]
     assert len(tracked) == 3

@@ -28,69 +28,16 @@ the geometry's (the figures are in the test's assertion messages).
 
 from __future__ import annotations
 
-from typing import Any
-
-from fake_models import BoxSegmenter
-from m2sa_core.data.synthetic.depth import render_depth
-from m2sa_core.data.synthetic.scene import render_layout
-from m2sa_core.types import Granularity, Result, Target
-from node_harness import DirectNode, good_image, Graph, wait_until
+from fake_models import BoxSegmenter, SceneSegmenter, TrackingBoxes
+from node_harness import (CAMERA_FRAME, CX, CY, DepthFeed, DirectNode, FRAME, frame_with_depth, FX, FY, good_image,
+                          now_ns, track_client, track_through_depths, TrackGoal, wait_until)
 import numpy as np
 import pytest
+from scenes import random_scene, synthetic_scene
 from scipy.spatial import cKDTree
 from scipy.spatial.transform import Rotation
-from test_node_dds import _image, _now_ns
-from test_node_dds import H as DDS_H
-from test_node_dds import W as DDS_W
-from test_node_robot import _frame_with_depth, CX, CY, FRAME, FX, FY
 
 pytestmark = [pytest.mark.ros, pytest.mark.integration]
-
-CAMERA_FRAME = "camera_color_optical_frame"
-
-
-class SceneSegmenter:
-    """Answers every command with the targets set in ``targets`` (masks of a synthetic scene)."""
-
-    cache_stats: dict[str, int] = {}
-
-    def __init__(self) -> None:
-        self.targets: list[Target] = []
-        self.mask_threshold = 0.0
-        self.duplicate_iou = 0.0
-
-    def segment(self, image: np.ndarray, command: str, **kwargs) -> Result:
-        return Result(answer="the targets", targets=list(self.targets))
-
-
-def _synthetic(seed: int, size: int = 256):
-    """
-    (scene, SceneDepth, targets with their ground truth) of one seeded synthetic scene.
-
-    Every visible object and part; an occluded object also once as an amodal target
-    (its complete shape asked for), whose geometry must be the visible part's.
-    """
-    layout, scene = render_layout(np.random.default_rng(seed), size)
-    sd = render_depth(scene, np.random.default_rng(10_000 + seed), horizon=layout.horizon)
-    targets, truths = [], []
-    for i, obj in enumerate(scene.objects):
-        name = f"{obj.category}_{obj.instance}"
-        if sd.truth(i) is not None:
-            targets.append(Target(name, obj.category, obj.instance, "", Granularity.OBJECT, obj.visible.copy(),
-                                  score=0.9))
-            truths.append(sd.truth(i))
-            if obj.occluded:
-                targets.append(Target(name, obj.category, obj.instance, "", Granularity.OBJECT, obj.visible.copy(),
-                                      score=0.9, amodal_mask=obj.amodal.copy(), mask_type="amodal",
-                                      amodal_score=0.8))
-                truths.append(sd.truth(i))
-        for part, mask in obj.parts_visible.items():
-            truth = sd.truth(i, part)
-            if truth is not None:
-                targets.append(Target(f"{name}'s {part}", obj.category, obj.instance, part, Granularity.PART,
-                                      mask.copy(), score=0.8))
-                truths.append(truth)
-    return scene, sd, targets, truths
 
 
 def _errors(msg, truth) -> dict[str, float]:
@@ -116,97 +63,6 @@ def _errors(msg, truth) -> dict[str, float]:
     }
 
 
-def _depth_image(depth: np.ndarray, stamp_ns: int, frame_id: str = CAMERA_FRAME):
-    from sensor_msgs.msg import Image
-
-    msg = Image(height=depth.shape[0], width=depth.shape[1], encoding="32FC1", step=depth.shape[1] * 4)
-    msg.header.frame_id = frame_id
-    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 10**9)
-    msg.data = np.ascontiguousarray(depth, dtype="<f4").tobytes()
-    return msg
-
-
-def _camera_info(camera, stamp_ns: int, frame_id: str = CAMERA_FRAME):
-    from sensor_msgs.msg import CameraInfo
-
-    info = CameraInfo(width=camera.width, height=camera.height, k=camera.k)
-    info.header.frame_id = frame_id
-    info.header.stamp.sec, info.header.stamp.nanosec = divmod(int(stamp_ns), 10**9)
-    return info
-
-
-class _DdsCamera:
-    """The camera of test_node_dds' DDS_W x DDS_H scenes (fx = fy = 80, centred): what a flat depth is seen by."""
-
-    height, width = DDS_H, DDS_W
-    k = [80.0, 0.0, 31.5, 0.0, 80.0, 23.5, 0.0, 0.0, 1.0]
-
-
-class DepthFeed:
-    """
-    Start a node over ``model`` and publish its colour image, registered depth and camera_info.
-
-    Depth and camera_info go out first and are waited for until the node holds both, so the
-    command or tracked frame that follows finds them: over DDS the three topics arrive in any
-    order. Every message is in ``frame_id``, as a registered depth camera's are.
-    """
-
-    def __init__(self, graph: Graph, model, frame_id: str = CAMERA_FRAME, **params) -> None:
-        from sensor_msgs.msg import CameraInfo, Image
-
-        self.graph, self.frame_id = graph, frame_id
-        self.node = graph.add_node(model, depth_tolerance=0.01, **params)
-        graph.start(self.node)
-        self.images = graph.publisher(Image, "image", 1)
-        self.depth_pub = graph.publisher(Image, "depth", 5)
-        self.info_pub = graph.publisher(CameraInfo, "camera_info", 5)
-
-    def send_depth(self, stamp: int, depth: np.ndarray, camera=_DdsCamera) -> None:
-        """Publish ``depth`` (H x W metres) and ``camera``'s camera_info at ``stamp``; wait for both."""
-        node = self.node
-        self.info_pub.publish(_camera_info(camera, stamp, self.frame_id))
-        self.depth_pub.publish(_depth_image(depth, stamp, self.frame_id))
-        wait_until(lambda: node.camera().depth.nearest(stamp, 0) is not None
-                   and node.camera().camera_info.nearest(stamp, 0) is not None, 10, "depth and camera_info")
-
-    def send_flat_depth(self, stamp: int, metres: float) -> None:
-        """Publish a wall ``metres`` away across the whole of test_node_dds' DDS_W x DDS_H image."""
-        self.send_depth(stamp, np.full((_DdsCamera.height, _DdsCamera.width), metres, np.float32))
-
-    def send_image(self, stamp: int, rgb: np.ndarray) -> None:
-        """Publish ``rgb`` (H x W x 3) at ``stamp`` and wait until it is the node's latest frame."""
-        self.graph.publish_frame(self.node, self.images, _image(rgb, stamp, frame_id=self.frame_id))
-
-    def send_scene(self, stamp: int, scene, sd, depth: np.ndarray | None = None) -> None:
-        """Publish one synthetic scene (``_synthetic``'s ``scene``, ``sd``): its depth (or ``depth``), its image."""
-        self.send_depth(stamp, sd.depth if depth is None else depth, sd.camera)
-        self.send_image(stamp, scene.image)
-
-
-def _track_through_depths(feed: DepthFeed, request_id: str, depths: tuple[float, ...]) -> tuple[Any, list[int]]:
-    """
-    Track "the mug" over one frame per depth, then cancel; return the ended Goal and each frame's stamp.
-
-    Each frame is a new test_node_dds scene before a flat wall ``depths[i]`` metres away:
-    the first gets the answer, the others are tracked.
-    """
-    from test_node_dds import _scene
-    from test_node_track import _client, Goal
-
-    goal, stamps = None, []
-    for i, metres in enumerate(depths):
-        stamp = _now_ns(feed.node)
-        stamps.append(stamp)
-        feed.send_flat_depth(stamp, metres)
-        feed.send_image(stamp, _scene(seed=1 + i))
-        if goal is None:
-            goal = Goal(feed.graph, _client(feed.graph), command="the mug", request_id=request_id)
-        goal.wait_frames(1 + i)
-    goal.handle.cancel_goal_async()
-    goal.result()
-    return goal, stamps
-
-
 def test_synthetic_scenes_through_the_node_match_the_ground_truth(graph):
     from m2sa_ros.cloud_conversion import cloud_to_points
     from m2sa_ros.msg import SegmentationResult
@@ -227,9 +83,9 @@ def test_synthetic_scenes_through_the_node_match_the_ground_truth(graph):
 
     rows: dict[str, list[dict[str, float]]] = {"object": [], "part": []}
     for seed in range(4):
-        scene, sd, targets, truths = _synthetic(seed)
+        scene, sd, targets, truths = synthetic_scene(seed)
         seg.targets = targets
-        feed.send_scene(_now_ns(node), scene, sd)
+        feed.send_scene(now_ns(node), scene, sd)
         n, m, c = len(results), len(markers), len(clouds)
         commands.publish(String(data="every object and its parts"))
         res = wait_until(lambda: len(results) > n and results[n], 60, "a result")
@@ -290,7 +146,7 @@ def test_synthetic_scenes_through_the_node_match_the_ground_truth(graph):
 
 # --- the rules through the node's callbacks ------------------------------------------------
 def _command_with_depth(harness: DirectNode, stamp_s: int, metres: float = 1.0, frame_id: str = FRAME):
-    _frame_with_depth(harness, stamp_s, metres, frame_id)
+    frame_with_depth(harness, stamp_s, metres, frame_id)
     return harness.command("what can I drink from?")
 
 
@@ -363,11 +219,10 @@ def test_depth_in_another_frame_gives_no_pose_and_one_warning(module_context, ca
 
 def test_tracked_frames_carry_the_geometry_and_move_with_the_depth(graph):
     from m2sa_ros.cloud_conversion import cloud_to_points
-    from test_node_track import TrackingBoxes
 
     feed = DepthFeed(graph, TrackingBoxes(), "camera_optical")
     depths = (1.0, 1.4, 0.7)  # the mug comes closer and goes away: new depth, new frames
-    goal, _stamps = _track_through_depths(feed, "follow-3d", depths)
+    goal, _stamps = track_through_depths(feed, "follow-3d", depths)
     assert goal.seqs() == [0, 1, 2]
     for feedback, metres in zip(goal.feedback, depths):
         (target,) = feedback.result.targets
@@ -387,21 +242,18 @@ def test_a_tracked_frame_whose_depth_comes_after_its_image_still_gets_its_geomet
     """
     import time
 
-    from test_node_dds import _scene
-    from test_node_track import _client, Goal, TrackingBoxes
-
     model = TrackingBoxes(track_sleep_s=0.5)  # the mask decoder still busy when the depth comes
     feed = DepthFeed(graph, model, "camera_optical")
     node = feed.node
 
-    first = _now_ns(node)
+    first = now_ns(node)
     feed.send_flat_depth(first, 1.0)
-    feed.send_image(first, _scene(seed=1))
-    goal = Goal(graph, _client(graph), command="the mug", request_id="late-depth")
+    feed.send_image(first, random_scene(seed=1))
+    goal = TrackGoal(graph, track_client(graph), command="the mug", request_id="late-depth")
     goal.wait_frames(1)
     calls = model.track_calls
-    later = _now_ns(node)
-    feed.send_image(later, _scene(seed=2))  # the image first ...
+    later = now_ns(node)
+    feed.send_image(later, random_scene(seed=2))  # the image first ...
     wait_until(lambda: model.track_calls > calls, 10, "the tracked frame to start")
     time.sleep(0.05)
     feed.send_flat_depth(later, 1.4)  # ... its depth while the frame is being tracked

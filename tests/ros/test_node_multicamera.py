@@ -30,14 +30,13 @@ import threading
 import time
 from typing import Any
 
-from fake_models import BoxSegmenter
+from fake_models import BoxSegmenter, TrackingBoxes
 from m2sa_core.shipped_model import SHIPPED_MODEL
 from m2sa_ros.cameras import check_camera_names
 from m2sa_ros.worker import CommandWorker, Job
-from node_harness import Graph, wait_until
+from node_harness import Graph, now_ns, wait_until
 import pytest
-from test_node_dds import _image, _now_ns, _scene
-from test_node_track import TrackingBoxes
+from scenes import random_scene, stamped_image
 
 pytestmark = pytest.mark.integration
 
@@ -126,7 +125,7 @@ def test_segment_many_with_one_frame_per_command_equals_segment_on_each():
     from m2sa_core.inference import Segmenter
 
     seg = Segmenter.from_pretrained(str(MODEL), max_new_tokens=24)
-    frames = [_scene(HEAD[1], HEAD[0], seed=1), _scene(WRIST[1], WRIST[0], seed=2)]
+    frames = [random_scene(HEAD[1], HEAD[0], seed=1), random_scene(WRIST[1], WRIST[0], seed=2)]
     commands = ["Which objects can hold a drink?", "I want to turn on the TV. What should I press?"]
     alone = [seg.segment(f, c) for f, c in zip(frames, commands)]
     batched = seg.segment_many(frames, commands, keep_prompts=[True, False])
@@ -193,9 +192,9 @@ def _two_camera_node(graph: Graph, seg: Any, **params: Any):
     graph.start(node)
     frames = {}
     for name, (h, w), seed in (("head", HEAD, 1), ("wrist", WRIST, 2)):
-        rgb = _scene(w, h, seed=seed)
+        rgb = random_scene(w, h, seed=seed)
         _give_frame(node, name, graph.publisher(Image, f"{name}/image", 1),
-                    _image(rgb, _now_ns(node), frame_id=f"{name}_optical"))
+                    stamped_image(rgb, now_ns(node), frame_id=f"{name}_optical"))
         frames[name] = rgb
     return node, frames
 
@@ -312,11 +311,11 @@ def test_service_segment_and_track_actions_per_camera(graph):
     head_images = graph.publisher(Image, "head/image", 1)
     wrist_stamps = []
     for i in range(2):  # a new frame on both cameras, the head's held first: only the wrist's is tracked
-        _give_frame(node, "head", head_images, _image(_scene(HEAD[1], HEAD[0], seed=50 + i), _now_ns(node),
-                                                      frame_id="head_optical"))
-        wrist_stamps.append(_now_ns(node))
-        _give_frame(node, "wrist", wrist_images, _image(_scene(WRIST[1], WRIST[0], seed=70 + i), wrist_stamps[-1],
-                                                        frame_id="wrist_optical"))
+        _give_frame(node, "head", head_images, stamped_image(random_scene(HEAD[1], HEAD[0], seed=50 + i),
+                                                             now_ns(node), frame_id="head_optical"))
+        wrist_stamps.append(now_ns(node))
+        _give_frame(node, "wrist", wrist_images, stamped_image(random_scene(WRIST[1], WRIST[0], seed=70 + i),
+                                                               wrist_stamps[-1], frame_id="wrist_optical"))
         wait_until(lambda i=i: len(feedback) >= 2 + i, 60, f"the wrist's tracked frame {i + 1}")
     assert [fb.frame_seq for fb in feedback] == [0, 1, 2]
     assert [_stamp_ns(fb.result.header.stamp) for fb in feedback[1:]] == wrist_stamps

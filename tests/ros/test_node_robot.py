@@ -24,34 +24,10 @@ from __future__ import annotations
 import threading
 
 from fake_models import BoxSegmenter
-from node_harness import DirectNode, good_image, H, W
-import numpy as np
+from node_harness import camera_info, CX, CY, DirectNode, flat_depth, frame_with_depth, FX, FY, good_image
 import pytest
 
 pytestmark = [pytest.mark.ros, pytest.mark.integration]
-
-FX, FY, CX, CY = 40.0, 40.0, 15.5, 11.5
-FRAME = "fuzz_camera"
-
-
-def _depth(stamp_ns: int, metres: float, frame_id: str = FRAME):
-    from sensor_msgs.msg import Image
-
-    depth = np.full((H, W), metres, np.float32)
-    msg = Image(height=H, width=W, encoding="32FC1", step=W * 4)
-    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 10**9)
-    msg.header.frame_id = frame_id
-    msg.data = depth.tobytes()
-    return msg
-
-
-def _info(stamp_ns: int):
-    from sensor_msgs.msg import CameraInfo
-
-    info = CameraInfo(width=W, height=H, k=[FX, 0.0, CX, 0.0, FY, CY, 0.0, 0.0, 1.0])
-    info.header.stamp.sec, info.header.stamp.nanosec = divmod(stamp_ns, 10**9)
-    info.header.frame_id = FRAME
-    return info
 
 
 class DepthStream:
@@ -67,8 +43,8 @@ class DepthStream:
     def _run(self) -> None:
         while not self._stop.is_set():
             self.stamp += 33_333_333
-            self.node._on_depth(_depth(self.stamp, self.metres))
-            self.node._on_camera_info(_info(self.stamp))
+            self.node._on_depth(flat_depth(self.stamp, self.metres))
+            self.node._on_camera_info(camera_info(self.stamp))
             self.sent += 1
             if self.sent >= 30:  # three times the depth buffer: the frame's own depth is long gone
                 self.enough.set()
@@ -83,21 +59,13 @@ class DepthStream:
         self._thread.join()
 
 
-def _frame_with_depth(harness: DirectNode, stamp_s: int, metres: float, frame_id: str = FRAME) -> int:
-    stamp_ns = stamp_s * 10**9
-    harness.node._on_depth(_depth(stamp_ns, metres, frame_id))
-    harness.node._on_camera_info(_info(stamp_ns))
-    harness.node._on_image(good_image(stamp_s))
-    return stamp_ns
-
-
 def test_slow_model_with_30hz_depth_keeps_its_centroid(module_context):
     """The depth of the command's frame is bound before the model runs (1.2 s here)."""
     stream: list[DepthStream] = []
     seg = BoxSegmenter(sleep_s=1.2, while_thinking=lambda: stream[0].enough.wait(30))
     harness = DirectNode(module_context, seg, depth_tolerance=0.01, centroid_erosion_px=0)
     try:
-        stamp_ns = _frame_with_depth(harness, 3, metres=1.25)
+        stamp_ns = frame_with_depth(harness, 3, metres=1.25)
         stream.append(DepthStream(harness.node, stamp_ns, metres=3.0).start())
         res = harness.command("what can I drink from?")
         stream[0].stop()
@@ -118,8 +86,8 @@ def test_depth_that_arrives_during_inference_is_still_used(module_context):
     harness = DirectNode(module_context, BoxSegmenter(), depth_tolerance=0.01, centroid_erosion_px=0)
     try:
         harness.node._on_image(good_image(5))
-        harness.segmenter.while_thinking = lambda: (harness.node._on_depth(_depth(5 * 10**9, 0.9)),
-                                                    harness.node._on_camera_info(_info(5 * 10**9)))
+        harness.segmenter.while_thinking = lambda: (harness.node._on_depth(flat_depth(5 * 10**9, 0.9)),
+                                                    harness.node._on_camera_info(camera_info(5 * 10**9)))
         res = harness.command("what can I drink from?")
         assert res.targets[0].has_centroid and res.targets[0].centroid.z == pytest.approx(0.9)
     finally:
@@ -132,7 +100,7 @@ def test_depth_in_another_frame_gives_no_centroid_and_one_warning(module_context
     harness = DirectNode(module_context, BoxSegmenter(), depth_tolerance=0.01)
     try:
         for stamp in (7, 8):
-            _frame_with_depth(harness, stamp, 1.0, frame_id="camera_depth_optical_frame")
+            frame_with_depth(harness, stamp, 1.0, frame_id="camera_depth_optical_frame")
             res = harness.command("what can I drink from?")
             assert res.success and not res.targets[0].has_centroid
         err = capfd.readouterr().err
@@ -142,7 +110,7 @@ def test_depth_in_another_frame_gives_no_centroid_and_one_warning(module_context
         # The user knows it is registered: accepted at once (a runtime parameter).
         result = harness.node.set_parameters([Parameter("allow_depth_frame_mismatch", value=True)])[0]
         assert result.successful
-        _frame_with_depth(harness, 9, 1.0, frame_id="camera_depth_optical_frame")
+        frame_with_depth(harness, 9, 1.0, frame_id="camera_depth_optical_frame")
         assert harness.command("what can I drink from?").targets[0].has_centroid
     finally:
         harness.close()
@@ -155,7 +123,7 @@ def test_amodal_request_keeps_the_visible_mask_and_says_which_was_asked(module_c
     harness = DirectNode(module_context, BoxSegmenter(mask_type="amodal"), depth_tolerance=0.01,
                          centroid_erosion_px=0)
     try:
-        _frame_with_depth(harness, 11, 1.5)
+        frame_with_depth(harness, 11, 1.5)
         target = harness.command("the whole mug, also the hidden part").targets[0]
         assert target.mask_type == Target.MASK_AMODAL
         assert msg_to_mask(target.mask).sum() == 80 and msg_to_mask(target.amodal_mask).sum() == 100

@@ -40,12 +40,12 @@ from __future__ import annotations
 from typing import Any
 import uuid
 
-from node_harness import Graph, wait_until
+from fake_models import SceneSegmenter, TrackingBoxes
+from node_harness import DepthFeed, Graph, now_ns, track_through_depths, wait_until
 import numpy as np
 import pytest
+from scenes import synthetic_scene
 from scipy.spatial.transform import Rotation, Slerp
-from test_node_dds import _now_ns
-from test_node_geometry import _synthetic, _track_through_depths, DepthFeed, SceneSegmenter
 from tf_frames import apply_matrix, transform_matrix, transform_msg
 
 pytestmark = [pytest.mark.ros, pytest.mark.integration]
@@ -120,7 +120,7 @@ class SceneNode:
         camera = self.node.camera()
         wait_until(lambda: camera.markers_pub.get_subscription_count() > 0
                    and camera.points_pub.get_subscription_count() > 0, 10, "the views' subscribers")
-        self.scene, self.sd, self.seg.targets, _truths = _synthetic(1)
+        self.scene, self.sd, self.seg.targets, _truths = synthetic_scene(1)
 
     def set_parameters(self, **params: Any) -> None:
         from rclpy.parameter import Parameter
@@ -206,7 +206,7 @@ def test_a_static_transform_moves_every_3d_value(graph, tf_node):
     optical, base, _odom = _names()
     tf_node.static.sendTransform(transform_msg(base, optical, 0, *OPTICAL_IN_BASE))
     scene = SceneNode(graph, optical, tf_timeout=5.0)
-    scene.frame(_now_ns(scene.node))
+    scene.frame(now_ns(scene.node))
     reference = scene.command(target_frame="")
     # The listener starts now; the worker waits (up to tf_timeout) while the executor
     # delivers /tf_static, which reaches the late subscriber (transient local).
@@ -226,11 +226,11 @@ def test_a_moving_transform_at_50_hz_is_interpolated_at_the_images_stamp(graph, 
     optical, base, odom = _names()
     tf_node.static.sendTransform(transform_msg(base, optical, 0, *OPTICAL_IN_BASE))
     scene = SceneNode(graph, optical, target_frame=odom, tf_timeout=2.0)
-    start = _now_ns(scene.node)
+    start = now_ns(scene.node)
     samples: list[int] = []
 
     def broadcast() -> None:
-        stamp = _now_ns(scene.node)
+        stamp = now_ns(scene.node)
         tf_node.dynamic.sendTransform(transform_msg(odom, base, stamp, *_odom_base((stamp - start) / 1e9)))
         samples.append(stamp)
 
@@ -267,7 +267,7 @@ def test_a_missing_transform_leaves_the_optical_frame_and_says_why_once(graph, c
     capfd.readouterr()
     stamps = []
     for i in range(2):
-        stamp = _now_ns(scene.node)
+        stamp = now_ns(scene.node)
         stamps.append(stamp)
         scene.frame(stamp)
         reference = scene.command(target_frame="")
@@ -297,7 +297,7 @@ def test_a_transform_that_comes_late_within_the_timeout_is_waited_for(graph, tf_
     optical, base, odom = _names()
     tf_node.static.sendTransform(transform_msg(base, optical, 0, *OPTICAL_IN_BASE))
     scene = SceneNode(graph, optical, target_frame=odom, tf_timeout=5.0)
-    stamp = _now_ns(scene.node)
+    stamp = now_ns(scene.node)
     a = ((1.0, 2.0, 0.0), Rotation.from_euler("z", 30, degrees=True).as_quat())
     b = ((1.2, 2.1, 0.0), Rotation.from_euler("z", 40, degrees=True).as_quat())
     tf_node.dynamic.sendTransform(transform_msg(odom, base, stamp - 10_000_000, *a))  # before the image only
@@ -329,16 +329,15 @@ def test_tracked_frames_are_moved_into_the_target_frame(graph, tf_node):
     from m2sa_core.geometry.rigid_transform import RigidTransform
     from m2sa_ros.cloud_conversion import cloud_to_points
     from rclpy.parameter import Parameter
-    from test_node_track import TrackingBoxes
 
     _optical, base, _odom = _names()
-    optical = "camera_optical"  # the frame of test_node_dds' images
+    optical = "camera_optical"  # the frame of scenes.stamped_image's images
     tf_node.static.sendTransform(transform_msg(base, optical, 0, *OPTICAL_IN_BASE))
     feed = DepthFeed(graph, TrackingBoxes(), optical)
     node = feed.node
     assert all(r.successful for r in node.set_parameters([Parameter("tf_timeout", value=5.0),
                                                           Parameter("target_frame", value=base)]))
-    goal, stamps = _track_through_depths(feed, "follow-in-base", (1.0, 1.4))
+    goal, stamps = track_through_depths(feed, "follow-in-base", (1.0, 1.4))
     back = RigidTransform.from_matrix(np.linalg.inv(transform_matrix(*OPTICAL_IN_BASE)))  # base -> optical
     for feedback, metres, stamp in zip(goal.feedback, (1.0, 1.4), stamps):
         res = feedback.result

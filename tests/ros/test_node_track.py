@@ -26,46 +26,12 @@ import threading
 import time
 from typing import Any
 
-from fake_models import BoxSegmenter, ScriptedSegmenter
-from node_harness import Graph, wait_until
-import numpy as np
+from fake_models import ScriptedSegmenter, TrackingBoxes
+from node_harness import Graph, now_ns, track_client, TrackGoal, wait_until
 import pytest
-from test_node_dds import _image, _now_ns, _scene
-import torch
+from scenes import random_scene, stamped_image
 
 pytestmark = [pytest.mark.ros, pytest.mark.integration]
-
-
-class TrackingBoxes(BoxSegmenter):
-    """BoxSegmenter that can track: prompts kept on request, tracked frames scored ``track_score``."""
-
-    def __init__(self, track_score: float = 0.8, track_sleep_s: float = 0.0) -> None:
-        super().__init__()
-        self.track_score = track_score
-        self.track_sleep_s = track_sleep_s
-        self.track_calls = 0
-
-    def segment(self, image, command, keep_prompts: bool = False, **kwargs):
-        from m2sa_core.inference.tracking import TrackPrompts
-
-        result = super().segment(image, command, **kwargs)
-        if keep_prompts:
-            result.prompts = TrackPrompts.from_result(result, np.zeros((len(result.targets), 4)), command)
-        return result
-
-    def track(self, image, prompts, previous=None, *, use_previous_mask=False, frame_key=None):
-        from m2sa_core.inference.tracking import TrackState
-        from m2sa_core.types import Result, Target
-
-        self.track_calls += 1
-        time.sleep(self.track_sleep_s)
-        x, y, w, h = self.box
-        mask = np.zeros(image.shape[:2], dtype=bool)
-        mask[y:y + h, x:x + w] = True
-        targets = [Target(t.label, t.object_name, t.instance, t.part_name, t.granularity, mask.copy(),
-                          score=self.track_score, mask_type=t.mask_type) for t in prompts.targets]
-        index = 0 if previous is None else previous.frame_index + 1
-        return Result(answer=prompts.answer, targets=targets), TrackState(torch.zeros((len(targets), 1, 1, 1)), index)
 
 
 class TrackingScripted(ScriptedSegmenter):
@@ -81,43 +47,6 @@ class TrackingScripted(ScriptedSegmenter):
             return self.real.track(image, prompts, previous, **kwargs)
 
 
-class Goal:
-    """One Track goal from the test client: its feedback as it comes, and its one result."""
-
-    def __init__(self, graph: Graph, client: Any, **fields: Any) -> None:
-        from m2sa_ros.action import Track
-
-        self.feedback: list = []
-        self._lock = threading.Lock()
-        future = client.send_goal_async(Track.Goal(**fields), feedback_callback=self._on_feedback)
-        self.handle = wait_until(lambda: future.done() and future.result(), 30, "goal acceptance")
-        assert self.handle.accepted
-        self._result = self.handle.get_result_async()
-
-    def _on_feedback(self, msg: Any) -> None:
-        with self._lock:
-            self.feedback.append(msg.feedback)
-
-    def seqs(self) -> list[int]:
-        with self._lock:
-            return [f.frame_seq for f in self.feedback]
-
-    def wait_frames(self, n: int, timeout: float = 60.0) -> None:
-        wait_until(lambda: len(self.seqs()) >= n, timeout, f"{n} feedback messages")
-
-    def result(self, timeout: float = 60.0) -> Any:
-        return wait_until(lambda: self._result.done() and self._result.result(), timeout, "the track's result")
-
-
-def _client(graph: Graph):
-    from m2sa_ros.action import Track
-    from rclpy.action import ActionClient
-
-    client = ActionClient(graph.client, Track, "track")
-    wait_until(client.server_is_ready, 10, "the track action")
-    return client
-
-
 def _started(graph: Graph, seg) -> tuple[Any, Any, list]:
     """Start a node over ``seg`` and give it a first frame: (node, image publisher, results as they come)."""
     from m2sa_ros.msg import SegmentationResult
@@ -127,7 +56,7 @@ def _started(graph: Graph, seg) -> tuple[Any, Any, list]:
     graph.start(node)
     results = graph.collect(SegmentationResult, "result")
     images = graph.publisher(Image, "image", 1)
-    graph.publish_frame(node, images, _image(_scene(seed=1), _now_ns(node)))
+    graph.publish_frame(node, images, stamped_image(random_scene(seed=1), now_ns(node)))
     return node, images, results
 
 
@@ -139,7 +68,7 @@ def test_answer_then_tracked_frames_without_the_language_model_then_cancel(graph
     hook = seg.real.model.llm.lm_head.register_forward_hook(lambda *_: lm_calls.__setitem__(0, lm_calls[0] + 1))
     try:
         node, images, results = _started(graph, seg)
-        goal = Goal(graph, _client(graph), command="turn on the TV", request_id="follow-1")
+        goal = TrackGoal(graph, track_client(graph), command="turn on the TV", request_id="follow-1")
         goal.wait_frames(1)
         answer = goal.feedback[0].result
         assert goal.seqs() == [0] and answer.success and answer.request_id == "follow-1"
@@ -149,7 +78,7 @@ def test_answer_then_tracked_frames_without_the_language_model_then_cancel(graph
         assert calls_after_answer > 0  # the hook sees the language model when it runs
 
         for i in range(3):  # each new frame gives one tracked result
-            graph.publish_frame(node, images, _image(_scene(seed=2 + i), _now_ns(node)))
+            graph.publish_frame(node, images, stamped_image(random_scene(seed=2 + i), now_ns(node)))
             goal.wait_frames(2 + i)
         assert goal.seqs() == [0, 1, 2, 3] and seg.track_calls == 3
         assert lm_calls[0] == calls_after_answer and seg.calls == segment_calls  # no language model
@@ -168,7 +97,7 @@ def test_answer_then_tracked_frames_without_the_language_model_then_cancel(graph
 
         # Ended means ended: a new frame brings no more tracked results, and an ordinary
         # command queued behind it is answered.
-        graph.publish_frame(node, images, _image(_scene(seed=9), _now_ns(node)))
+        graph.publish_frame(node, images, stamped_image(random_scene(seed=9), now_ns(node)))
         from m2sa_ros.msg import Command
 
         graph.publisher(Command, "command_stamped").publish(Command(request_id="after", text="turn on the TV"))
@@ -183,18 +112,18 @@ def test_timeout_lost_and_a_bad_goal_each_end_with_their_reason(graph):
 
     seg = TrackingBoxes(track_score=0.1)
     node, images, _results = _started(graph, seg)
-    client = _client(graph)
+    client = track_client(graph)
 
-    timed = Goal(graph, client, command="the mug", timeout=0.3)
+    timed = TrackGoal(graph, client, command="the mug", timeout=0.3)
     done = timed.result()
     assert done.status == GoalStatus.STATUS_SUCCEEDED and done.result.reason == "timeout"
     assert done.result.frames == 0 and done.result.result.success and timed.seqs() == [0]
 
-    lost = Goal(graph, client, command="the mug", min_score=0.5, lost_frames=2)
+    lost = TrackGoal(graph, client, command="the mug", min_score=0.5, lost_frames=2)
     lost.wait_frames(1)
     seed = 10
     while not (lost._result.done() and lost._result.result()):  # new frames until the track gives up
-        graph.publish_frame(node, images, _image(_scene(seed=seed), _now_ns(node)))
+        graph.publish_frame(node, images, stamped_image(random_scene(seed=seed), now_ns(node)))
         seed += 1
         assert seed < 40, "the track was never lost"
     done = lost.result()
@@ -202,7 +131,7 @@ def test_timeout_lost_and_a_bad_goal_each_end_with_their_reason(graph):
     assert done.result.frames == 2 and lost.seqs() == [0, 1, 2]
     assert done.result.result.targets[0].score == pytest.approx(0.1)
 
-    bad = Goal(graph, client, command="the mug", min_score=2.0)
+    bad = TrackGoal(graph, client, command="the mug", min_score=2.0)
     done = bad.result()
     assert done.status == GoalStatus.STATUS_ABORTED and not done.result.result.success
     assert done.result.reason.startswith("error: bad track goal: min_score must be within [0, 1]")
@@ -229,14 +158,14 @@ def test_two_tracks_and_a_command_share_the_worker_and_deactivate_ends_both(grap
         return submit(job)
 
     worker.submit = watching_submit
-    client = _client(graph)
-    goals = [Goal(graph, client, command="the mug", request_id=f"track-{i}") for i in range(2)]
+    client = track_client(graph)
+    goals = [TrackGoal(graph, client, command="the mug", request_id=f"track-{i}") for i in range(2)]
     stop = threading.Event()
 
     def camera() -> None:  # a camera faster than the tracks: frames always waiting
         seed = 100
         while not stop.is_set():
-            node._on_image(_image(_scene(seed=seed), _now_ns(node)))
+            node._on_image(stamped_image(random_scene(seed=seed), now_ns(node)))
             seed += 1
             time.sleep(0.005)
 
@@ -292,8 +221,8 @@ def test_a_track_ended_by_deactivate_gets_its_result_even_when_the_send_is_late(
         return send(self, request_header, future)
 
     node, _images, _results = _started(graph, TrackingBoxes())
-    client = _client(graph)
-    goal = Goal(graph, client, command="the mug", request_id="late")
+    client = track_client(graph)
+    goal = TrackGoal(graph, client, command="the mug", request_id="late")
     goal.wait_frames(1)
     monkeypatch.setattr(ActionServer, "_send_result_response", late_send)
     assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
@@ -326,9 +255,9 @@ def test_a_model_failure_on_a_tracked_frame_ends_that_track_and_the_node_goes_on
 
     seg = FailingTrack()
     node, images, results = _started(graph, seg)
-    goal = Goal(graph, _client(graph), command="the mug", request_id="failing")
+    goal = TrackGoal(graph, track_client(graph), command="the mug", request_id="failing")
     goal.wait_frames(1)  # the first answer, from the full model
-    graph.publish_frame(node, images, _image(_scene(seed=2), _now_ns(node)))
+    graph.publish_frame(node, images, stamped_image(random_scene(seed=2), now_ns(node)))
     done = goal.result()
     assert done.status == GoalStatus.STATUS_ABORTED
     assert done.result.reason == "error: model failure: RuntimeError: SAM fell over"

@@ -26,86 +26,23 @@ with no action server at all (each of these once ended in an abort at exit).
 from __future__ import annotations
 
 import importlib.util
-import os
-from pathlib import Path
-import subprocess
-import sys
-import threading
-import time
 
-from fake_models import BoxSegmenter
-from middleware_log import without_middleware_lines
-from node_harness import good_image, spinning
+from fake_models import SlowBoxes
+from node_harness import CX, CY, FX, FY, give_a_frame_with_depth, planner_node, spinning
+from node_process import PLANNER_EXAMPLE, run_planner_script
 import pytest
 
 pytestmark = [pytest.mark.ros, pytest.mark.integration]
-
-EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "planner_client.py"
 
 
 def _load_example():
     import sys
 
-    spec = importlib.util.spec_from_file_location("planner_client", EXAMPLE)
+    spec = importlib.util.spec_from_file_location("planner_client", PLANNER_EXAMPLE)
     module = importlib.util.module_from_spec(spec)
     sys.modules["planner_client"] = module  # dataclasses look their module up by name
     spec.loader.exec_module(module)
     return module
-
-
-class SlowBoxes(BoxSegmenter):
-    """Reports stages like the real Segmenter; generation runs until told or cancelled."""
-
-    def __init__(self) -> None:
-        super().__init__(mask_type="amodal")
-        self.hold = threading.Event()
-        self.hold.set()
-
-    def segment(self, image, command, **kwargs):
-        from m2sa_core.inference import Cancelled
-
-        kwargs["on_stage"]("encoding")
-        kwargs["on_stage"]("generating")
-        kwargs["on_text"]("It is")
-        while not self.hold.is_set():
-            if kwargs["should_stop"]():
-                raise Cancelled("cancelled")
-            time.sleep(0.01)
-        kwargs["on_stage"]("decoding")
-        return super().segment(image, command)
-
-
-def _planner_node(ros_context, seg: SlowBoxes, namespace: str, **params):
-    """
-    Build the perception node a planner talks to.
-
-    It autostarts over ``seg``, waits for no image and matches depth within 10 ms;
-    ``params`` are further parameters (``target_frame``, ...).
-    """
-    from m2sa_ros.perception_node import PerceptionNode
-    from rclpy.parameter import Parameter
-
-    params = {"wait_for_image": 0.0, "depth_tolerance": 0.01, **params}
-    return PerceptionNode("planner_target", context=ros_context, namespace=namespace,
-                          segmenter_factory=lambda _p, _s: seg,
-                          parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
-
-
-def _give_a_frame_with_depth(node) -> None:
-    """
-    Wait until the spinning node is active, then hand it the frame every command uses.
-
-    node_harness's image at 4 s with test_node_robot's depth (2 m) and camera_info.
-    """
-    from test_node_robot import _depth, _info
-
-    for _ in range(300):
-        if node.lifecycle_state() == "active":
-            break
-        time.sleep(0.05)
-    node._on_depth(_depth(4 * 10**9, 2.0))
-    node._on_camera_info(_info(4 * 10**9))
-    node._on_image(good_image(4))
 
 
 @pytest.fixture
@@ -113,12 +50,12 @@ def live_node(ros_context):
     from rclpy.node import Node
 
     seg = SlowBoxes()
-    node = _planner_node(ros_context, seg, "/arm_camera")
+    node = planner_node(ros_context, seg, "/arm_camera")
     client = Node("planner", context=ros_context)
     try:
         with spinning(ros_context, node, client, threads=8):
             try:
-                _give_a_frame_with_depth(node)
+                give_a_frame_with_depth(node)
                 yield node, client, seg
             finally:
                 seg.hold.set()  # before the executor stops: a held generation would keep it busy
@@ -141,8 +78,6 @@ def test_round_trip_with_request_id_feedback_masks_and_centroids(live_node):
     assert target.centroid is not None and target.centroid[2] == pytest.approx(2.0)
     assert "mug_1: complete mask, 100 px" in example.describe(outcome)
     # A press planner's inputs: the visible 10x8 box's face at 2 m (fx = fy = 40), met head-on.
-    from test_node_robot import CX, CY, FX, FY
-
     u, v = 8 + 4.5, 6 + 3.5
     assert target.press_point == pytest.approx(((u - CX) * 2.0 / FX, (v - CY) * 2.0 / FY, 2.0), abs=1e-6)
     assert target.approach == pytest.approx((0.0, 0.0, -1.0), abs=1e-6)
@@ -167,18 +102,8 @@ PRESS_LINE = ("press/grasp at (-0.150, -0.100, 2.000) m, approach along (+0.000,
               "camera), box 45.0 x 35.0 x 0.0 cm, 80 points")
 
 
-def _run_script(*args: str) -> subprocess.CompletedProcess:
-    """Return the example in a process of its own (same ROS domain as the test's node), Fast DDS's lines left out."""
-    done = subprocess.run([sys.executable, str(EXAMPLE), *args], capture_output=True, text=True, timeout=120,
-                          env=dict(os.environ))
-    done.stdout, done.stderr = without_middleware_lines(done.stdout), without_middleware_lines(done.stderr)
-    # An interpreter that aborts at exit prints this and exits 134, whatever the goal did.
-    assert "terminate called" not in done.stderr and "Traceback" not in done.stderr, done.stderr
-    return done
-
-
 def test_script_prints_the_press_point_and_exits_0(live_node):
-    done = _run_script("the whole mug, please", "--namespace", "/arm_camera", "--request-id", "grasp-50")
+    done = run_planner_script("the whole mug, please", "--namespace", "/arm_camera", "--request-id", "grasp-50")
     assert done.returncode == 0, done.stdout + done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "request grasp-50: succeeded"
@@ -188,7 +113,8 @@ def test_script_prints_the_press_point_and_exits_0(live_node):
 
 
 def test_script_brief_prints_labels_and_press_points_only(live_node):
-    done = _run_script("the whole mug, please", "--namespace", "/arm_camera", "--request-id", "grasp-51", "--brief")
+    done = run_planner_script("the whole mug, please", "--namespace", "/arm_camera", "--request-id", "grasp-51",
+                              "--brief")
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.splitlines() == [
         "request grasp-51: succeeded",
@@ -200,8 +126,8 @@ def test_script_brief_prints_labels_and_press_points_only(live_node):
 def test_script_cancel_is_a_clean_exit_0(live_node):
     _node, _client, seg = live_node
     seg.hold.clear()  # generation never ends by itself: only the cancel ends the goal
-    done = _run_script("the whole mug, please", "--namespace", "/arm_camera", "--request-id", "grasp-52",
-                       "--cancel-after", "0.5")
+    done = run_planner_script("the whole mug, please", "--namespace", "/arm_camera", "--request-id", "grasp-52",
+                              "--cancel-after", "0.5")
     assert done.returncode == 0, done.stdout + done.stderr
     first = done.stdout.splitlines()[0]
     assert first.startswith("request grasp-52: canceled (cancelled"), done.stdout
@@ -209,7 +135,7 @@ def test_script_cancel_is_a_clean_exit_0(live_node):
 
 
 def test_script_without_an_action_server_says_so_and_exits_0():
-    done = _run_script("the mug", "--namespace", "/nobody_serves_here", "--timeout", "2")
+    done = run_planner_script("the mug", "--namespace", "/nobody_serves_here", "--timeout", "2")
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout == ""
     assert done.stderr.splitlines() == ["no action server /nobody_serves_here/segment within 2 s"], done.stderr

@@ -25,15 +25,16 @@ from __future__ import annotations
 
 import uuid
 
-from node_harness import spinning
+from fake_models import SlowBoxes
+from node_harness import give_a_frame_with_depth, planner_node, spinning
+from node_process import run_planner_script
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation
-from test_planner_example import _give_a_frame_with_depth, _planner_node, _run_script, SlowBoxes
 
 pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
-OPTICAL = "fuzz_camera"  # the frame of node_harness's images and test_node_robot's depth
+OPTICAL = "fuzz_camera"  # node_harness.FRAME: the frame of its images and depth
 # The camera 1.2 m above base_link, looking ahead and 20 deg down (optical: z forward, y down).
 IN_BASE = ((0.1, 0.0, 1.2), (Rotation.from_euler("y", 20, degrees=True)
                              * Rotation.from_euler("ZYX", [-90, 0, -90], degrees=True)).as_quat())
@@ -49,7 +50,7 @@ def node_in_base(ros_context):
     suffix = uuid.uuid4().hex[:8]
     namespace, base = f"/arm_camera_{suffix}", f"base_link_{suffix}"
     seg = SlowBoxes()
-    node = _planner_node(ros_context, seg, namespace, target_frame=base, tf_timeout=5.0)
+    node = planner_node(ros_context, seg, namespace, target_frame=base, tf_timeout=5.0)
     tf_node = Node(f"camera_mount_{suffix}", context=ros_context)
     mount = TransformStamped()
     mount.header.frame_id, mount.child_frame_id = base, OPTICAL
@@ -59,7 +60,7 @@ def node_in_base(ros_context):
     broadcaster.sendTransform(mount)
     try:
         with spinning(ros_context, node, tf_node, threads=8):
-            _give_a_frame_with_depth(node)
+            give_a_frame_with_depth(node)
             yield namespace, base, node
     finally:
         tf_node.destroy_node()
@@ -68,8 +69,8 @@ def node_in_base(ros_context):
 
 def test_the_script_prints_press_point_and_approach_in_base_link(node_in_base):
     namespace, base, _node = node_in_base
-    done = _run_script("the whole mug, please", "--namespace", namespace, "--request-id", "in-base",
-                       "--brief", "--frame", base)
+    done = run_planner_script("the whole mug, please", "--namespace", namespace, "--request-id", "in-base",
+                              "--brief", "--frame", base)
     assert done.returncode == 0, done.stdout + done.stderr
     # The optical frame's press point (the 10x8 box's face at 2 m, met head-on; see
     # test_planner_example), moved by the camera's mount.
@@ -89,7 +90,7 @@ def test_the_script_refuses_a_result_in_another_frame(node_in_base):
 
     namespace, base, node = node_in_base
     assert node.set_parameters([Parameter("target_frame", value="")])[0].successful
-    done = _run_script("the whole mug, please", "--namespace", namespace, "--brief", "--frame", base)
+    done = run_planner_script("the whole mug, please", "--namespace", namespace, "--brief", "--frame", base)
     assert done.returncode == 1, done.stdout + done.stderr
     assert done.stderr.strip() == (f"3-D values are in {OPTICAL}, not {base}: the node has no target_frame "
                                    f"(start it with -p target_frame:={base})")

@@ -350,7 +350,7 @@ def test_the_registered_tests_and_what_they_load_run_on_python_3_10():
 
     The same two checks as the product's (test_python_versions).
     """
-    from test_python_versions import syntax_violations, vermin_violations
+    from python_310 import syntax_violations, vermin_violations
 
     files = registered_test_files()
     assert ROOT / "tests" / "tools" / "test_package.py" in files and ROOT / "tests" / "conftest.py" in files
