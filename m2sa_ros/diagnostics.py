@@ -148,6 +148,7 @@ def node_statuses(name: str, cameras: Sequence[Any], worker: Any, *, state: str,
             "tf_failed": snapshot["tf_failed"],
             "tf_last_error": snapshot["tf_last_error"],
             "image_age_ms": image_age_ms(camera, now_ns),
+            "result_subscribers": result_subscribers(camera),
         }
         values.update(depth_values(camera, now_ns, health))
         if several:
@@ -158,6 +159,18 @@ def node_statuses(name: str, cameras: Sequence[Any], worker: Any, *, state: str,
             values.update({f"cache_{k}": v for k, v in cache.items()})
         statuses.append((f"{name} ({camera.name})" if several else name, level, message, values))
     return statuses
+
+
+def result_subscribers(camera: Any) -> int:
+    """
+    Return how many subscriptions the camera's result publisher has matched (0 while it has none).
+
+    Matched by this node's own publisher, not merely seen in the graph: a reader started a
+    moment before a command (``ros2 topic echo``) gets the result only once this counts it,
+    since each pair of participants discovers the other on its own.
+    """
+    publisher = getattr(camera, "result_pub", None)
+    return int(publisher.get_subscription_count()) if publisher is not None else 0
 
 
 def image_age_ms(camera: Any, now_ns: int) -> float | str:

@@ -23,6 +23,9 @@ adding that handler raises ``InvalidHandle`` out of ``Executor.spin``. The faile
 has released everything it entered and the executor builds a fresh wait set on the next
 call, from which the destroyed entity is gone; so spinning again is the whole recovery.
 Left alone, the exception ends the spin thread and the node goes deaf.
+
+One more race ends the spin instead: a MultiThreadedExecutor shut down from another
+thread while it hands a ready entity to its thread pool (see ``_shut_down_under_it``).
 """
 
 from __future__ import annotations
@@ -51,3 +54,19 @@ def spin_through_destroyed_entities(executor: Executor,
             races += 1
             if on_race is not None:
                 on_race(exc)
+        except RuntimeError as exc:
+            if not _shut_down_under_it(executor, exc):
+                raise
+            return races
+
+
+def _shut_down_under_it(executor: Executor, exc: RuntimeError) -> bool:
+    """
+    Whether ``exc`` is MultiThreadedExecutor's pool refusing work because the executor was shut down.
+
+    ``shutdown()`` from another thread (the node's stop) closes the thread pool while a
+    ``spin_once`` that already took a ready entity is about to hand it over; the pool then
+    raises instead of the spin returning. The executor is done either way, so the spin ends
+    as a shutdown would end it, without a traceback in the node's output.
+    """
+    return "after shutdown" in str(exc) and bool(getattr(executor, "_is_shutdown", False))

@@ -174,6 +174,12 @@ def test_diagnostics_count_bound_missing_refused_frames_with_the_last_reason_and
     values = rig.status(depth_bound=0, depth_missing=0, depth_refused=0, depth_last_state="none")
     assert values["depth_age_ms"] == "none received" and values["camera_info_age_ms"] == "none received"
     assert values["image_age_ms"] == "none received"  # what "no image yet" answers are read against
+    # The rig's result collector, matched by the node's own publisher; a second reader counts too.
+    assert values["result_subscribers"] == "1"
+    from m2sa_ros.msg import SegmentationResult
+
+    rig.graph.collect(SegmentationResult, "result")
+    rig.status(result_subscribers=2)
 
     assert rig.good().has_centroid
     assert rig.good().has_centroid

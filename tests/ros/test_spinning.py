@@ -121,3 +121,49 @@ def test_the_node_and_the_test_graph_spin_through_the_race():
     from node_harness import Graph
 
     assert "spin_through_destroyed_entities" in inspect.getsource(Graph)
+
+
+def _shut_down_at_hand_over(executor) -> None:
+    """Shut ``executor`` down the moment it hands a ready callback to its pool, as a stop from another thread can."""
+    from rclpy.executors import Executor
+
+    pool = executor._executor
+    submit = pool.submit
+
+    def shut_down_first(*args, **kwargs):
+        pool.submit = submit
+        Executor.shutdown(executor, timeout_sec=0)  # what MultiThreadedExecutor.shutdown does first,
+        pool.shutdown(wait=False)  # then its pool: here between taking the callback and handing it over
+        return submit(*args, **kwargs)
+
+    pool.submit = shut_down_first
+
+
+def test_a_shutdown_while_a_callback_is_handed_over_ends_the_spin_quietly(ros_context):
+    import rclpy
+    from rclpy.executors import MultiThreadedExecutor
+
+    from m2sa_ros.executor_spin import spin_through_destroyed_entities
+
+    def ticking(name: str):
+        node = rclpy.create_node(name, context=ros_context)
+        node.create_timer(0.01, lambda: None)
+        executor = MultiThreadedExecutor(num_threads=2, context=ros_context)
+        executor.add_node(node)
+        _shut_down_at_hand_over(executor)
+        return node, executor
+
+    plain_node, plain = ticking("spin_shutdown_plain")
+    node, executor = ticking("spin_shutdown")
+    try:
+        with pytest.raises(RuntimeError, match="after shutdown"):
+            plain.spin()  # rclpy's own spin: the race this guards against
+        outcome: list = []
+        thread = threading.Thread(target=lambda: outcome.append(spin_through_destroyed_entities(executor)))
+        thread.start()
+        thread.join(30)
+        assert not thread.is_alive() and outcome == [0]
+    finally:
+        for each, its_executor in ((plain_node, plain), (node, executor)):
+            its_executor.shutdown()
+            each.destroy_node()

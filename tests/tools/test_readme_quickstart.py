@@ -186,9 +186,11 @@ def _wait_for_frames(ros_context, node_terminal: Terminal, reader: Terminal) -> 
 
     seen: list[object] = []
     node_says: list[str] = []
+    readers: list[str] = []
 
     def image_age(msg) -> None:
         node_says.extend(kv.value for status in msg.status for kv in status.values if kv.key == "image_age_ms")
+        readers.extend(kv.value for status in msg.status for kv in status.values if kv.key == "result_subscribers")
 
     watcher = Node("quick_start_watcher", context=ros_context)
     watcher.create_subscription(Image, "/image", seen.append, qos_profile_sensor_data)
@@ -204,8 +206,10 @@ def _wait_for_frames(ros_context, node_terminal: Terminal, reader: Terminal) -> 
             # as the README tells a person whose command ended "no image yet".
             wait_until(lambda: node_says and node_says[-1] != "none received", 60,
                        f"the node's /diagnostics to show an image (image_age_ms {node_says[-1:]})")
-            wait_until(lambda: watcher.count_subscribers("/result") >= 1, 60,
-                       f"the answer reader to subscribe:\n{reader.output}")
+            # The reader in the graph is not yet the reader the node's publisher has matched
+            # (each pair of participants discovers the other on its own): the node says so.
+            wait_until(lambda: readers and int(readers[-1]) >= 1, 60,
+                       f"the node's result publisher to match the answer reader:\n{reader.output}")
     finally:
         watcher.destroy_node()
     assert node_terminal.proc.poll() is None, node_terminal.output
