@@ -301,10 +301,22 @@ class ChildProcess:
         return self.exit_code
 
     def kill(self) -> None:
-        """SIGKILL the process (its whole session, when it has one) and release the output."""
+        """
+        SIGKILL the process (its whole session, when it has one) and release the output.
+
+        A session's members are killed even when its leader has already ended: a
+        ``ros2 launch`` killed or crashed leaves its nodes running otherwise, and they would
+        answer in the next test's DDS domain.
+        """
+        if self.proc is not None and self.start_new_session:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except OSError:  # the whole group is gone
+                pass
         if self.alive():
             assert self.proc is not None
             self._kill_now()
+        if self.proc is not None:
             self.proc.wait()
         self._release()
 

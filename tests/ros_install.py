@@ -174,11 +174,13 @@ class LaunchProcess(ChildProcess):
     terminal turns into SIGINT for the whole foreground process group (launch and the
     node); :meth:`kill` ends that whole session. Without it, output goes through a pipe
     and :meth:`ctrl_c` sends SIGINT to launch alone, as a service manager or ``kill -INT``
-    does.
+    does. Either way it leads a session of its own, so that :meth:`kill` takes the nodes
+    launch started along, even after launch itself has gone.
     """
 
     def __init__(self, argv: list[str], env: dict[str, str], terminal: bool = False) -> None:
-        super().__init__(argv, env=env, terminal=terminal, collect=True, stdin=subprocess.DEVNULL)
+        super().__init__(argv, env=env, terminal=terminal, collect=True, stdin=subprocess.DEVNULL,
+                         start_new_session=True)
         self.start()
 
     def ctrl_c(self) -> None:

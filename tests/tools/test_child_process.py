@@ -36,14 +36,14 @@ def _python(code: str) -> list[str]:
     return [sys.executable, "-c", code]
 
 
-READY = _python("print('ready', flush=True); import time; time.sleep(30)")
+READY = _python("print('ready', flush=True); import time; time.sleep(600)")
 # Exits 0 on SIGINT, as the node does, saying so.
 POLITE = _python("import signal, sys, time\n"
                  "def bye(*_):\n    print('got SIGINT', flush=True)\n    sys.exit(0)\n"
-                 "signal.signal(signal.SIGINT, bye)\nprint('ready', flush=True)\ntime.sleep(30)")
+                 "signal.signal(signal.SIGINT, bye)\nprint('ready', flush=True)\ntime.sleep(600)")
 # A node that hangs: SIGINT does nothing.
 STUBBORN = _python("import signal, time\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\n"
-                   "print('ready', flush=True)\ntime.sleep(30)")
+                   "print('ready', flush=True)\ntime.sleep(600)")
 
 
 @pytest.fixture
@@ -72,7 +72,7 @@ def test_a_child_not_started_says_so_without_starting_anything():
 @pytest.mark.integration
 def test_wait_for_line_returns_the_line_once_printed(children):
     child = _start(children, _python("print('loading', flush=True); print('active: listening on /image', "
-                                     "flush=True); import time; time.sleep(30)"))
+                                     "flush=True); import time; time.sleep(600)"))
     assert child.wait_for_line("listening", timeout=60) == "active: listening on /image\n"
     assert child.alive() and child.exit_code is None
     assert child.lines[0] == "loading\n"
@@ -96,7 +96,7 @@ def test_wait_for_line_fails_at_once_with_the_output_when_the_process_exits_firs
 def test_the_exit_ends_the_wait_even_while_a_grandchild_holds_the_output(children):
     """Launch's nodes inherit its output: the pipe stays open after launch exits."""
     child = _start(children, _python("import subprocess, sys\n"
-                                     "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+                                     "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
                                      "print('grandchild', g.pid, flush=True)"))
     grandchild = int(child.wait_for_line("grandchild", 60).split()[1])
     try:
@@ -135,7 +135,7 @@ def test_stop_kills_a_process_that_ignores_ctrl_c_after_the_timeout(children):
 def test_a_log_file_alone_is_written_by_the_child_and_read_back(children, tmp_path):
     log = tmp_path / "logs" / "node.log"  # its folder is made
     child = _start(children, _python("for i in range(5): print('line', i, flush=True)\n"
-                                     "print('ready', flush=True)\nimport time; time.sleep(30)"),
+                                     "print('ready', flush=True)\nimport time; time.sleep(600)"),
                    log_path=log)
     assert not child.collect and child.lines == []
     assert child.wait_for_line("ready", 60) == "ready\n"  # read from the file
@@ -177,7 +177,7 @@ def test_a_deferred_exception_during_stop_waits_for_the_child_and_comes_after(ch
     """The bag tools' second Ctrl-C or SIGTERM must not leave the node running."""
     slow_to_stop = _python("import signal, sys, time\n"
                            "def bye(*_):\n    print('stopping', flush=True)\n    time.sleep(1.0)\n    sys.exit(0)\n"
-                           "signal.signal(signal.SIGINT, bye)\nprint('ready', flush=True)\ntime.sleep(30)")
+                           "signal.signal(signal.SIGINT, bye)\nprint('ready', flush=True)\ntime.sleep(600)")
     child = Patient(slow_to_stop)
     children.append(child)
     child.start()
@@ -204,7 +204,7 @@ def test_on_a_terminal_ctrl_c_is_typed_and_reaches_the_child(children):
                                      "def bye(*_):\n    print('got SIGINT', flush=True)\n    sys.exit(0)\n"
                                      "signal.signal(signal.SIGINT, bye)\n"
                                      "print('tty', sys.stdin.isatty(), sys.stdout.isatty(), flush=True)\n"
-                                     "time.sleep(30)"),
+                                     "time.sleep(600)"),
                    terminal=True)
     assert child.wait_for_line("tty", 60) == "tty True True\n"  # the terminal's CR LF read as LF
     child.interrupt()
@@ -215,11 +215,25 @@ def test_on_a_terminal_ctrl_c_is_typed_and_reaches_the_child(children):
 @pytest.mark.integration
 def test_kill_ends_a_session_with_what_it_started(children):
     child = _start(children, _python("import subprocess, sys, time\n"
-                                     "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
-                                     "print('grandchild', g.pid, flush=True)\ntime.sleep(60)"),
+                                     "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+                                     "print('grandchild', g.pid, flush=True)\ntime.sleep(600)"),
                    start_new_session=True)
     grandchild = psutil.Process(int(child.wait_for_line("grandchild", 60).split()[1]))
     child.kill()
     assert child.exit_code == -signal.SIGKILL
     wait_until(lambda: not grandchild.is_running() or grandchild.status() == psutil.STATUS_ZOMBIE, 30,
                "the grandchild to be killed with its session")
+
+
+@pytest.mark.integration
+def test_kill_ends_what_a_session_started_after_its_leader_is_gone(children):
+    """A crashed or killed ``ros2 launch`` must not leave its nodes running into the next test."""
+    child = _start(children, _python("import subprocess, sys\n"
+                                     "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+                                     "print('grandchild', g.pid, flush=True)"),
+                   start_new_session=True)
+    grandchild = psutil.Process(int(child.wait_for_line("grandchild", 60).split()[1]))
+    assert child.wait(60) == 0 and grandchild.is_running()  # the leader ended, what it started runs on
+    child.kill()
+    wait_until(lambda: not grandchild.is_running() or grandchild.status() == psutil.STATUS_ZOMBIE, 30,
+               "the orphaned grandchild to be killed with its session")
