@@ -308,14 +308,9 @@ class ChildProcess:
         ``ros2 launch`` killed or crashed leaves its nodes running otherwise, and they would
         answer in the next test's DDS domain.
         """
-        if self.proc is not None and self.start_new_session:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-            except OSError:  # the whole group is gone
-                pass
-        if self.alive():
+        if not self._kill_session() and self.alive():
             assert self.proc is not None
-            self._kill_now()
+            self.proc.kill()
         if self.proc is not None:
             self.proc.wait()
         self._release()
@@ -323,13 +318,18 @@ class ChildProcess:
     def _kill_now(self) -> None:
         """SIGKILL; a process leading a session of its own takes its group along, so nothing it started stays."""
         assert self.proc is not None
-        if self.start_new_session:
-            try:
-                os.killpg(self.proc.pid, signal.SIGKILL)
-                return
-            except OSError:  # the group is gone, or was never formed: the process alone
-                pass
-        self.proc.kill()
+        if not self._kill_session():
+            self.proc.kill()
+
+    def _kill_session(self) -> bool:
+        """SIGKILL the process's session, whether its leader still runs or not; False when it has none left."""
+        if self.proc is None or not self.start_new_session:
+            return False
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            return True
+        except OSError:  # the group is gone, or was never formed
+            return False
 
     def _release(self) -> None:
         """Once the process has ended: let the reader finish, then close the log, the pipe and the terminal."""

@@ -92,18 +92,28 @@ def test_wait_for_line_fails_at_once_with_the_output_when_the_process_exits_firs
     assert isinstance(failed.value, AssertionError)  # a test that waits fails as an assertion does
 
 
+def _with_a_grandchild(children, leader_stays: bool, **options) -> tuple[ChildProcess, psutil.Process]:
+    """Start a child that starts a long-lived grandchild (as launch starts a node) and stays or ends."""
+    child = _start(children, _python("import subprocess, sys, time\n"
+                                     "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
+                                     "print('grandchild', g.pid, flush=True)\n"
+                                     + ("time.sleep(600)" if leader_stays else "")), **options)
+    return child, psutil.Process(int(child.wait_for_line("grandchild", 60).split()[1]))
+
+
+def _gone(process: psutil.Process) -> bool:
+    return not process.is_running() or process.status() == psutil.STATUS_ZOMBIE
+
+
 @pytest.mark.integration
 def test_the_exit_ends_the_wait_even_while_a_grandchild_holds_the_output(children):
     """Launch's nodes inherit its output: the pipe stays open after launch exits."""
-    child = _start(children, _python("import subprocess, sys\n"
-                                     "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
-                                     "print('grandchild', g.pid, flush=True)"))
-    grandchild = int(child.wait_for_line("grandchild", 60).split()[1])
+    child, grandchild = _with_a_grandchild(children, leader_stays=False)
     try:
         with pytest.raises(LineNotPrinted, match=r"exited \(0\) before printing 'never'"):
             child.wait_for_line("never", timeout=300)
     finally:
-        os.kill(grandchild, signal.SIGKILL)
+        grandchild.kill()
 
 
 @pytest.mark.integration
@@ -214,26 +224,16 @@ def test_on_a_terminal_ctrl_c_is_typed_and_reaches_the_child(children):
 
 @pytest.mark.integration
 def test_kill_ends_a_session_with_what_it_started(children):
-    child = _start(children, _python("import subprocess, sys, time\n"
-                                     "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
-                                     "print('grandchild', g.pid, flush=True)\ntime.sleep(600)"),
-                   start_new_session=True)
-    grandchild = psutil.Process(int(child.wait_for_line("grandchild", 60).split()[1]))
+    child, grandchild = _with_a_grandchild(children, leader_stays=True, start_new_session=True)
     child.kill()
     assert child.exit_code == -signal.SIGKILL
-    wait_until(lambda: not grandchild.is_running() or grandchild.status() == psutil.STATUS_ZOMBIE, 30,
-               "the grandchild to be killed with its session")
+    wait_until(lambda: _gone(grandchild), 30, "the grandchild to be killed with its session")
 
 
 @pytest.mark.integration
 def test_kill_ends_what_a_session_started_after_its_leader_is_gone(children):
     """A crashed or killed ``ros2 launch`` must not leave its nodes running into the next test."""
-    child = _start(children, _python("import subprocess, sys\n"
-                                     "g = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(600)'])\n"
-                                     "print('grandchild', g.pid, flush=True)"),
-                   start_new_session=True)
-    grandchild = psutil.Process(int(child.wait_for_line("grandchild", 60).split()[1]))
+    child, grandchild = _with_a_grandchild(children, leader_stays=False, start_new_session=True)
     assert child.wait(60) == 0 and grandchild.is_running()  # the leader ended, what it started runs on
     child.kill()
-    wait_until(lambda: not grandchild.is_running() or grandchild.status() == psutil.STATUS_ZOMBIE, 30,
-               "the orphaned grandchild to be killed with its session")
+    wait_until(lambda: _gone(grandchild), 30, "the orphaned grandchild to be killed with its session")
