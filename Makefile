@@ -23,6 +23,11 @@ else
 endif
 # The tests and the bag tools read it (the rosbags typestore follows the distribution).
 export ROS_DISTRO
+# Bytecode is cached: a shell that sets PYTHONDONTWRITEBYTECODE (CI images often do) would
+# make every one of the suite's Python processes (pytest's workers, each node, training
+# run and tool they start) compile the project's modules, and pytest rewrite every test
+# module, again (docs/TESTING.md, "Where the time goes").
+unexport PYTHONDONTWRITEBYTECODE
 PY := $(VENV)/bin/python
 PYTEST_ARGS ?= --durations=20  # the slowest twenty in every run's log (docs/TESTING.md, "Where the time goes")
 

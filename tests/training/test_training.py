@@ -13,7 +13,9 @@
 # limitations under the License.
 
 """
-Training runs that users rely on: resume after kill -9, DDP equivalence, sharded eval.
+Training runs that users rely on: a damaged checkpoint, DDP and FSDP equivalence, sharded eval.
+
+Resuming after kill -9 is test_training_kills.py's (three kills at random moments).
 
 All on the tiny preset and a small synthetic world, on CPU. The runs are real
 subprocesses of the real entry points (``python -m training.train``, ``torchrun``).
@@ -25,10 +27,8 @@ import csv
 import json
 import os
 from pathlib import Path
-import signal
 import subprocess
 import sys
-import time
 
 import numpy as np
 import pytest
@@ -82,34 +82,6 @@ def _losses(run: Path) -> list[float]:
         return [float(row["loss"]) for row in csv.DictReader(f)]
 
 
-def test_killed_run_resumes_to_the_same_parameters(tmp_path, synth):
-    config, straight = _config(tmp_path, synth, "straight")
-    done = _train(config, straight)
-    assert done.returncode == 0, done.stderr[-3000:]
-
-    config, interrupted = _config(tmp_path, synth, "interrupted")
-    cmd = [sys.executable, "-m", "training.train", "--config", str(config), *interrupted]
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    ckpt_root = tmp_path / "interrupted" / "checkpoints"
-    deadline = time.monotonic() + 240
-    while not list_checkpoints(ckpt_root) and time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
-    assert proc.returncode == -signal.SIGKILL, "the run finished before it could be killed"
-    assert not (tmp_path / "interrupted" / "final").exists()
-    killed_at = latest_intact_checkpoint(ckpt_root)
-    assert killed_at is not None and killed_at.name < "step_00000006"
-
-    resumed = _train(config, interrupted, "--resume")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
-    assert "resumed from" in resumed.stdout
-    a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "interrupted")
-    assert a.keys() == b.keys()
-    for key in a:
-        assert torch.equal(a[key], b[key]), f"{key} differs after resume"
-
-
 def test_truncated_checkpoint_is_detected_and_the_previous_one_used(tmp_path, synth):
     config, overrides = _config(tmp_path, synth, "trunc", max_steps=4)
     assert _train(config, overrides).returncode == 0
@@ -120,17 +92,27 @@ def test_truncated_checkpoint_is_detected_and_the_previous_one_used(tmp_path, sy
     assert latest_intact_checkpoint(root) == list_checkpoints(root)[-2]
 
 
-def _single_and_two_ranks(tmp_path: Path, synth: Path, name: str, port_base: int, *extra: str) -> None:
+@pytest.fixture(scope="module")
+def single(tmp_path_factory, synth) -> Path:
     """
-    One process with a batch of 2, then 2 torchrun ranks with 1 sample each (the same samples).
+    One process with a batch of 2 for 3 steps: the run the DDP and FSDP ranks must each reproduce.
+
+    Returns the run's folder.
+    """
+    tmp = tmp_path_factory.mktemp("single_process")
+    config, overrides = _config(tmp, synth, "single", max_steps=3, batch_size=2, grad_accum=1)
+    run = _train(config, overrides)
+    assert run.returncode == 0, run.stderr[-3000:]
+    return tmp / "single"
+
+
+def _two_ranks(tmp_path: Path, synth: Path, name: str, port_base: int, *extra: str) -> None:
+    """
+    2 torchrun ranks with 1 sample each, the samples of the ``single`` run's batches of 2.
 
     The samples' answers differ in length, so the ranks match only if each rank's loss
     terms count by its share of the step's answer tokens and masks (training.train.step_loss).
     """
-    config, single = _config(tmp_path, synth, "single", max_steps=3, batch_size=2, grad_accum=1)
-    run = _train(config, single)
-    assert run.returncode == 0, run.stderr[-3000:]
-
     config, ranks = _config(tmp_path, synth, name, max_steps=3, batch_size=1, grad_accum=1)
     cmd = [str(TORCHRUN), "--nproc-per-node", "2", "--master-port", str(port_base + os.getpid() % 1000),
            "-m", "training.train", "--config", str(config), *ranks, *extra]
@@ -138,13 +120,13 @@ def _single_and_two_ranks(tmp_path: Path, synth: Path, name: str, port_base: int
     assert run.returncode == 0, run.stderr[-3000:]
 
 
-def test_two_process_ddp_matches_single_process_on_the_same_global_batch(tmp_path, synth):
-    _single_and_two_ranks(tmp_path, synth, "ddp", 29500)
+def test_two_process_ddp_matches_single_process_on_the_same_global_batch(tmp_path, synth, single):
+    _two_ranks(tmp_path, synth, "ddp", 29500)
 
     fingerprints = json.loads((tmp_path / "ddp" / "final" / "rank_fingerprints.json").read_text())
     assert len(fingerprints) == 2 and fingerprints[0] == fingerprints[1], "ranks diverged"
-    assert _losses(tmp_path / "single") == pytest.approx(_losses(tmp_path / "ddp"), rel=1e-4, abs=1e-5)
-    a, b = _weights(tmp_path / "single"), _weights(tmp_path / "ddp")
+    assert _losses(single) == pytest.approx(_losses(tmp_path / "ddp"), rel=1e-4, abs=1e-5)
+    a, b = _weights(single), _weights(tmp_path / "ddp")
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-5, msg=f"{key} differs")
 
@@ -173,15 +155,15 @@ def test_two_ranks_stopped_and_resumed_reach_the_weights_of_an_uninterrupted_two
         torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-7, msg=f"{key} differs after resume")
 
 
-def test_two_process_fsdp_matches_single_process_and_saves_full_weights(tmp_path, synth):
+def test_two_process_fsdp_matches_single_process_and_saves_full_weights(tmp_path, synth, single):
     """FSDP2 (sharded parameters and optimizer state) trains what one process trains."""
-    _single_and_two_ranks(tmp_path, synth, "fsdp", 31500, "strategy=fsdp")
+    _two_ranks(tmp_path, synth, "fsdp", 31500, "strategy=fsdp")
 
     # The checkpoint at step 2 holds full, unsharded tensors gathered from both ranks.
     saved = load_file(str(list_checkpoints(tmp_path / "fsdp" / "checkpoints")[0] / "trainables.safetensors"))
-    single_model = _weights(tmp_path / "single")
+    single_model = _weights(single)
     assert saved and all(saved[k].shape == single_model[k].shape for k in saved)
-    assert _losses(tmp_path / "single") == pytest.approx(_losses(tmp_path / "fsdp"), rel=1e-4, abs=1e-5)
+    assert _losses(single) == pytest.approx(_losses(tmp_path / "fsdp"), rel=1e-4, abs=1e-5)
     a, b = single_model, _weights(tmp_path / "fsdp")
     assert a.keys() == b.keys()
     for key in a:

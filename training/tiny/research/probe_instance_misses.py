@@ -17,17 +17,18 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from m2sa_core.data.builder import SampleBuilder
-from m2sa_core.inference import Segmenter
-from m2sa_core.evaluation.metrics import mask_iou
-from training.config import DataSourceConfig
-from training.evaluate import teacher_forced_predictions
-from training.sources import EmptySourceError, open_source
+if TYPE_CHECKING:
+    from m2sa_core.inference import Segmenter
 
 
 def misses(segmenter: Segmenter, records, below: float) -> tuple[list[dict], int]:
     """(one entry per target under ``below``, the number of targets scored)."""
+    from m2sa_core.data.builder import SampleBuilder
+    from m2sa_core.evaluation.metrics import mask_iou
+    from training.evaluate import teacher_forced_predictions
+
     builder = SampleBuilder.for_model(segmenter.tokenizer, segmenter.model.config, evaluation=True)
     found, scored = [], 0
     for record in records:
@@ -60,6 +61,11 @@ def main(argv: list[str] | None = None) -> int:
         if not path.exists():
             print(f"probe_instance_misses: {path} does not exist", file=sys.stderr)
             return 2
+    # The model stack is imported once the arguments hold: a wrong path is told in a moment.
+    from m2sa_core.inference import Segmenter
+    from training.config import DataSourceConfig
+    from training.sources import EmptySourceError, open_source
+
     try:
         records = open_source(DataSourceConfig(kind="synthetic", path=args.data, image_root=args.image_root,
                                                families=args.family)).items
