@@ -82,8 +82,11 @@ $(VENV)/.ros-src-stamp: $(VENV)/.ros-stamp scripts/build_ros_src.sh
 # The test files are spread over the cores by pytest-xdist, a whole file to a worker (its
 # module fixtures, such as one node for all its tests, are built once); each worker takes a
 # DDS domain of its own (tests/conftest.py). TEST_WORKERS=0 runs everything in one process.
+# The files go out in the collection's order, which puts the slow ones first (tests/conftest.py);
+# xdist's default re-sorts them by their number of tests, which left a 60 s file of one test to
+# start last while the other worker sat idle.
 TEST_WORKERS ?= auto
-XDIST := -n $(TEST_WORKERS) --dist loadfile
+XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: setup
 	$(PY) -m pytest $(XDIST) $(PYTEST_ARGS)

@@ -480,42 +480,54 @@ def test_phrase_exposure_shows_the_twins_balance_a_phrasings_words(world, tmp_pa
     assert complete > 0 and visible > 0
 
 
-@pytest.mark.integration
-def test_probe_view_wording_asks_every_variant_about_the_same_objects(world):
+def _research_script(script: str, *args: str, capsys, monkeypatch) -> tuple[int, list[str], str]:
+    """
+    ``python training/tiny/research/<script> <args>`` from the repository, run in this process.
+
+    The script runs as ``__main__`` with its own argv, as the command line runs it; in
+    this process the model stack is already imported, which a child process would spend
+    seconds doing again. Returns (exit status, stdout lines, stderr).
+    """
+    import runpy
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    path = root / "training" / "tiny" / "research" / script
+    monkeypatch.chdir(root)
+    monkeypatch.setattr(sys, "argv", [str(path), *args])
+    code = 0
+    try:
+        runpy.run_path(str(path), run_name="__main__")
+    except SystemExit as stop:
+        code = stop.code or 0
+    out, err = capsys.readouterr()
+    return code, out.splitlines(), err
+
+
+def test_probe_view_wording_asks_every_variant_about_the_same_objects(world, capsys, monkeypatch):
     """
     training/tiny/research/probe_view_wording.py, as run from the repository with the shipped model.
 
     One table row per request, each counted over the same held-out visible requests.
     """
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "training/tiny/research/probe_view_wording.py",
-                          "--model", "models/m2sa-tiny-synth",
-                          "--heldout", str(world), "--images", "1", "--variant", "Mark the {name} in view."],
-                         cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
+    code, out, err = _research_script("probe_view_wording.py", "--model", "models/m2sa-tiny-synth",
+                                      "--heldout", str(world), "--images", "1", "--variant", "Mark the {name} in view.",
+                                      capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0, err
     rows = [line for line in out[2:] if line.startswith("| ")]
     assert len(rows) == 9 and rows[-1].startswith("| Mark the X in view. |")
     assert {row.rsplit("|", 2)[1].split("/")[1].strip() for row in rows} == {"1"}
 
 
-@pytest.mark.integration
-def test_probe_patch_words_scores_the_training_and_val_images_it_is_asked_for(world):
+def test_probe_patch_words_scores_the_training_and_val_images_it_is_asked_for(world, capsys, monkeypatch):
     """
     training/tiny/research/probe_patch_words.py, as run from the repository with the shipped model.
 
     One row per split over the first images asked for, each instance column with its patch count.
     """
-    import re
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "training/tiny/research/probe_patch_words.py",
-                          "--model", "models/m2sa-tiny-synth",
-                          "--world", str(world), "--images", "2"],
-                         cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
+    code, out, err = _research_script("probe_patch_words.py", "--model", "models/m2sa-tiny-synth",
+                                      "--world", str(world), "--images", "2", capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0, err
     rows = {line.split("|")[1].strip(): line for line in out[2:]}
     assert set(rows) == {"train", "val"}
     for row in rows.values():
@@ -525,47 +537,37 @@ def test_probe_patch_words_scores_the_training_and_val_images_it_is_asked_for(wo
         assert first and 0.0 <= float(first[1]) <= 1.0 and int(first[2]) > 0
 
 
-@pytest.mark.integration
-def test_probe_patch_words_also_scores_another_worlds_training_images(world, tmp_path):
+def test_probe_patch_words_also_scores_another_worlds_training_images(world, tmp_path, capsys, monkeypatch):
     """
     ``--also WORLD``: a third row, that world's training images under the first world's candidate words.
 
     The same images under another name score exactly as the train row.
     """
     import shutil
-    import subprocess
-    import sys
 
-    root = Path(__file__).resolve().parents[2]
     other = tmp_path / "other"
     other.mkdir()
     shutil.copy(world / "masks_train.json", other / "masks_train.json")
     (other / "images").symlink_to((world / "images").resolve())
-    out = subprocess.run([sys.executable, "training/tiny/research/probe_patch_words.py",
-                          "--model", "models/m2sa-tiny-synth",
-                          "--world", str(world), "--images", "2", "--also", str(other)],
-                         cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
+    code, out, err = _research_script("probe_patch_words.py", "--model", "models/m2sa-tiny-synth", "--world",
+                                      str(world), "--images", "2", "--also", str(other),
+                                      capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0, err
     rows = {line.split("|")[1].strip(): line.split("|", 2)[2] for line in out[2:]}
     assert set(rows) == {"train", "val", f"train of {other}"}
     assert rows[f"train of {other}"] == rows["train"]
 
 
-@pytest.mark.integration
-def test_probe_patch_words_by_object_accounts_for_every_object_once(world):
+def test_probe_patch_words_by_object_accounts_for_every_object_once(world, capsys, monkeypatch):
     """
     ``--by-object``: one row per (objects of its category, its own number) and split.
 
     Each object counted once, either without a main patch or with at most all of it read.
     """
-    import json
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
-    out = subprocess.run([sys.executable, "training/tiny/research/probe_patch_words.py",
-                          "--model", "models/m2sa-tiny-synth",
-                          "--world", str(world), "--images", "3", "--by-object"],
-                         cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
+    code, out, err = _research_script("probe_patch_words.py", "--model", "models/m2sa-tiny-synth",
+                                      "--world", str(world), "--images", "3", "--by-object",
+                                      capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0, err
     rows = [[c.strip() for c in line.split("|")[1:-1]] for line in out[2:] if line.startswith("| ")]
     for split in ("train", "val"):
         records = json.loads((world / f"masks_{split}.json").read_text())
@@ -599,28 +601,24 @@ def test_lexicon_cuts_held_out_clauses_and_never_composes_one():
         compose(rng, ("Point out the {name}.",), {"{name}": "mug"}, clauses, "the mug")
 
 
-@pytest.mark.slow
-@pytest.mark.integration
-def test_probe_instance_misses_lists_each_target_under_the_threshold_with_its_nearest_other(world):
+def test_probe_instance_misses_lists_each_target_under_the_threshold_with_its_nearest_other(world, capsys,
+                                                                                          monkeypatch):
     """
     training/tiny/research/probe_instance_misses.py, as run from the repository with the shipped model.
 
     Under an IoU of 1.01 every target of the questions asked is listed, once, with the other target of
     its question its mask overlaps most (none for a question of one target).
     """
-    import subprocess
-    import sys
-
-    root = Path(__file__).resolve().parents[2]
     from training.config import DataSourceConfig
     from training.sources import open_source
 
     questions = open_source(DataSourceConfig(kind="synthetic", path=str(world / "MMR_test_part_only.json"),
                                              image_root=str(world / "images"))).items[:3]
-    cmd = [sys.executable, "training/tiny/research/probe_instance_misses.py", "--model", "models/m2sa-tiny-synth",
-           "--data", str(world / "MMR_test_part_only.json"), "--image-root", str(world / "images"),
-           "--questions", "3", "--below", "1.01"]
-    out = subprocess.run(cmd, cwd=root, capture_output=True, text=True, check=True).stdout.splitlines()
+    args = ["--data", str(world / "MMR_test_part_only.json"), "--image-root", str(world / "images"),
+            "--questions", "3", "--below", "1.01"]
+    code, out, err = _research_script("probe_instance_misses.py", "--model", "models/m2sa-tiny-synth", *args,
+                                      capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 0, err
     rows = [line.split(" | ") for line in out if line.startswith("| ") and not line.startswith("| question")]
     expected = [(q.question, len(q.targets)) for q in questions for _ in q.targets]
     assert len(rows) == len(expected)
@@ -629,16 +627,19 @@ def test_probe_instance_misses_lists_each_target_under_the_threshold_with_its_ne
         assert (row[3] == "no other target |") == (n_targets == 1)
     assert out[0].endswith(f"{len(expected)} of {len(expected)} targets under IoU 1.01 with the answer given")
 
-    missing = subprocess.run(cmd[:2] + ["--model", "no/such/model"] + cmd[4:], cwd=root, capture_output=True, text=True)
-    assert missing.returncode == 2
-    assert missing.stderr.strip().splitlines()[-1] == "probe_instance_misses: no/such/model does not exist"
+    code, _, err = _research_script("probe_instance_misses.py", "--model", "no/such/model", *args,
+                                    capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 2
+    assert err.strip().splitlines()[-1] == "probe_instance_misses: no/such/model does not exist"
 
     broken = world.parent / "no_usable_questions.json"
     broken.write_text('[{"file_name": "000000.png", "height": 8, "width": 8, "questions": ["q"], "answers": []}]')
-    empty = subprocess.run(cmd[:4] + ["--data", str(broken)] + cmd[6:], cwd=root, capture_output=True, text=True)
-    assert empty.returncode == 2 and "Traceback" not in empty.stderr
-    assert empty.stderr.strip().splitlines()[-1].startswith(
+    code, _, err = _research_script("probe_instance_misses.py", "--model", "models/m2sa-tiny-synth", *args,
+                                    "--data", str(broken), capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 2 and "Traceback" not in err
+    assert err.strip().splitlines()[-1].startswith(
         f"probe_instance_misses: data source synthetic: no usable samples in {broken}")
-    other_family = subprocess.run(cmd + ["--family", "object"], cwd=root, capture_output=True, text=True)
-    assert other_family.returncode == 2 and "Traceback" not in other_family.stderr
-    assert "is of the families ['object']" in other_family.stderr.strip().splitlines()[-1]
+    code, _, err = _research_script("probe_instance_misses.py", "--model", "models/m2sa-tiny-synth", *args,
+                                    "--family", "object", capsys=capsys, monkeypatch=monkeypatch)
+    assert code == 2 and "Traceback" not in err
+    assert "is of the families ['object']" in err.strip().splitlines()[-1]
