@@ -601,8 +601,8 @@ def test_lexicon_cuts_held_out_clauses_and_never_composes_one():
         compose(rng, ("Point out the {name}.",), {"{name}": "mug"}, clauses, "the mug")
 
 
-def test_probe_instance_misses_lists_each_target_under_the_threshold_with_its_nearest_other(world, capsys,
-                                                                                          monkeypatch):
+def test_probe_instance_misses_lists_each_target_under_the_threshold_with_its_nearest_other(
+        world, capsys, monkeypatch):
     """
     training/tiny/research/probe_instance_misses.py, as run from the repository with the shipped model.
 
