@@ -106,7 +106,7 @@ def single(tmp_path_factory, synth) -> Path:
     return tmp / "single"
 
 
-def _two_ranks(tmp_path: Path, synth: Path, name: str, port_base: int, *extra: str) -> None:
+def _two_ranks(tmp_path: Path, synth: Path, name: str, port_base: int, *extra: str) -> subprocess.CompletedProcess:
     """
     2 torchrun ranks with 1 sample each, the samples of the ``single`` run's batches of 2.
 
@@ -115,41 +115,44 @@ def _two_ranks(tmp_path: Path, synth: Path, name: str, port_base: int, *extra: s
     """
     config, ranks = _config(tmp_path, synth, name, max_steps=3, batch_size=1, grad_accum=1)
     cmd = [str(TORCHRUN), "--nproc-per-node", "2", "--master-port", str(port_base + os.getpid() % 1000),
-           "-m", "training.train", "--config", str(config), *ranks, *extra]
+           "-m", "training.train", "--config", str(config), *extra, *ranks]
     run = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=400)
     assert run.returncode == 0, run.stderr[-3000:]
+    return run
 
 
-def test_two_process_ddp_matches_single_process_on_the_same_global_batch(tmp_path, synth, single):
-    _two_ranks(tmp_path, synth, "ddp", 29500)
+@pytest.fixture(scope="module")
+def ddp(tmp_path_factory, synth) -> Path:
+    """
+    Two DDP ranks through ``single``'s 3 steps, uninterrupted.
 
-    fingerprints = json.loads((tmp_path / "ddp" / "final" / "rank_fingerprints.json").read_text())
+    The DDP test compares it with ``single``, the resume test a stopped and resumed twin
+    with it. Returns the run's folder.
+    """
+    tmp = tmp_path_factory.mktemp("two_ranks")
+    _two_ranks(tmp, synth, "ddp", 29500)
+    return tmp / "ddp"
+
+
+def test_two_process_ddp_matches_single_process_on_the_same_global_batch(single, ddp):
+    fingerprints = json.loads((ddp / "final" / "rank_fingerprints.json").read_text())
     assert len(fingerprints) == 2 and fingerprints[0] == fingerprints[1], "ranks diverged"
-    assert _losses(single) == pytest.approx(_losses(tmp_path / "ddp"), rel=1e-4, abs=1e-5)
-    a, b = _weights(single), _weights(tmp_path / "ddp")
+    assert _losses(single) == pytest.approx(_losses(ddp), rel=1e-4, abs=1e-5)
+    a, b = _weights(single), _weights(ddp)
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=1e-4, atol=1e-5, msg=f"{key} differs")
 
 
-def test_two_ranks_stopped_and_resumed_reach_the_weights_of_an_uninterrupted_two_rank_run(tmp_path, synth):
+def test_two_ranks_stopped_and_resumed_reach_the_weights_of_an_uninterrupted_two_rank_run(tmp_path, synth, ddp):
     """scripts/train_tiny.sh with RANKS=2 relies on it: run again, a stage goes on from rank 0's checkpoint."""
-    port = 32500 + os.getpid() % 1000  # apart from the FSDP test's 31500 base
-
-    def ranks(name: str, *extra: str) -> subprocess.CompletedProcess:
-        config, overrides = _config(tmp_path, synth, name, max_steps=4, batch_size=1)
-        cmd = [str(TORCHRUN), "--nproc-per-node", "2", "--master-port", str(port), "-m", "training.train",
-               "--config", str(config), *extra, *overrides]
-        return subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=400)
-
-    assert (done := ranks("straight")).returncode == 0, done.stderr[-3000:]
-    assert (stopped := ranks("resumed", "--stop-after", "2")).returncode == 0, stopped.stderr[-3000:]
+    port_base = 32500  # apart from the DDP fixture's 29500 and the FSDP test's 31500
+    _two_ranks(tmp_path, synth, "resumed", port_base, "--stop-after", "2")  # at the checkpoint of step 2
     assert not (tmp_path / "resumed" / "final").exists()
-    resumed = ranks("resumed", "--resume")
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    resumed = _two_ranks(tmp_path, synth, "resumed", port_base, "--resume")
     assert "resumed from" in resumed.stdout
     fingerprints = json.loads((tmp_path / "resumed" / "final" / "rank_fingerprints.json").read_text())
     assert len(fingerprints) == 2 and fingerprints[0] == fingerprints[1], "ranks diverged after resume"
-    a, b = _weights(tmp_path / "straight"), _weights(tmp_path / "resumed")
+    a, b = _weights(ddp), _weights(tmp_path / "resumed")
     assert a.keys() == b.keys()
     for key in a:
         torch.testing.assert_close(a[key], b[key], rtol=1e-6, atol=1e-7, msg=f"{key} differs after resume")
