@@ -34,6 +34,8 @@ import random
 import subprocess
 import sys
 
+from ctrl_c import restore_ctrl_c
+
 # Set by this file when it chose the domain, so that a pytest-xdist worker, which inherits
 # the controller's environment, can tell an inherited choice from the user's own.
 _CHOSEN_HERE = "M2SA_TEST_DOMAIN_CHOSEN"
@@ -55,6 +57,7 @@ def _reserve_domain() -> None:
 
 
 _reserve_domain()
+restore_ctrl_c()  # tests/ctrl_c.py: a suite started in the background still Ctrl-C's its children
 if os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     # The workers share the cores: torch's default of a thread per core in every worker would
     # put several threads on each core and slow every test down.

@@ -237,3 +237,30 @@ def test_kill_ends_what_a_session_started_after_its_leader_is_gone(children):
     assert child.wait(60) == 0 and grandchild.is_running()  # the leader ended, what it started runs on
     child.kill()
     wait_until(lambda: _gone(grandchild), 30, "the orphaned grandchild to be killed with its session")
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("restored", [True, False], ids=["restored", "inherited"])
+def test_a_suite_started_with_ctrl_c_ignored_still_gives_its_children_ctrl_c(restored):
+    """
+    tests/ctrl_c.py in a process started as a script's background job starts it: SIGINT ignored.
+
+    Restored, its child dies of the Ctrl-C it is sent; left as inherited, the child ignores it.
+    """
+    import subprocess
+
+    script = ("import ctrl_c, signal, subprocess, sys\n"
+              f"print(ctrl_c.restore_ctrl_c() if {restored} else 'kept', flush=True)\n"
+              "child = subprocess.Popen([sys.executable, '-c', "
+              "'import time; print(1, flush=True); time.sleep(60)'], stdout=subprocess.PIPE)\n"
+              "child.stdout.readline()\n"
+              "child.send_signal(signal.SIGINT)\n"
+              "try:\n    print(child.wait(timeout=20))\n"
+              "except subprocess.TimeoutExpired:\n    child.kill(); print('ignored')\n")
+    tests = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    out = subprocess.run([sys.executable, "-c", script], env={**os.environ, "PYTHONPATH": tests},
+                         preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    said = out.stdout.split()
+    assert said == (["True", str(-signal.SIGINT)] if restored else ["kept", "ignored"]), out.stdout
