@@ -39,12 +39,14 @@ PyPI) the same node runs as
 
 ``rviz:=true`` writes an RViz config for this launch (rviz/m2sa_perception.rviz with the
 namespace and cameras applied to its topics, and the fixed frame set) and opens rviz2
-with it; the shipped file itself has the topics of a node without namespace.
+with it; the shipped file itself has the topics of a node without namespace. Where rviz2
+is not installed (a headless robot), it says so in one warning and starts the node alone.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 import tempfile
 
@@ -303,8 +305,28 @@ def _node(context, *_args, **_kwargs):
         respawn_delay=respawn_delay,
     )]
     if _flag("rviz", value["rviz"], empty=False):
-        actions.append(_rviz(value, cameras, params_file, overrides))
+        if _installed("rviz2"):
+            actions.append(_rviz(value, cameras, params_file, overrides))
+        else:
+            # rviz2 is a GUI a headless robot need not have, so package.xml does not declare it.
+            import launch.logging
+
+            distro = os.environ.get("ROS_DISTRO", "<distro>")
+            launch.logging.get_logger("perception.launch").warning(
+                f"rviz:=true, but rviz2 is not installed here (sudo apt install ros-{distro}-rviz2): "
+                "the node starts without RViz")
     return actions
+
+
+def _installed(package: str) -> bool:
+    """Say whether the ament index (AMENT_PREFIX_PATH) has ``package``, as ``ros2 run`` would find it."""
+    from ament_index_python.packages import get_package_prefix, PackageNotFoundError
+
+    try:
+        get_package_prefix(package)
+    except (PackageNotFoundError, OSError):  # OSError: no AMENT_PREFIX_PATH at all
+        return False
+    return True
 
 
 def generate_launch_description() -> LaunchDescription:

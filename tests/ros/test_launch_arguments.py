@@ -20,13 +20,15 @@ declared, the OpaqueFunction run in a LaunchContext), and the command line it gi
 node is handed to a real PerceptionNode, so each argument is checked for what it must
 do in the node: the namespace, the parameters read, the log level, the node left
 unconfigured. rviz2 is not on PyPI: for ``rviz:=true`` the rviz2 action and the RViz
-config generated for the launch are checked instead. Starting it all with ``ros2
-launch`` is tests/ros/test_launch_files.py's and the CLI tests' job.
+config generated for the launch are checked instead, with an ament index that lists an
+rviz2 package (``rviz2_installed``), and without one, the warning. Starting it all with
+``ros2 launch`` is tests/ros/test_launch_files.py's and the CLI tests' job.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from typing import Any
 
@@ -47,6 +49,15 @@ def _launch_module() -> Any:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@pytest.fixture
+def rviz2_installed(tmp_path, monkeypatch) -> None:
+    """An install prefix whose ament index lists rviz2, first on AMENT_PREFIX_PATH, as a sourced rviz2 gives."""
+    marker = tmp_path / "rviz2_prefix" / "share" / "ament_index" / "resource_index" / "packages" / "rviz2"
+    marker.parent.mkdir(parents=True)
+    marker.touch()
+    monkeypatch.setenv("AMENT_PREFIX_PATH", f"{tmp_path / 'rviz2_prefix'}:{os.environ.get('AMENT_PREFIX_PATH', '')}")
 
 
 class Launched:
@@ -254,7 +265,7 @@ def test_a_bad_argument_is_one_line_naming_it(arguments, complaint):
         Launched(**arguments)
 
 
-def test_rviz_opens_on_the_namespaces_topics_and_the_configured_fixed_frame():
+def test_rviz_opens_on_the_namespaces_topics_and_the_configured_fixed_frame(rviz2_installed):
     launched = Launched(namespace="front_camera", rviz="true")
     assert (launched.rviz.node_package, launched.rviz.node_executable) == ("rviz2", "rviz2")
     config = launched.rviz_config()
@@ -268,7 +279,7 @@ def test_rviz_opens_on_the_namespaces_topics_and_the_configured_fixed_frame():
         "Visualization Manager"]["Global Options"]["Fixed Frame"] == "base_link"
 
 
-def test_rviz_shows_every_camera_and_follows_the_nodes_target_frame(tmp_path):
+def test_rviz_shows_every_camera_and_follows_the_nodes_target_frame(tmp_path, rviz2_installed):
     params = yaml.safe_load(PARAMS_FILE.read_text())
     params["/**"]["ros__parameters"]["target_frame"] = "base_link"
     params_file = tmp_path / "params.yaml"
@@ -279,6 +290,29 @@ def test_rviz_shows_every_camera_and_follows_the_nodes_target_frame(tmp_path):
         "head: M2SA target points": "/head/target_points", "wrist: M2SA overlay": "/wrist/overlay",
         "wrist: M2SA targets": "/wrist/markers", "wrist: M2SA target points": "/wrist/target_points"}
     assert config["Visualization Manager"]["Global Options"]["Fixed Frame"] == "base_link"
+
+
+def test_without_rviz2_rviz_true_is_one_warning_and_the_node_alone():
+    """A headless robot has no rviz2: the launch says how to get it and starts the node."""
+    import logging
+
+    from ament_index_python.packages import get_package_prefix, PackageNotFoundError
+    import launch.logging
+
+    with pytest.raises((PackageNotFoundError, OSError)):
+        get_package_prefix("rviz2")  # not on PyPI, so never in this venv
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    logger = launch.logging.get_logger("perception.launch")  # what ros2 launch prints on screen
+    logger.addHandler(handler)
+    try:
+        launched = Launched(namespace="front_camera", rviz="true")
+    finally:
+        logger.removeHandler(handler)
+    assert launched.rviz is None and launched.node is not None
+    assert [r.levelno for r in records] == [logging.WARNING], records
+    assert "rviz2 is not installed" in records[0].getMessage() and "apt install ros-" in records[0].getMessage()
 
 
 def test_the_shipped_rviz_config_is_the_node_without_namespace():
