@@ -53,7 +53,7 @@ def _launch_module() -> Any:
 
 @pytest.fixture
 def rviz2_installed(tmp_path, monkeypatch) -> None:
-    """An install prefix whose ament index lists rviz2, first on AMENT_PREFIX_PATH, as a sourced rviz2 gives."""
+    """Put first on AMENT_PREFIX_PATH an install prefix whose ament index lists rviz2, as a sourced rviz2 does."""
     marker = tmp_path / "rviz2_prefix" / "share" / "ament_index" / "resource_index" / "packages" / "rviz2"
     marker.parent.mkdir(parents=True)
     marker.touch()
