@@ -285,6 +285,14 @@ BUGS: tuple[PlantedBug, ...] = (
         "where = (camera, targets[topic]) if camera else (targets[topic],)",
         "where = (targets[topic],)",
         (f"{LAUNCH_ARGUMENTS}::test_a_per_topic_reliability_is_the_qos_override_of_the_topic_the_node_subscribes",)),
+    PlantedBug(
+        "launch-target-frame-dropped", LAUNCH,
+        "target_frame:= is declared but not handed to the node: the node stays in the optical frame",
+        "launch/perception.launch.py",
+        'overrides["target_frame"] = value["target_frame"].strip()',
+        'value["target_frame"].strip()',
+        (f"{LAUNCH_ARGUMENTS}::test_target_frame_tf_timeout_and_max_image_age_reach_the_node",
+         f"{LAUNCH_ARGUMENTS}::test_every_launch_argument_the_docs_show_reaches_the_node")),
     # ------------------------------------------------------------------ CLI tools
     PlantedBug(
         "desk-camera-full-fov-angle", CLI,
