@@ -429,7 +429,8 @@ def test_every_launch_argument_the_docs_show_reaches_the_node(ros_context):
             for name, value in arguments.items():
                 if name in parameters and name != "cameras":
                     spec = parameters[name]
-                    expected = (value.lower() == "true") if isinstance(spec.default, bool) else type(spec.default)(value)
+                    kind = type(spec.default)
+                    expected = value.lower() == "true" if kind is bool else kind(value)
                     assert node.get_parameter(name).value == expected, (where, name)
                 elif name == "cameras":
                     assert list(node.get_parameter("cameras").value) == launched.cameras_of(value), where
