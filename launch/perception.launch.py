@@ -171,8 +171,22 @@ def _topics(value: dict) -> list[tuple[str, str]]:
         ("depth", value["depth_topic"]),
         # image_transport convention: the compressedDepth stream is <depth_topic>/compressedDepth.
         ("depth/compressedDepth", value["depth_topic"].rstrip("/") + "/compressedDepth"),
-        ("camera_info", value["camera_info_topic"]),
+        ("camera_info", _camera_info_target(value["camera_info_topic"], image_topic)),
     ]
+
+
+def _camera_info_target(camera_info_topic: str, image_topic: str) -> str:
+    """
+    Return camera_info_topic, or by default the image topic's sibling ``camera_info``.
+
+    The node reads camera_info from beside its image, as image_transport's CameraSubscriber
+    does (m2sa_ros/transport_names.py); remapping it there by name keeps the per-topic
+    reliability argument on the topic the node reads.
+    """
+    if camera_info_topic != "camera_info":
+        return camera_info_topic
+    parent = image_topic.rstrip("/").rpartition("/")[0]
+    return f"{parent}/camera_info" if parent or image_topic.startswith("/") else "camera_info"
 
 
 def _remappings(value: dict, cameras: list[str]) -> list[tuple[str, str]]:

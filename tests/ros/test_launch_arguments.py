@@ -448,3 +448,22 @@ def test_every_launch_argument_the_docs_show_reaches_the_node(ros_context):
                     assert name in LAUNCH_ONLY, f"{where}: nothing here checks {name}:= in the node"
         finally:
             node.destroy_node()
+
+
+def test_camera_info_follows_the_image_topic_and_its_reliability_argument_with_it(ros_context):
+    """image_topic:= moves camera_info beside the image (image_transport's way), camera_info_reliability:= with it."""
+    from lifecycle_msgs.msg import State
+    from rclpy.qos import ReliabilityPolicy
+
+    launched = Launched(image_topic="/camera/color/image_raw", camera_info_reliability="reliable", autostart="false")
+    node = launched.start(ros_context, BoxSegmenter())
+    try:
+        node.trigger_configure()
+        node.trigger_activate()
+        assert node._state_machine.current_state[0] == State.PRIMARY_STATE_ACTIVE
+        reliability = {sub.topic_name: sub.qos_profile.reliability for sub in node.subscriptions}
+        assert reliability["/camera/color/camera_info"] == ReliabilityPolicy.RELIABLE, sorted(reliability)
+        assert reliability["/camera/color/image_raw"] == ReliabilityPolicy.BEST_EFFORT
+        assert "/camera_info" not in reliability
+    finally:
+        node.close()
