@@ -45,7 +45,7 @@ def transport_topic(base: str, transport: str) -> str:
 
 
 def camera_info_topic(image_topic: str) -> str:
-    """Return the camera_info of a resolved image topic, as image_transport names it: ``/a/image``, ``/a/camera_info``."""
+    """Return the camera_info beside a resolved image topic, as image_transport names it (``/a/camera_info``)."""
     parent = image_topic.rstrip("/").rsplit("/", 1)[0]
     return f"{parent}/camera_info"
 
