@@ -602,7 +602,20 @@ class PerceptionNode(LifecycleNode):
         self._take_frame(msg, image_to_rgb, camera or self._cameras[0], height=msg.height, width=msg.width)
 
     def _on_compressed(self, msg: CompressedImage, camera: Camera | None = None) -> None:
-        self._take_frame(msg, compressed_to_rgb, camera or self._cameras[0])
+        """Keep the frame encoded: it is decoded when a command or a track takes it (latest_frame.py)."""
+        camera = camera or self._cameras[0]
+        topic = self._pipeline.image_topic(camera)
+
+        def decode() -> tuple[Any, str]:
+            try:
+                return compressed_to_rgb(msg, what=topic), ""
+            except Exception as exc:  # noqa: BLE001 - the frame's error, answered to its command
+                error = _conversion_error(exc, topic)
+                self._warn_once(f"image:{camera.name}:{error}", f"bad image: {error}")
+                return None, error
+
+        camera.latest.put_pending(decode, msg.header)
+        self._tracking.schedule(camera)
 
     def _take_frame(self, msg: Any, convert: Callable[..., Any], camera: Camera, **size: int) -> None:
         """Keep the converted image as the camera's latest, or the reason it could not be converted."""
