@@ -92,6 +92,13 @@ BUGS: tuple[PlantedBug, ...] = (
         "received_ns=self.get_clock().now().nanoseconds",
         (f"{ROBOT}::test_request_ids_on_the_typed_topic_and_the_service",)),
     PlantedBug(
+        "track-scheduler-decodes-every-frame", NODE,
+        "the track scheduler takes the newest frame decoded: an idle node decodes every compressed frame again",
+        "m2sa_ros/track_action.py",
+        "frame = camera.latest.peek()  # the key only: the track's run decodes the frame it takes",
+        "frame = camera.latest.get()",
+        ("tests/ros/test_node_dds.py::test_compressed_frames_are_decoded_only_when_a_command_takes_one",)),
+    PlantedBug(
         "goal-answered-twice", NODE,
         "a cancelled segment goal is answered twice (cancelled, then aborted): the client gets an empty result",
         "m2sa_ros/perception_node.py",
