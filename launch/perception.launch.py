@@ -39,12 +39,14 @@ PyPI) the same node runs as
 
 ``rviz:=true`` writes an RViz config for this launch (rviz/m2sa_perception.rviz with the
 namespace and cameras applied to its topics, and the fixed frame set) and opens rviz2
-with it; the shipped file itself has the topics of a node without namespace.
+with it; the shipped file itself has the topics of a node without namespace. Where rviz2
+is not installed (a headless robot), it says so in one warning and starts the node alone.
 """
 
 from __future__ import annotations
 
 import copy
+import os
 from pathlib import Path
 import tempfile
 
@@ -90,6 +92,12 @@ ARGUMENTS = (
                                     "(its qos_overrides parameter); empty: image_reliability's"),
     ("autostart", "", "true: configure and activate at start-up; false: wait unconfigured for "
                       "lifecycle transitions (a lifecycle manager); empty: the parameters file's"),
+    ("target_frame", "", "Frame of the targets' 3-D values, e.g. base_link or odom (tf2 at the image's stamp); "
+                         "empty: the parameters file's (by default the camera's optical frame)"),
+    ("tf_timeout", "", "Longest wait (s) for target_frame's transform at an image's stamp; "
+                       "empty: the parameters file's"),
+    ("max_image_age", "", "Refuse a command whose newest image is older than this many seconds (0: any age); "
+                          "empty: the parameters file's"),
     ("respawn", "false", "true: start the node again whenever its process exits"),
     ("respawn_delay", "2.0", "Seconds to wait before a respawn"),
     ("rviz", "false", "true: also open RViz on the node's overlay, markers and target points"),
@@ -125,6 +133,19 @@ def _choice(name: str, text: str, options: tuple[str, ...]) -> str:
     return value
 
 
+def _seconds(name: str, text: str, most: float) -> float | None:
+    """Parse a number of seconds in [0, most] ("0.5"); None for an empty argument (the file's value)."""
+    if not text.strip():
+        return None
+    try:
+        seconds = float(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a number of seconds, got '{text}'") from None
+    if not 0.0 <= seconds <= most:
+        raise ValueError(f"{name} must be between 0 and {most:g} seconds, got '{text}'")
+    return seconds
+
+
 def _camera_list(text: str) -> list[str]:
     """Parse "[head, wrist]" (YAML) or "head,wrist" into ["head", "wrist"]; "" into []."""
     import yaml
@@ -150,8 +171,22 @@ def _topics(value: dict) -> list[tuple[str, str]]:
         ("depth", value["depth_topic"]),
         # image_transport convention: the compressedDepth stream is <depth_topic>/compressedDepth.
         ("depth/compressedDepth", value["depth_topic"].rstrip("/") + "/compressedDepth"),
-        ("camera_info", value["camera_info_topic"]),
+        ("camera_info", _camera_info_target(value["camera_info_topic"], image_topic)),
     ]
+
+
+def _camera_info_target(camera_info_topic: str, image_topic: str) -> str:
+    """
+    Return camera_info_topic, or by default the image topic's sibling ``camera_info``.
+
+    The node reads camera_info from beside its image, as image_transport's CameraSubscriber
+    does (m2sa_ros/transport_names.py); remapping it there by name keeps the per-topic
+    reliability argument on the topic the node reads.
+    """
+    if camera_info_topic != "camera_info":
+        return camera_info_topic
+    parent = image_topic.rstrip("/").rpartition("/")[0]
+    return f"{parent}/camera_info" if parent or image_topic.startswith("/") else "camera_info"
 
 
 def _remappings(value: dict, cameras: list[str]) -> list[tuple[str, str]]:
@@ -214,6 +249,12 @@ def node_overrides(value: dict, cameras: list[str]) -> dict:
         overrides["image_reliability"] = image_reliability
     if cameras:
         overrides["cameras"] = cameras
+    if value["target_frame"].strip():
+        overrides["target_frame"] = value["target_frame"].strip()
+    for name, most in (("tf_timeout", 10.0), ("max_image_age", 3600.0)):  # node_params.py's ranges
+        seconds = _seconds(name, value[name], most)
+        if seconds is not None:
+            overrides[name] = seconds
     overrides.update(reliability_overrides(value, cameras, overrides.get("use_compressed_depth") is True))
     return overrides
 
@@ -275,7 +316,33 @@ def _rviz(value: dict, cameras: list[str], params_file: str, overrides: dict) ->
                 arguments=["-d", f.name], output="screen")
 
 
+def _warn_undeclared(context) -> None:
+    """
+    One warning per ``name:=value`` of the command line that this file does not declare.
+
+    ros2 launch keeps such an argument without a word, so a typo (``target_fame:=base_link``)
+    would leave the node on its default unnoticed. The warning names the nearest declared
+    argument, as the node does for an unknown parameter. An argument meant for a launch
+    file that includes this one is named too, and can be ignored.
+    """
+    import difflib
+
+    import launch.logging
+
+    declared = [name for name, _, _ in ARGUMENTS]
+    logger = launch.logging.get_logger("perception.launch")
+    for arg in getattr(context, "argv", None) or []:
+        name = arg.split(":=", 1)[0].strip()
+        if ":=" not in arg or name in declared:
+            continue
+        nearest = difflib.get_close_matches(name, declared, n=1)
+        hint = f"; did you mean '{nearest[0]}'?" if nearest else ""
+        logger.warning(f"launch argument '{name}' is not one of perception.launch.py's and does nothing here"
+                       f"{hint} (ros2 launch m2sa_ros perception.launch.py --show-args lists them)")
+
+
 def _node(context, *_args, **_kwargs):
+    _warn_undeclared(context)
     value = {name: LaunchConfiguration(name).perform(context) for name, _, _ in ARGUMENTS}
     params_file = value["params_file"] or _share_file("config", "perception.yaml")
     cameras = _camera_list(value["cameras"])
@@ -303,8 +370,28 @@ def _node(context, *_args, **_kwargs):
         respawn_delay=respawn_delay,
     )]
     if _flag("rviz", value["rviz"], empty=False):
-        actions.append(_rviz(value, cameras, params_file, overrides))
+        if _installed("rviz2"):
+            actions.append(_rviz(value, cameras, params_file, overrides))
+        else:
+            # rviz2 is a GUI a headless robot need not have, so package.xml does not declare it.
+            import launch.logging
+
+            distro = os.environ.get("ROS_DISTRO", "<distro>")
+            launch.logging.get_logger("perception.launch").warning(
+                f"rviz:=true, but rviz2 is not installed here (sudo apt install ros-{distro}-rviz2): "
+                "the node starts without RViz")
     return actions
+
+
+def _installed(package: str) -> bool:
+    """Say whether the ament index (AMENT_PREFIX_PATH) has ``package``, as ``ros2 run`` would find it."""
+    from ament_index_python.packages import get_package_prefix, PackageNotFoundError
+
+    try:
+        get_package_prefix(package)
+    except (PackageNotFoundError, OSError):  # OSError: no AMENT_PREFIX_PATH at all
+        return False
+    return True
 
 
 def generate_launch_description() -> LaunchDescription:

@@ -37,6 +37,7 @@ from m2sa_ros.depth_health import DepthHealth
 from m2sa_ros.diagnostics import NodeStats
 from m2sa_ros.latest_frame import LatestFrame
 from m2sa_ros.tracks import TrackSet
+from m2sa_ros.transport_names import CameraInputs
 
 
 @dataclass(eq=False)
@@ -66,6 +67,9 @@ class Camera:
     # vision_msgs Detection2DArray / Detection3DArray (publish_detections; None without vision_msgs).
     detections_2d_pub: Any = None
     detections_3d_pub: Any = None
+    # The topics its image, depth and camera_info come on, as image_transport names them
+    # (transport_names.py); configure sets them.
+    inputs: CameraInputs | None = None
     interfaces: list[Any] = field(default_factory=list)  # subscriptions and the service
     action_server: Any = None
     track_server: Any = None
@@ -88,19 +92,6 @@ class Camera:
     def topic(self, name: str) -> str:
         """Return the relative name of one of its topics, services or actions."""
         return f"{self.name}/{name}" if self.name else name
-
-    def image_topic(self, compressed: bool) -> str:
-        """Return the relative name of the image topic it listens on (``use_compressed``)."""
-        return self.topic("image/compressed" if compressed else "image")
-
-    def depth_topic(self, compressed: bool) -> str:
-        """
-        Return the relative name of the depth topic it listens on.
-
-        With ``use_compressed_depth``, image_transport's compressedDepth beside the raw topic
-        (sensor_msgs/CompressedImage).
-        """
-        return self.topic("depth/compressedDepth" if compressed else "depth")
 
     def clear(self) -> None:
         """Forget frames and depth (cleanup): a later configure starts fresh."""

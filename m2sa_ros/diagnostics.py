@@ -180,7 +180,7 @@ def image_age_ms(camera: Any, now_ns: int) -> float | str:
     "none received" before the first: what tells an operator whose commands end "no image
     yet" whether the node is subscribed to a camera that is not publishing, or to none.
     """
-    frame = camera.latest.get()
+    frame = camera.latest.peek()  # the stamp only: a compressed frame stays undecoded
     return "none received" if frame is None else (now_ns - frame.stamp_ns) / 1e6
 
 

@@ -46,6 +46,7 @@ from typing import Any, Callable, Mapping
 
 from m2sa_core.shipped_model import SHIPPED_MODEL_RELATIVE
 from m2sa_ros.camera_names import check_camera_names
+from m2sa_ros.transport_names import COMPRESSED, COMPRESSED_DEPTH, DEPTH_TRANSPORTS, IMAGE_TRANSPORTS, RAW
 
 _DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?|xpu(:\d+)?)$")
 DTYPES = ("", "float32", "bfloat16", "float16")  # "" and m2sa_core.inference.DTYPE_NAMES, without importing torch
@@ -145,6 +146,13 @@ PARAMETERS: tuple[ParamSpec, ...] = (
     ParamSpec("use_compressed_depth", False, "Subscribe to `depth/compressedDepth` (sensor_msgs/CompressedImage "
               "as image_transport's compressedDepth sends it: 16UC1 PNG or RVL, 32FC1 as quantised inverse depth) "
               "instead of `depth`: what robots record to keep bags small."),
+    ParamSpec("image_transport", "", "The colour image's transport, as depth_image_proc's parameter of this "
+              "name chooses it: raw or compressed, read at the image topic's resolved name (after "
+              "remapping) plus /compressed, as image_transport names it. Empty: use_compressed decides.",
+              _one_of(("",) + IMAGE_TRANSPORTS)),
+    ParamSpec("depth_image_transport", "", "The depth image's transport, as depth_image_proc's parameter of "
+              "this name chooses it: raw or compressedDepth (at the depth topic's resolved name plus "
+              "/compressedDepth). Empty: use_compressed_depth decides.", _one_of(("",) + DEPTH_TRANSPORTS)),
     ParamSpec("image_reliability", "best_effort", "Reliability of the image, depth and camera_info "
               "subscriptions: best_effort (sensor-data QoS) or reliable. The default of their "
               "`qos_overrides.<topic>.subscription.reliability`, which sets one topic alone.", _one_of(RELIABILITIES)),
@@ -230,6 +238,8 @@ class NodeParams:
     publish_detections: bool
     use_compressed: bool
     use_compressed_depth: bool
+    image_transport: str
+    depth_image_transport: str
     image_reliability: str
     amodal: bool
     max_queue: int
@@ -252,6 +262,16 @@ class NodeParams:
 
 
 assert tuple(f.name for f in fields(NodeParams)) == PARAMETER_NAMES, "PARAMETERS and NodeParams differ"
+
+
+def image_transport_of(params: NodeParams) -> str:
+    """Return the colour image's transport: ``image_transport`` when set, else ``use_compressed``'s."""
+    return params.image_transport or (COMPRESSED if params.use_compressed else RAW)
+
+
+def depth_transport_of(params: NodeParams) -> str:
+    """Return the depth image's transport: ``depth_image_transport`` when set, else ``use_compressed_depth``'s."""
+    return params.depth_image_transport or (COMPRESSED_DEPTH if params.use_compressed_depth else RAW)
 
 
 def check_value(spec: ParamSpec, value: Any) -> tuple[Any, str | None]:

@@ -71,7 +71,16 @@ from m2sa_ros.lifecycle_bond import LifecycleBond
 from m2sa_ros.memory import release_memory, trim_heap_now
 from m2sa_ros.model_source import load_segmenter, ModelSource, resolve_model_source
 from m2sa_ros.msg import Command, SegmentationResult
-from m2sa_ros.node_params import check_value, NodeParams, ParameterError, PARAMETERS, SPECS, validate
+from m2sa_ros.node_params import (
+    check_value,
+    depth_transport_of,
+    image_transport_of,
+    NodeParams,
+    ParameterError,
+    PARAMETERS,
+    SPECS,
+    validate,
+)
 from m2sa_ros.pipeline import CommandPipeline, Prepared, Request
 from m2sa_ros.rclpy_compat import add_set_parameters_callbacks
 from m2sa_ros.result_conversion import error_result
@@ -89,6 +98,7 @@ from m2sa_ros.topic_qos import (
     unknown_overrides,
 )
 from m2sa_ros.track_action import TrackGoals
+from m2sa_ros.transport_names import camera_inputs, CameraInputs, COMPRESSED, COMPRESSED_DEPTH
 from m2sa_ros.worker import CommandWorker
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse
@@ -249,6 +259,7 @@ class PerceptionNode(LifecycleNode):
         if tuple(c.name for c in self._cameras) != (params.cameras or ("",)):
             self._cameras = [self._new_camera(name) for name in params.cameras or ("",)]
         for camera in self._cameras:
+            camera.inputs = self._inputs_of(camera.name, params)
             camera.result_pub = self._lifecycle_publisher(SegmentationResult, camera.topic("result"))
             camera.overlay_pub = self._lifecycle_publisher(Image, camera.topic("overlay"))
             camera.markers_pub = self._lifecycle_publisher(MarkerArray, camera.topic("markers"))
@@ -278,17 +289,32 @@ class PerceptionNode(LifecycleNode):
             camera.detections_3d_pub = self._lifecycle_publisher(detection_3d_array, camera.topic("detections_3d"))
 
     # ------------------------------------------------------------------ QoS (topic_qos.py)
-    def _qos(self, topic: str, entity: str) -> QoSProfile:
-        """``topic``'s default QoS, its declared-but-not-given overrides brought to that default."""
+    def _qos(self, topic: str, entity: str, role: str | None = None) -> QoSProfile:
+        """
+        ``topic``'s default QoS, its declared-but-not-given overrides brought to that default.
+
+        ``role`` is the node's own name of the topic (``image``), which chooses the default
+        where ``topic`` is the name image_transport gave it (``/camera/color/image_raw``).
+        """
         params = self._params
-        profile = default_qos(topic, entity, params.image_reliability if params else "best_effort")
+        profile = default_qos(role or topic, entity, params.image_reliability if params else "best_effort")
         follow_default(self, self.resolve_topic_name(topic), entity, profile)
         return profile
 
-    def _subscribe(self, msg_type: Any, topic: str, callback: Callable[[Any], None], group: Any) -> Any:
+    def _subscribe(self, msg_type: Any, topic: str, callback: Callable[[Any], None], group: Any,
+                   role: str | None = None) -> Any:
         """Return a subscription with ``topic``'s default QoS, overridable per topic (qos_overrides.*)."""
-        return self.create_subscription(msg_type, topic, callback, self._qos(topic, SUBSCRIPTION),
+        return self.create_subscription(msg_type, topic, callback, self._qos(topic, SUBSCRIPTION, role),
                                         qos_overriding_options=overridable(), callback_group=group)
+
+    def _inputs_of(self, camera_name: str, params: NodeParams) -> CameraInputs:
+        """Return the topics camera ``camera_name``'s image, depth and camera_info come on (transport_names.py)."""
+        def topic(name: str) -> str:
+            return f"{camera_name}/{name}" if camera_name else name
+
+        return camera_inputs(self.resolve_topic_name, lambda t: self.resolve_topic_name(t, only_expand=True),
+                             image=topic("image"), depth=topic("depth"), camera_info=topic("camera_info"),
+                             image_transport=image_transport_of(params), depth_transport=depth_transport_of(params))
 
     def _lifecycle_publisher(self, msg_type: Any, topic: str) -> Any:
         """Return a lifecycle publisher with ``topic``'s default QoS, overridable per topic (qos_overrides.*)."""
@@ -321,8 +347,8 @@ class PerceptionNode(LifecycleNode):
         entities = [("/diagnostics", PUBLISHER)]
         for name in params.cameras or ("",):
             entities += [(self.resolve_topic_name(topic), entity) for topic, entity in camera_entities(
-                lambda t, name=name: f"{name}/{t}" if name else t, use_compressed=params.use_compressed,
-                use_compressed_depth=params.use_compressed_depth, detections=params.publish_detections)]
+                lambda t, name=name: f"{name}/{t}" if name else t, self._inputs_of(name, params),
+                detections=params.publish_detections)]
         problems = override_problems(self, entities)
         if problems:
             raise ParameterError("invalid QoS overrides: " + "; ".join(problems))
@@ -361,19 +387,21 @@ class PerceptionNode(LifecycleNode):
         """Subscriptions, service and actions of one camera, under its namespace."""
         on = functools.partial
         sensors = camera.sensor_group
-        if params.use_compressed:
-            image_sub = self._subscribe(CompressedImage, camera.image_topic(True),
-                                        on(self._on_compressed, camera=camera), sensors)
+        inputs = camera.inputs
+        assert inputs is not None, "configure names a camera's inputs"
+        if image_transport_of(params) == COMPRESSED:
+            image_sub = self._subscribe(CompressedImage, inputs.image, on(self._on_compressed, camera=camera),
+                                        sensors, role="image")
         else:
-            image_sub = self._subscribe(Image, camera.image_topic(False), on(self._on_image, camera=camera), sensors)
+            image_sub = self._subscribe(Image, inputs.image, on(self._on_image, camera=camera), sensors, role="image")
         # compressedDepth (image_transport's, beside the raw topic) is decoded when bound, not here:
         # only the depth nearest a command's frame is ever decoded.
-        depth_type = CompressedImage if params.use_compressed_depth else Image
+        depth_type = CompressedImage if depth_transport_of(params) == COMPRESSED_DEPTH else Image
         camera.interfaces = [
             image_sub,
-            self._subscribe(depth_type, camera.depth_topic(params.use_compressed_depth),
-                            on(self._on_depth, camera=camera), sensors),
-            self._subscribe(CameraInfo, camera.topic("camera_info"), on(self._on_camera_info, camera=camera), sensors),
+            self._subscribe(depth_type, inputs.depth, on(self._on_depth, camera=camera), sensors, role="depth"),
+            self._subscribe(CameraInfo, inputs.camera_info, on(self._on_camera_info, camera=camera), sensors,
+                            role="camera_info"),
             self._subscribe(String, camera.topic("command"), on(self._on_command, camera=camera), camera.command_group),
             self._subscribe(Command, camera.topic("command_stamped"), on(self._on_command_stamped, camera=camera),
                             camera.command_group),
@@ -574,7 +602,20 @@ class PerceptionNode(LifecycleNode):
         self._take_frame(msg, image_to_rgb, camera or self._cameras[0], height=msg.height, width=msg.width)
 
     def _on_compressed(self, msg: CompressedImage, camera: Camera | None = None) -> None:
-        self._take_frame(msg, compressed_to_rgb, camera or self._cameras[0])
+        """Keep the frame encoded: it is decoded when a command or a track takes it (latest_frame.py)."""
+        camera = camera or self._cameras[0]
+        topic = self._pipeline.image_topic(camera)
+
+        def decode() -> tuple[Any, str]:
+            try:
+                return compressed_to_rgb(msg, what=topic), ""
+            except Exception as exc:  # noqa: BLE001 - the frame's error, answered to its command
+                error = _conversion_error(exc, topic)
+                self._warn_once(f"image:{camera.name}:{error}", f"bad image: {error}")
+                return None, error
+
+        camera.latest.put_pending(decode, msg.header)
+        self._tracking.schedule(camera)
 
     def _take_frame(self, msg: Any, convert: Callable[..., Any], camera: Camera, **size: int) -> None:
         """Keep the converted image as the camera's latest, or the reason it could not be converted."""

@@ -198,7 +198,7 @@ class CommandPipeline:
 
     def image_topic(self, camera: Camera) -> str:
         """Return the resolved name of the image topic ``camera`` listens on."""
-        return self._topic_name(camera.image_topic(bool(self.params and self.params.use_compressed)))
+        return camera.inputs.image if camera.inputs is not None else self._topic_name(camera.topic("image"))
 
     # ------------------------------------------------------------------ intake
     def accept(self, req: Request, stop_when: Callable[[], bool] | None = None) -> None:
@@ -277,14 +277,13 @@ class CommandPipeline:
 
     def bind_depth(self, frame: Frame, camera: Camera) -> tuple[TargetMeasure | None, str]:
         """``camera``'s depth and intrinsics nearest to ``frame``, bound (see depth_binding.bind_depth)."""
-        params = self.params
-        assert params is not None
+        params, inputs = self.params, camera.inputs
+        assert params is not None and inputs is not None, "configure sets both"
         return bind_depth(frame, camera.depth, camera.camera_info, tolerance_s=params.depth_tolerance,
                           allow_frame_mismatch=params.allow_depth_frame_mismatch,
                           centroid_erosion_px=params.centroid_erosion_px, target_points=params.target_points,
                           target_points_voxel=params.target_points_voxel, image_rectified=params.image_rectified,
-                          depth_topic=self._topic_name(camera.depth_topic(params.use_compressed_depth)),
-                          camera_info_topic=self._topic_name(camera.topic("camera_info")), where=camera.name,
+                          depth_topic=inputs.depth, camera_info_topic=inputs.camera_info, where=camera.name,
                           warn_once=self._warn_once, health=camera.depth_health,
                           missing_frames=params.depth_missing_frames)
 

@@ -130,20 +130,20 @@ def default_qos(topic: str, entity: str, image_reliability: str) -> QoSProfile:
     return result_qos()
 
 
-def camera_entities(topic: Any, *, use_compressed: bool, use_compressed_depth: bool,
-                    detections: bool) -> list[tuple[str, str]]:
+def camera_entities(topic: Any, sensors: Any, *, detections: bool) -> list[tuple[str, str]]:
     """
-    (topic, entity) of every subscription and publisher one camera has; ``topic`` names them (a Camera's ``topic``).
+    (topic, entity) of every subscription and publisher one camera has.
 
-    What configure checks the given overrides against.
+    ``sensors`` holds the image, depth and camera_info topics as image_transport names them
+    (transport_names.CameraInputs); ``topic`` names the rest (a Camera's ``topic``). What
+    configure checks the given overrides against.
     """
-    inputs = ["image/compressed" if use_compressed else "image",
-              "depth/compressedDepth" if use_compressed_depth else "depth", "camera_info", "command",
-              "command_stamped"]
     outputs = ["result", "overlay", "markers", "target_points"]
     if detections:
         outputs += ["detections_2d", "detections_3d"]
-    return [(topic(t), SUBSCRIPTION) for t in inputs] + [(topic(t), PUBLISHER) for t in outputs]
+    return ([(t, SUBSCRIPTION) for t in (sensors.image, sensors.depth, sensors.camera_info)]
+            + [(topic(t), SUBSCRIPTION) for t in ("command", "command_stamped")]
+            + [(topic(t), PUBLISHER) for t in outputs])
 
 
 # --------------------------------------------------------------------------- the parameters

@@ -143,7 +143,7 @@ class TrackGoals:
 
     def schedule(self, camera: Camera) -> None:
         """Queue the newest frame for each track that wants it (image callback, after each tracked frame)."""
-        frame = camera.latest.get()
+        frame = camera.latest.peek()  # the key only: the track's run decodes the frame it takes
         if frame is None or frame.error or not self._pipeline.active:
             return
         for track in camera.tracks.due(frame.key, time.monotonic()):

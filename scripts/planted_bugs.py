@@ -92,6 +92,13 @@ BUGS: tuple[PlantedBug, ...] = (
         "received_ns=self.get_clock().now().nanoseconds",
         (f"{ROBOT}::test_request_ids_on_the_typed_topic_and_the_service",)),
     PlantedBug(
+        "track-scheduler-decodes-every-frame", NODE,
+        "the track scheduler takes the newest frame decoded: an idle node decodes every compressed frame again",
+        "m2sa_ros/track_action.py",
+        "frame = camera.latest.peek()  # the key only: the track's run decodes the frame it takes",
+        "frame = camera.latest.get()",
+        ("tests/ros/test_node_dds.py::test_compressed_frames_are_decoded_only_when_a_command_takes_one",)),
+    PlantedBug(
         "goal-answered-twice", NODE,
         "a cancelled segment goal is answered twice (cancelled, then aborted): the client gets an empty result",
         "m2sa_ros/perception_node.py",
@@ -285,6 +292,14 @@ BUGS: tuple[PlantedBug, ...] = (
         "where = (camera, targets[topic]) if camera else (targets[topic],)",
         "where = (targets[topic],)",
         (f"{LAUNCH_ARGUMENTS}::test_a_per_topic_reliability_is_the_qos_override_of_the_topic_the_node_subscribes",)),
+    PlantedBug(
+        "launch-target-frame-dropped", LAUNCH,
+        "target_frame:= is declared but not handed to the node: the node stays in the optical frame",
+        "launch/perception.launch.py",
+        'overrides["target_frame"] = value["target_frame"].strip()',
+        'value["target_frame"].strip()',
+        (f"{LAUNCH_ARGUMENTS}::test_target_frame_tf_timeout_and_max_image_age_reach_the_node",
+         f"{LAUNCH_ARGUMENTS}::test_every_launch_argument_the_docs_show_reaches_the_node")),
     # ------------------------------------------------------------------ CLI tools
     PlantedBug(
         "desk-camera-full-fov-angle", CLI,

@@ -140,10 +140,11 @@ class Graph:
         return pub
 
     def publish_frame(self, node, pub, msg) -> None:
-        """Publish an image and wait until the node holds it as its latest frame."""
-        before = node.camera().latest.get()
+        """Publish an image and wait until the node holds it as its latest frame (still encoded, if compressed)."""
+        before = node.camera().latest.peek()
         pub.publish(msg)
-        wait_until(lambda: node.camera().latest.get() is not before, 10, "the node to receive the image")
+        wait_until(lambda: getattr(node.camera().latest.peek(), "key", None) != getattr(before, "key", None), 10,
+                   "the node to receive the image")
 
     def close(self) -> None:
         self.executor.shutdown()

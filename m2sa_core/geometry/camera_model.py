@@ -110,16 +110,19 @@ class PinholeCameraModel:
         Return the model of a CameraInfo's fields (``roi`` = x_offset, y_offset, width, height).
 
         Refused with a ValueError naming the field: a K without a positive focal length
-        (the camera is not calibrated), a matrix of the wrong size, a rectified image
-        whose P is all zeros while D is not, or a raw image whose distortion model is not
-        plumb_bob, rational_polynomial or equidistant (or has the wrong number of
-        coefficients for it).
+        where K is read (the camera is not calibrated), a matrix of the wrong size, a
+        rectified image whose P is all zeros while D is not, or a raw image whose
+        distortion model is not plumb_bob, rational_polynomial or equidistant (or has the
+        wrong number of coefficients for it).
+
+        A rectified image with a valid P reads only P, so its K may be all zeros, as some
+        drivers of rectified or simulated cameras publish it; image_geometry accepts that too.
         """
         k_full = _matrix(k, 3, 3, "K")
-        if k_full[0, 0] <= 0 or k_full[1, 1] <= 0:
+        p_full = _matrix(p, 3, 4, "P")
+        if (not rectified or not p_full.any()) and (k_full[0, 0] <= 0 or k_full[1, 1] <= 0):
             raise ValueError(f"camera_info K has a non-positive focal length (fx={k_full[0, 0]}, "
                              f"fy={k_full[1, 1]}): the camera is not calibrated")
-        p_full = _matrix(p, 3, 4, "P")
         r_mat = _matrix(r, 3, 3, "R")
         if not r_mat.any():
             r_mat = np.eye(3)

@@ -98,6 +98,8 @@ def test_unknown_or_malformed_distortion_is_refused_in_one_line():
                                             height=480, rectified=False)
     with pytest.raises(ValueError, match="not calibrated"):
         PinholeCameraModel.from_camera_info(k=[0.0] * 9, width=640, height=480)
+    with pytest.raises(ValueError, match="K has a non-positive focal length"):  # a raw image reads K
+        PinholeCameraModel.from_camera_info(k=[0.0] * 9, p=P, width=640, height=480, rectified=False)
     with pytest.raises(ValueError, match="P must have 12 elements"):
         PinholeCameraModel.from_camera_info(k=K, p=[1.0] * 9, width=640, height=480)
     # D describes the raw image: a rectified one never reads it, so its model is not checked,
@@ -128,6 +130,14 @@ def test_a_p_of_zeros_stands_for_k_only_without_distortion():
     assert np.isfinite(raw.rays(*_grid())).all()  # a raw image never reads P
     assert PinholeCameraModel.from_camera_info(k=K, r=[0.0] * 9, width=640, height=480,
                                                rectified=False).rotation is None  # R unset = identity
+
+
+def test_a_rectified_image_with_a_valid_p_needs_no_k():
+    """A driver that fills only P (K all zeros) still gives a rectified image's rays, from P."""
+    only_p = PinholeCameraModel.from_camera_info(k=[0.0] * 9, p=P, width=640, height=480)
+    with_k = PinholeCameraModel.from_camera_info(k=K, p=P, width=640, height=480)
+    np.testing.assert_array_equal(only_p.rays(*_grid()), with_k.rays(*_grid()))
+    assert only_p.intrinsics == with_k.intrinsics
 
 
 def test_intrinsics_are_a_rectified_pinhole():

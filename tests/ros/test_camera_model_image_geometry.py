@@ -94,6 +94,15 @@ def test_rectified_pixels_get_image_geometry_rays_through_p(name):
     assert np.abs(through_k.rays(u, v) - expected).max() > 1e-3
 
 
+def test_a_rectified_image_whose_camera_info_has_only_p_gets_image_geometry_rays():
+    """K all zeros, as some drivers of rectified or simulated cameras publish it: P alone is read."""
+    msg = _info("", [], k=[0.0] * 9)
+    ours, reference = PinholeCameraModel.from_msg(msg), _reference(msg)
+    u, v = _pixels(ours)
+    expected = np.array([reference.projectPixelTo3dRay((a, b)) for a, b in zip(u, v)], dtype=np.float64)
+    np.testing.assert_allclose(ours.rays(u, v), expected, rtol=0, atol=1e-12)
+
+
 @pytest.mark.parametrize("name", ["plumb_bob", "plumb_bob_stereo", "rational_polynomial", "binned_roi"])
 def test_raw_pixels_get_image_geometry_rays_through_k_and_d(name):
     msg = CALIBRATIONS[name]

@@ -192,3 +192,78 @@ def test_age_counts_from_the_stamp():
 def test_age_of_an_unstamped_frame_counts_from_its_arrival():
     frame = Frame(rgb=None, header=header(), key="k", stamp_ns=0, received_at=time.monotonic() - 100.0)
     assert frame.age_s(now_ns=5) >= 100.0
+
+
+class CountingDecode:
+    """A compressed image's decode: counts its calls; ``gate`` (when given) holds each call until set."""
+
+    def __init__(self, pixels: np.ndarray | None, error: str = "", gate: threading.Event | None = None) -> None:
+        self.pixels, self.error, self.gate = pixels, error, gate
+        self.calls = 0
+        self.started = threading.Event()
+
+    def __call__(self) -> tuple[np.ndarray | None, str]:
+        self.calls += 1
+        self.started.set()
+        if self.gate is not None:
+            assert self.gate.wait(JOIN_S)
+        return self.pixels, self.error
+
+
+def test_a_pending_frame_is_not_decoded_until_taken_and_then_only_once():
+    latest = LatestFrame()
+    decode = CountingDecode(rgb(5, height=10, width=20))
+    put = latest.put_pending(decode, header(4))
+    assert latest.peek() is put and put.rgb is None and decode.calls == 0  # the stamp, not the pixels
+    assert put.stamp_ns == 4_000_000_000
+    taken = latest.get()
+    assert decode.calls == 1 and taken.rgb is decode.pixels and (taken.height, taken.width) == (10, 20)
+    assert taken.key == put.key and taken.pending is None
+    assert latest.get() is taken and latest.wait(0.0) is taken and decode.calls == 1
+    assert latest.peek() is taken  # the slot now holds the decoded frame
+
+
+def test_a_pending_frame_that_does_not_decode_holds_the_reason():
+    latest = LatestFrame()
+    latest.put_pending(CountingDecode(None, error="not a JPEG or PNG"), header(1))
+    failed = latest.get()
+    assert failed.rgb is None and failed.error == "not a JPEG or PNG"
+
+
+def test_frames_passed_over_are_never_decoded():
+    latest = LatestFrame()
+    skipped = [CountingDecode(rgb(i)) for i in range(5)]
+    for i, decode in enumerate(skipped):
+        latest.put_pending(decode, header(i))
+    newest = CountingDecode(rgb(9))
+    latest.put_pending(newest, header(9))
+    assert latest.get().rgb is newest.pixels
+    assert [d.calls for d in skipped] == [0] * 5 and newest.calls == 1
+
+
+def test_two_takers_at_once_share_one_decode():
+    latest = LatestFrame()
+    gate = threading.Event()
+    decode = CountingDecode(rgb(3), gate=gate)
+    latest.put_pending(decode, header(1))
+    first, got_first = in_thread(latest.get)
+    assert decode.started.wait(JOIN_S)  # the first taker is decoding
+    second, got_second = in_thread(latest.get)
+    gate.set()
+    first.join(JOIN_S)
+    second.join(JOIN_S)
+    assert got_first[0] is got_second[0] and decode.calls == 1
+
+
+def test_a_frame_decoded_after_a_newer_one_came_leaves_the_newer_one_in_the_slot():
+    latest = LatestFrame()
+    gate = threading.Event()
+    old = CountingDecode(rgb(1), gate=gate)
+    latest.put_pending(old, header(1))
+    taker, got = in_thread(latest.get)
+    assert old.started.wait(JOIN_S)
+    newer = latest.put(rgb(2), header(2))
+    gate.set()
+    taker.join(JOIN_S)
+    assert got[0].rgb is old.pixels  # the taker gets the frame it took
+    assert latest.peek() is newer  # and the newest stays the newest

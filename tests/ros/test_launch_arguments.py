@@ -20,13 +20,15 @@ declared, the OpaqueFunction run in a LaunchContext), and the command line it gi
 node is handed to a real PerceptionNode, so each argument is checked for what it must
 do in the node: the namespace, the parameters read, the log level, the node left
 unconfigured. rviz2 is not on PyPI: for ``rviz:=true`` the rviz2 action and the RViz
-config generated for the launch are checked instead. Starting it all with ``ros2
-launch`` is tests/ros/test_launch_files.py's and the CLI tests' job.
+config generated for the launch are checked instead, with an ament index that lists an
+rviz2 package (``rviz2_installed``), and without one, the warning. Starting it all with
+``ros2 launch`` is tests/ros/test_launch_files.py's and the CLI tests' job.
 """
 
 from __future__ import annotations
 
 import importlib.util
+import os
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +51,15 @@ def _launch_module() -> Any:
     return module
 
 
+@pytest.fixture
+def rviz2_installed(tmp_path, monkeypatch) -> None:
+    """Put first on AMENT_PREFIX_PATH an install prefix whose ament index lists rviz2, as a sourced rviz2 does."""
+    marker = tmp_path / "rviz2_prefix" / "share" / "ament_index" / "resource_index" / "packages" / "rviz2"
+    marker.parent.mkdir(parents=True)
+    marker.touch()
+    monkeypatch.setenv("AMENT_PREFIX_PATH", f"{tmp_path / 'rviz2_prefix'}:{os.environ.get('AMENT_PREFIX_PATH', '')}")
+
+
 class Launched:
     """
     What the launch description starts for ``arguments``.
@@ -57,12 +68,12 @@ class Launched:
     (None unless rviz:=true).
     """
 
-    def __init__(self, **arguments: str) -> None:
+    def __init__(self, argv: list[str] | None = None, **arguments: str) -> None:
         from launch import LaunchContext
         from launch.utilities import perform_substitutions
         from launch_ros.actions import LifecycleNode
 
-        self.context = LaunchContext()
+        self.context = LaunchContext(argv=argv)  # argv: the name:=value words of the command line
         self.context.launch_configurations.update({"params_file": str(PARAMS_FILE), **arguments})
         actions = []
         for entity in _launch_module().generate_launch_description().entities:
@@ -80,6 +91,11 @@ class Launched:
             "ns": f"__ns:={self.node.expanded_node_namespace}"}})
         cmd = [perform_substitutions(self.context, part) for part in self.node.cmd[1:]]  # [0]: the executable
         self.ros_args = cmd[cmd.index("--ros-args"):]
+
+    @staticmethod
+    def cameras_of(text: str) -> list[str]:
+        """Return the camera names a ``cameras:=`` value gives, as the launch file parses it."""
+        return _launch_module()._camera_list(text)
 
     def parameter_files(self) -> list[dict]:
         files = [self.ros_args[i + 1] for i, arg in enumerate(self.ros_args) if arg == "--params-file"]
@@ -248,13 +264,15 @@ def test_respawn_and_its_delay_reach_the_process_action():
     ({"respawn_delay": "-1"}, "respawn_delay must be >= 0"),
     ({"depth_reliability": "sometimes"}, "depth_reliability must be one of best_effort, reliable"),
     ({"rviz": "yes"}, "rviz must be true or false, got 'yes'"),
+    ({"tf_timeout": "soon"}, "tf_timeout must be a number of seconds, got 'soon'"),
+    ({"max_image_age": "-1"}, "max_image_age must be between 0 and 3600 seconds, got '-1'"),
 ])
 def test_a_bad_argument_is_one_line_naming_it(arguments, complaint):
     with pytest.raises(ValueError, match=complaint.replace("(", r"\(")):
         Launched(**arguments)
 
 
-def test_rviz_opens_on_the_namespaces_topics_and_the_configured_fixed_frame():
+def test_rviz_opens_on_the_namespaces_topics_and_the_configured_fixed_frame(rviz2_installed):
     launched = Launched(namespace="front_camera", rviz="true")
     assert (launched.rviz.node_package, launched.rviz.node_executable) == ("rviz2", "rviz2")
     config = launched.rviz_config()
@@ -268,7 +286,7 @@ def test_rviz_opens_on_the_namespaces_topics_and_the_configured_fixed_frame():
         "Visualization Manager"]["Global Options"]["Fixed Frame"] == "base_link"
 
 
-def test_rviz_shows_every_camera_and_follows_the_nodes_target_frame(tmp_path):
+def test_rviz_shows_every_camera_and_follows_the_nodes_target_frame(tmp_path, rviz2_installed):
     params = yaml.safe_load(PARAMS_FILE.read_text())
     params["/**"]["ros__parameters"]["target_frame"] = "base_link"
     params_file = tmp_path / "params.yaml"
@@ -281,6 +299,29 @@ def test_rviz_shows_every_camera_and_follows_the_nodes_target_frame(tmp_path):
     assert config["Visualization Manager"]["Global Options"]["Fixed Frame"] == "base_link"
 
 
+def test_without_rviz2_rviz_true_is_one_warning_and_the_node_alone():
+    """A headless robot has no rviz2: the launch says how to get it and starts the node."""
+    import logging
+
+    from ament_index_python.packages import get_package_prefix, PackageNotFoundError
+    import launch.logging
+
+    with pytest.raises((PackageNotFoundError, OSError)):
+        get_package_prefix("rviz2")  # not on PyPI, so never in this venv
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    logger = launch.logging.get_logger("perception.launch")  # what ros2 launch prints on screen
+    logger.addHandler(handler)
+    try:
+        launched = Launched(namespace="front_camera", rviz="true")
+    finally:
+        logger.removeHandler(handler)
+    assert launched.rviz is None and launched.node is not None
+    assert [r.levelno for r in records] == [logging.WARNING], records
+    assert "rviz2 is not installed" in records[0].getMessage() and "apt install ros-" in records[0].getMessage()
+
+
 def test_the_shipped_rviz_config_is_the_node_without_namespace():
     """
     The shipped RViz config is the node's without a namespace.
@@ -291,3 +332,138 @@ def test_the_shipped_rviz_config_is_the_node_without_namespace():
     template = yaml.safe_load(RVIZ_TEMPLATE.read_text())
     assert sorted(_view_topics(template).values()) == ["/markers", "/overlay", "/target_points"]
     assert _launch_module().rviz_config(template, "", [], "camera_color_optical_frame") == template
+
+
+def test_target_frame_tf_timeout_and_max_image_age_reach_the_node(ros_context):
+    launched = Launched(target_frame="base_link", tf_timeout="0.25", max_image_age="2", autostart="false")
+    node = launched.start(ros_context, BoxSegmenter())
+    try:
+        held = {name: node.get_parameter(name).value for name in ("target_frame", "tf_timeout", "max_image_age")}
+        assert held == {"target_frame": "base_link", "tf_timeout": 0.25, "max_image_age": 2.0}
+        assert isinstance(held["max_image_age"], float)  # "2" is the double the parameter is declared as
+    finally:
+        node.destroy_node()
+    # Empty (the default): the parameters file's values, untouched.
+    assert not {"target_frame", "tf_timeout", "max_image_age"} & set(Launched().parameter_files()[1][
+        "/perception_node"]["ros__parameters"])
+
+
+def _undeclared_warnings(argv: list[str], **arguments: str) -> list[str]:
+    """Return the launch file's warnings for a command line of ``argv``."""
+    import logging
+
+    import launch.logging
+
+    records: list[logging.LogRecord] = []
+    handler = logging.Handler(logging.WARNING)
+    handler.emit = records.append
+    logger = launch.logging.get_logger("perception.launch")
+    logger.addHandler(handler)
+    try:
+        Launched(argv=argv, **arguments)
+    finally:
+        logger.removeHandler(handler)
+    return [r.getMessage() for r in records]
+
+
+def test_an_undeclared_launch_argument_is_one_warning_naming_the_nearest_declared_one():
+    said = _undeclared_warnings(["namespace:=front", "target_fame:=base_link", "colour:=red"], namespace="front")
+    assert len(said) == 2, said
+    assert said[0].startswith("launch argument 'target_fame' is not one of perception.launch.py's")
+    assert "did you mean 'target_frame'?" in said[0] and "--show-args" in said[0]
+    assert "colour" in said[1] and "did you mean" not in said[1]
+    assert _undeclared_warnings(["namespace:=front", "max_image_age:=1.0"], namespace="front",
+                                max_image_age="1.0") == []
+
+
+def _documented_launch_lines() -> list[tuple[str, dict[str, str]]]:
+    """
+    Every ``ros2 launch m2sa_ros perception.launch.py`` line of the README and docs/, with its arguments.
+
+    A line continued with a backslash is read whole; a comment after ``#`` is not part of it.
+    """
+    import re
+    import shlex
+
+    found = []
+    for doc in [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]:
+        lines = doc.read_text().splitlines()
+        for number, line in enumerate(lines, 1):
+            following = number
+            while line.endswith("\\") and following < len(lines):  # a command continued on the next line
+                line, following = line[:-1] + " " + lines[following], following + 1
+            start = line.find("ros2 launch m2sa_ros perception.launch.py")
+            if start < 0:
+                continue
+            words = shlex.split(line[start:].split("#", 1)[0].split("`", 1)[0])[4:]
+            arguments = dict(word.split(":=", 1) for word in words if re.fullmatch(r"[a-z_]+:=.*", word))
+            if arguments:
+                found.append((f"{doc.name}:{number}", arguments))
+    return found
+
+
+# Arguments that act in the launch, not in the node's parameters or names.
+LAUNCH_ONLY = {"respawn", "respawn_delay", "rviz", "rviz_fixed_frame", "log_level", "params_file", "node_name"}
+
+
+def test_every_launch_argument_the_docs_show_reaches_the_node(ros_context):
+    """
+    Each ``name:=value`` the docs write after ``ros2 launch``, given to the launch, is what the node holds.
+
+    A name the launch file does not declare fails here, where ros2 launch would drop it
+    without a word. Parameters are read from the node; topics from its remappings.
+    """
+    from m2sa_ros.node_params import PARAMETERS
+
+    lines = _documented_launch_lines()
+    assert any("target_frame" in arguments for _, arguments in lines), "the docs show target_frame:= with launch"
+    declared = {name for name, _, _ in _launch_module().ARGUMENTS}
+    parameters = {spec.name: spec for spec in PARAMETERS}
+    topics = {"image_topic": "image", "command_topic": "command", "command_stamped_topic": "command_stamped",
+              "depth_topic": "depth", "camera_info_topic": "camera_info"}
+    for where, arguments in lines:
+        assert set(arguments) <= declared, f"{where}: {sorted(set(arguments) - declared)} not declared"
+        launched = Launched(**{"autostart": "false", **arguments})
+        node = launched.start(ros_context, BoxSegmenter())
+        try:
+            for name, value in arguments.items():
+                if name in parameters and name != "cameras":
+                    spec = parameters[name]
+                    kind = type(spec.default)
+                    expected = value.lower() == "true" if kind is bool else kind(value)
+                    assert node.get_parameter(name).value == expected, (where, name)
+                elif name == "cameras":
+                    assert list(node.get_parameter("cameras").value) == launched.cameras_of(value), where
+                elif name == "namespace":
+                    assert node.get_namespace() == "/" + value.strip("/"), where
+                elif name in topics:
+                    prefixes = [f"{c}/" for c in launched.cameras_of(arguments.get("cameras", ""))] or [""]
+                    for prefix in prefixes:
+                        resolved = node.resolve_topic_name(f"{prefix}{topics[name]}")
+                        if value.startswith("/"):
+                            assert resolved == value, (where, name, resolved)
+                        else:  # relative: under the node's namespace (and the camera's)
+                            assert resolved.endswith("/" + value), (where, name, resolved)
+                else:  # the launch's own (respawn, rviz, ...): checked by the tests above
+                    assert name in LAUNCH_ONLY, f"{where}: nothing here checks {name}:= in the node"
+        finally:
+            node.destroy_node()
+
+
+def test_camera_info_follows_the_image_topic_and_its_reliability_argument_with_it(ros_context):
+    """image_topic:= moves camera_info beside the image (image_transport's way), camera_info_reliability:= with it."""
+    from lifecycle_msgs.msg import State
+    from rclpy.qos import ReliabilityPolicy
+
+    launched = Launched(image_topic="/camera/color/image_raw", camera_info_reliability="reliable", autostart="false")
+    node = launched.start(ros_context, BoxSegmenter())
+    try:
+        node.trigger_configure()
+        node.trigger_activate()
+        assert node._state_machine.current_state[0] == State.PRIMARY_STATE_ACTIVE
+        reliability = {sub.topic_name: sub.qos_profile.reliability for sub in node.subscriptions}
+        assert reliability["/camera/color/camera_info"] == ReliabilityPolicy.RELIABLE, sorted(reliability)
+        assert reliability["/camera/color/image_raw"] == ReliabilityPolicy.BEST_EFFORT
+        assert "/camera_info" not in reliability
+    finally:
+        node.close()

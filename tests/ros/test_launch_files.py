@@ -39,7 +39,7 @@ LAUNCH_FILE = ROOT / "launch" / "perception.launch.py"
 REQUIRED_ARGUMENTS = {"model_path", "preset", "device", "image_topic", "command_topic", "namespace",
                       "params_file", "use_sim_time", "command_stamped_topic", "log_level", "use_compressed",
                       "image_reliability", "depth_reliability", "camera_info_reliability", "autostart", "respawn",
-                      "respawn_delay", "rviz", "rviz_fixed_frame"}
+                      "respawn_delay", "rviz", "rviz_fixed_frame", "target_frame", "tf_timeout", "max_image_age"}
 
 
 def _node_parameters() -> dict:

@@ -127,7 +127,7 @@ def test_namespace_and_cameras_put_the_active_node_and_each_cameras_topics_under
     assert code == 0, launch.output
 
 
-def test_params_file_use_sim_time_and_log_level_reach_the_node(launch_env, ros_context, tmp_path):
+def test_params_file_use_sim_time_log_level_and_the_node_arguments_reach_the_node(launch_env, ros_context, tmp_path):
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.node import Node
     from rclpy.parameter import parameter_value_to_python
@@ -139,7 +139,7 @@ def test_params_file_use_sim_time_and_log_level_reach_the_node(launch_env, ros_c
     params = _params_file(tmp_path, max_queue=7, mask_threshold=0.25, wait_for_image=12.5,
                           diagnostics_period=0.5, device="cpu")
     launch = _launch(launch_env, f"namespace:={ns}", f"params_file:={params}", "use_sim_time:=true",
-                     "log_level:=debug")
+                     "log_level:=debug", "target_frame:=base_link", "tf_timeout:=0.25", "max_image_age:=30")
     probe = Node("launch_params_probe", context=ros_context)
     clock = probe.create_publisher(Clock, "/clock", QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE))
     sim_start_s = 4242
@@ -162,12 +162,15 @@ def test_params_file_use_sim_time_and_log_level_reach_the_node(launch_env, ros_c
             launch.wait_for_line(ACTIVE, timeout=120)
             client = AsyncParameterClient(probe, f"{ns}/{NODE}")
             assert client.wait_for_services(timeout_sec=30), launch.output
-            names = ["max_queue", "mask_threshold", "wait_for_image", "diagnostics_period", "use_sim_time"]
+            names = ["max_queue", "mask_threshold", "wait_for_image", "diagnostics_period", "use_sim_time",
+                     "target_frame", "tf_timeout", "max_image_age"]
             future = client.get_parameters(names)
             wait_until(future.done, 30, "the node's parameters")
             values = [parameter_value_to_python(value) for value in future.result().values]
             assert dict(zip(names, values)) == {"max_queue": 7, "mask_threshold": 0.25, "wait_for_image": 12.5,
-                                                "diagnostics_period": 0.5, "use_sim_time": True}
+                                                "diagnostics_period": 0.5, "use_sim_time": True,
+                                                "target_frame": "base_link", "tf_timeout": 0.25,
+                                                "max_image_age": 30.0}
             # The node's clock is /clock: its diagnostics timer runs on simulated time and
             # stamps with it, far from the wall clock.
             wait_until(lambda: len(stamps) >= 2, 60, "diagnostics stamped on the simulated clock")

@@ -485,6 +485,38 @@ def test_compressed_png_input_is_decoded_exactly(graph, tiny):
     np.testing.assert_array_equal(pixels[20:, 20:], rgb[20:, 20:])  # away from mask and label
 
 
+def test_compressed_frames_are_decoded_only_when_a_command_takes_one(graph, tiny, monkeypatch):
+    """An idle node decodes nothing; a command decodes the newest frame, once (latest_frame.py)."""
+    import cv2
+    import m2sa_ros.perception_node as perception_node
+    from m2sa_ros.msg import SegmentationResult
+    from sensor_msgs.msg import CompressedImage
+    from std_msgs.msg import String
+
+    decoded: list[int] = []
+    real = perception_node.compressed_to_rgb
+
+    def counting(msg, what):
+        decoded.append(msg.header.stamp.nanosec)
+        return real(msg, what=what)
+
+    monkeypatch.setattr(perception_node, "compressed_to_rgb", counting)
+    node = graph.add_node(ScriptedSegmenter(tiny), use_compressed=True)
+    graph.start(node)
+    results = graph.collect(SegmentationResult, "result")
+    images = graph.publisher(CompressedImage, "image/compressed", 1)
+    for i in range(5):
+        _, jpeg = cv2.imencode(".jpg", cv2.cvtColor(random_scene(80, 60, seed=i), cv2.COLOR_RGB2BGR))
+        msg = CompressedImage(format="jpeg", data=jpeg.tobytes())
+        msg.header.stamp.sec, msg.header.stamp.nanosec = now_ns(node) // 10**9, i + 1
+        graph.publish_frame(node, images, msg)
+    assert decoded == []  # five frames held, none decoded: nobody asked
+    graph.publisher(String, "command").publish(String(data="turn on the TV"))
+    res = wait_until(lambda: results, 60, "a result")[0]
+    assert res.success and (res.width, res.height) == (80, 60)
+    assert decoded == [5]  # the newest, once
+
+
 def test_amodal_parameter_fills_every_targets_amodal_mask(graph, tiny):
     from m2sa_ros.srv import Segment
 
