@@ -111,9 +111,10 @@ def test_namespace_and_cameras_put_the_active_node_and_each_cameras_topics_under
 
         subs, pubs, services, topics = wait_until(complete, 30, f"{ns}/{NODE}'s subscriptions in the graph")
         for camera in ("head", "wrist"):
-            # image_topic is a relative name applied under every camera.
+            # image_topic is a relative name applied under every camera; camera_info is its
+            # sibling, as image_transport's CameraSubscriber takes it.
             assert {f"{ns}/{camera}/color/image_raw", f"{ns}/{camera}/command", f"{ns}/{camera}/command_stamped",
-                    f"{ns}/{camera}/depth", f"{ns}/{camera}/camera_info"} <= subs, subs
+                    f"{ns}/{camera}/depth", f"{ns}/{camera}/color/camera_info"} <= subs, subs
             assert {f"{ns}/{camera}/result", f"{ns}/{camera}/overlay", f"{ns}/{camera}/markers"} <= pubs, pubs
             assert f"{ns}/{camera}/segment" in services, services
             # An action shows as its hidden topics.
