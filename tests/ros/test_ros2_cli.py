@@ -268,7 +268,7 @@ CTRL_C_TRIES = 3
 
 
 def _ctrl_c_send_goal(shell: dict[str, str], ns: str, probe: Any, statuses: list[dict[str, int]],
-                      request_id: str) -> tuple[LaunchProcess, dict[str, Any]]:
+                      readers: list[int], request_id: str) -> tuple[LaunchProcess, dict[str, Any]]:
     """
     ``ros2 action send_goal --feedback``, Ctrl-C once the goal waits, and the goal's one result.
 
@@ -276,13 +276,19 @@ def _ctrl_c_send_goal(shell: dict[str, str], ns: str, probe: Any, statuses: list
     """
     from action_msgs.msg import GoalStatus
 
+    readers.clear()  # counts from before this echo (an earlier try's) say nothing about it
     echo = subprocess.Popen(["ros2", "topic", "echo", "--once", f"{ns}/result", "m2sa_ros/msg/SegmentationResult",
                              "--no-daemon"], env=shell, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     goal = None
     try:
-        # The echo's subscription must be there before the goal's one result is published.
-        wait_until(lambda: probe.count_subscribers(f"{ns}/result") > 0 or echo.poll() is not None, 60,
-                   "ros2 topic echo's subscription")
+        # The echo's reader must be matched by the node's result writer before the goal's one
+        # result is published: a reader seen in the graph is not yet one the writer sends to
+        # (each pair of participants discovers the other on its own), and a volatile writer
+        # drops a result for a reader it has not matched. The node counts its matched readers
+        # in /diagnostics (result_subscribers); the echo's is the only one.
+        wait_until(lambda: (readers and readers[-1] >= 1) or echo.poll() is not None, 60,
+                   f"the node's result writer to match ros2 topic echo's reader (result_subscribers {readers[-1:]})")
+        assert echo.poll() is None, echo.stdout.read()
         goal = LaunchProcess(["ros2", "action", "send_goal", "--feedback", f"{ns}/segment", "m2sa_ros/action/Segment",
                               f"{{command: 'I want to turn on the TV', request_id: {request_id}}}"], shell)
         goal_id = goal.wait_for_line("Goal accepted with ID", timeout=60).split(":", 1)[1].strip()
@@ -315,6 +321,7 @@ def _ctrl_c_send_goal(shell: dict[str, str], ns: str, probe: Any, statuses: list
 
 def test_action_send_goal_shows_feedback_and_ctrl_c_cancels_the_goal(shell, node, module_context):
     from action_msgs.msg import GoalStatusArray
+    from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.node import Node
     from rclpy.qos import qos_profile_action_status_default
 
@@ -330,12 +337,17 @@ def test_action_send_goal_shows_feedback_and_ctrl_c_cancels_the_goal(shell, node
         GoalStatusArray, f"{ns}/segment/_action/status",
         lambda msg: statuses.append({bytes(s.goal_info.goal_id.uuid).hex(): s.status for s in msg.status_list}),
         qos_profile_action_status_default)
+    readers: list[int] = []  # the node's result_subscribers, from each /diagnostics message
+    probe.create_subscription(
+        DiagnosticArray, "/diagnostics",
+        lambda msg: readers.extend(int(kv.value) for status in msg.status if status.name.startswith(fqn)
+                                   for kv in status.values if kv.key == "result_subscribers"), 10)
     lost = []
     try:
         with spinning(module_context, probe, threads=1):
             for attempt in range(CTRL_C_TRIES):
                 request_id = f"cli-goal-{attempt}"
-                goal, result = _ctrl_c_send_goal(shell, ns, probe, statuses, request_id)
+                goal, result = _ctrl_c_send_goal(shell, ns, probe, statuses, readers, request_id)
                 # One result for the goal, and no other.
                 assert result["request_id"] == request_id and result["success"] is False, result
                 if result["error"] != "cancelled":
