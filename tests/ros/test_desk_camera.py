@@ -202,6 +202,7 @@ def _start(argv: list[str]) -> subprocess.Popen:
 
 @pytest.mark.ros
 def test_camera_over_dds_feeds_the_node_and_stops_on_ctrl_c(ros_context):
+    from diagnostic_msgs.msg import DiagnosticArray
     from m2sa_ros.action import Segment
     from m2sa_ros.image_conversion import depth_to_metres, image_to_rgb
     from node_harness import spinning, wait_until
@@ -229,6 +230,11 @@ def test_camera_over_dds_feeds_the_node_and_stops_on_ctrl_c(ros_context):
 
     for topic, kind in (("image", Image), ("depth", Image), ("camera_info", CameraInfo)):
         listener.create_subscription(kind, f"{ns}/{topic}", keep(topic), qos_profile_sensor_data)
+    diagnostics: list[dict[str, str]] = []  # the node's camera values, from each /diagnostics message
+    listener.create_subscription(
+        DiagnosticArray, "/diagnostics",
+        lambda msg: diagnostics.extend({kv.key: kv.value for kv in status.values} for status in msg.status
+                                       if any(kv.key == "depth_age_ms" for kv in status.values)), 10)
     try:
         with spinning(ros_context, listener):
             wait_until(lambda: len(set(got["image"]) & set(got["depth"]) & set(got["camera_info"])) >= 3
@@ -253,6 +259,13 @@ def test_camera_over_dds_feeds_the_node_and_stops_on_ctrl_c(ros_context):
                                 "-p", "wait_for_image:=60.0"])
             client = ActionClient(listener, Segment, f"{ns}/segment")
             assert client.wait_for_server(timeout_sec=120), ctrl_c(node_proc)[1]
+            # The node's three subscriptions each match the camera's publisher on their own
+            # time: a first image whose depth was published before the depth subscription
+            # matched is answered without 3-D, rightly. So the goal goes once the node says
+            # (its /diagnostics) that depth and camera_info reach it, as an operator would check.
+            wait_until(lambda: diagnostics and all(diagnostics[-1].get(key, "none received") != "none received"
+                                                   for key in ("image_age_ms", "depth_age_ms", "camera_info_age_ms")),
+                       120, f"the node's /diagnostics to show image, depth and camera_info {diagnostics[-1:]}")
             sent = client.send_goal_async(Segment.Goal(command=SURFACES, request_id="desk-1"))
             handle = wait_until(lambda: sent.done() and sent.result(), 60, "goal accepted")
             assert handle.accepted
