@@ -327,18 +327,15 @@ def _warn_undeclared(context) -> None:
     """
     import difflib
 
-    import launch.logging
-
     declared = [name for name, _, _ in ARGUMENTS]
-    logger = launch.logging.get_logger("perception.launch")
     for arg in getattr(context, "argv", None) or []:
         name = arg.split(":=", 1)[0].strip()
         if ":=" not in arg or name in declared:
             continue
         nearest = difflib.get_close_matches(name, declared, n=1)
         hint = f"; did you mean '{nearest[0]}'?" if nearest else ""
-        logger.warning(f"launch argument '{name}' is not one of perception.launch.py's and does nothing here"
-                       f"{hint} (ros2 launch m2sa_ros perception.launch.py --show-args lists them)")
+        _warn(f"launch argument '{name}' is not one of perception.launch.py's and does nothing here"
+              f"{hint} (ros2 launch m2sa_ros perception.launch.py --show-args lists them)")
 
 
 def _node(context, *_args, **_kwargs):
@@ -374,13 +371,17 @@ def _node(context, *_args, **_kwargs):
             actions.append(_rviz(value, cameras, params_file, overrides))
         else:
             # rviz2 is a GUI a headless robot need not have, so package.xml does not declare it.
-            import launch.logging
-
             distro = os.environ.get("ROS_DISTRO", "<distro>")
-            launch.logging.get_logger("perception.launch").warning(
-                f"rviz:=true, but rviz2 is not installed here (sudo apt install ros-{distro}-rviz2): "
-                "the node starts without RViz")
+            _warn(f"rviz:=true, but rviz2 is not installed here (sudo apt install ros-{distro}-rviz2): "
+                  "the node starts without RViz")
     return actions
+
+
+def _warn(message: str) -> None:
+    """Log one warning as launch prints its own (the screen and launch's log file)."""
+    import launch.logging
+
+    launch.logging.get_logger("perception.launch").warning(message)
 
 
 def _installed(package: str) -> bool:

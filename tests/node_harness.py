@@ -48,6 +48,20 @@ FRAME = "fuzz_camera"  # their frame
 CAMERA_FRAME = "camera_color_optical_frame"  # DepthFeed's, a registered depth camera's
 
 
+def held_parameters(client: Any, names: list[str], timeout: float = 60.0) -> dict[str, Any]:
+    """
+    Return what a node holds for ``names``, read through rclpy's AsyncParameterClient ``client``.
+
+    The get_parameters call ``ros2 param get`` makes, in-process: for a test where no verb
+    is under test.
+    """
+    from rclpy.parameter import parameter_value_to_python
+
+    future = client.get_parameters(names)
+    wait_until(future.done, timeout, "the node's get_parameters answer")
+    return {name: parameter_value_to_python(value) for name, value in zip(names, future.result().values)}
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float = 30.0, what: str = "condition") -> Any:
     """
     ``predicate()``'s first true value, polled every 20 ms.

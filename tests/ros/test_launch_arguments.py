@@ -299,24 +299,32 @@ def test_rviz_shows_every_camera_and_follows_the_nodes_target_frame(tmp_path, rv
     assert config["Visualization Manager"]["Global Options"]["Fixed Frame"] == "base_link"
 
 
-def test_without_rviz2_rviz_true_is_one_warning_and_the_node_alone():
-    """A headless robot has no rviz2: the launch says how to get it and starts the node."""
+def _launched_with_warnings(argv: list[str] | None = None, **arguments: str) -> tuple[Launched, list[Any]]:
+    """Return what the launch description starts for ``arguments``, and the warnings it logged meanwhile."""
     import logging
 
-    from ament_index_python.packages import get_package_prefix, PackageNotFoundError
     import launch.logging
 
-    with pytest.raises((PackageNotFoundError, OSError)):
-        get_package_prefix("rviz2")  # not on PyPI, so never in this venv
     records: list[logging.LogRecord] = []
     handler = logging.Handler(logging.WARNING)
     handler.emit = records.append
     logger = launch.logging.get_logger("perception.launch")  # what ros2 launch prints on screen
     logger.addHandler(handler)
     try:
-        launched = Launched(namespace="front_camera", rviz="true")
+        return Launched(argv=argv, **arguments), records
     finally:
         logger.removeHandler(handler)
+
+
+def test_without_rviz2_rviz_true_is_one_warning_and_the_node_alone():
+    """A headless robot has no rviz2: the launch says how to get it and starts the node."""
+    import logging
+
+    from ament_index_python.packages import get_package_prefix, PackageNotFoundError
+
+    with pytest.raises((PackageNotFoundError, OSError)):
+        get_package_prefix("rviz2")  # not on PyPI, so never in this venv
+    launched, records = _launched_with_warnings(namespace="front_camera", rviz="true")
     assert launched.rviz is None and launched.node is not None
     assert [r.levelno for r in records] == [logging.WARNING], records
     assert "rviz2 is not installed" in records[0].getMessage() and "apt install ros-" in records[0].getMessage()
@@ -350,20 +358,7 @@ def test_target_frame_tf_timeout_and_max_image_age_reach_the_node(ros_context):
 
 def _undeclared_warnings(argv: list[str], **arguments: str) -> list[str]:
     """Return the launch file's warnings for a command line of ``argv``."""
-    import logging
-
-    import launch.logging
-
-    records: list[logging.LogRecord] = []
-    handler = logging.Handler(logging.WARNING)
-    handler.emit = records.append
-    logger = launch.logging.get_logger("perception.launch")
-    logger.addHandler(handler)
-    try:
-        Launched(argv=argv, **arguments)
-    finally:
-        logger.removeHandler(handler)
-    return [r.getMessage() for r in records]
+    return [r.getMessage() for r in _launched_with_warnings(argv, **arguments)[1]]
 
 
 def test_an_undeclared_launch_argument_is_one_warning_naming_the_nearest_declared_one():

@@ -37,7 +37,7 @@ import re
 import time
 from typing import Any
 
-from node_harness import spinning, wait_until
+from node_harness import held_parameters, spinning, wait_until
 from node_process import hold_pending_goals, PENDING, wait_done
 import pytest
 from ros_install import LaunchProcess, ros2, ros2_daemon_sees
@@ -131,7 +131,6 @@ def test_namespace_and_cameras_put_the_active_node_and_each_cameras_topics_under
 def test_params_file_use_sim_time_log_level_and_the_node_arguments_reach_the_node(launch_env, ros_context, tmp_path):
     from diagnostic_msgs.msg import DiagnosticArray
     from rclpy.node import Node
-    from rclpy.parameter import parameter_value_to_python
     from rclpy.parameter_client import AsyncParameterClient
     from rclpy.qos import QoSProfile, ReliabilityPolicy
     from rosgraph_msgs.msg import Clock
@@ -165,13 +164,9 @@ def test_params_file_use_sim_time_log_level_and_the_node_arguments_reach_the_nod
             assert client.wait_for_services(timeout_sec=30), launch.output
             names = ["max_queue", "mask_threshold", "wait_for_image", "diagnostics_period", "use_sim_time",
                      "target_frame", "tf_timeout", "max_image_age"]
-            future = client.get_parameters(names)
-            wait_until(future.done, 30, "the node's parameters")
-            values = [parameter_value_to_python(value) for value in future.result().values]
-            assert dict(zip(names, values)) == {"max_queue": 7, "mask_threshold": 0.25, "wait_for_image": 12.5,
-                                                "diagnostics_period": 0.5, "use_sim_time": True,
-                                                "target_frame": "base_link", "tf_timeout": 0.25,
-                                                "max_image_age": 30.0}
+            assert held_parameters(client, names, timeout=30) == {
+                "max_queue": 7, "mask_threshold": 0.25, "wait_for_image": 12.5, "diagnostics_period": 0.5,
+                "use_sim_time": True, "target_frame": "base_link", "tf_timeout": 0.25, "max_image_age": 30.0}
             # The node's clock is /clock: its diagnostics timer runs on simulated time and
             # stamps with it, far from the wall clock.
             wait_until(lambda: len(stamps) >= 2, 60, "diagnostics stamped on the simulated clock")

@@ -46,7 +46,7 @@ import time
 from typing import Any, Iterator
 
 from middleware_log import without_middleware_lines
-from node_harness import spinning, wait_until
+from node_harness import held_parameters, spinning, wait_until
 import pytest
 from ros_install import LaunchProcess, ROOT, ros2, ros2_daemon_sees
 import yaml
@@ -219,15 +219,6 @@ def _parameter_client(context: Any, fqn: str) -> Iterator[Any]:
         probe.destroy_node()
 
 
-def _held(client: Any, names: list[str]) -> dict[str, Any]:
-    """Return the values the node holds for ``names``."""
-    from rclpy.parameter import parameter_value_to_python
-
-    future = client.get_parameters(names)
-    wait_until(future.done, 60, "the node's get_parameters answer")
-    return {name: parameter_value_to_python(value) for name, value in zip(names, future.result().values)}
-
-
 def test_param_set_applies_converts_and_refuses_with_the_reason(shell, node, module_context):
     from rclpy.parameter import Parameter
 
@@ -252,7 +243,7 @@ def test_param_set_applies_converts_and_refuses_with_the_reason(shell, node, mod
                 # The node says what and why in its own log, in one line.
                 lines = [line for line in run.lines if "parameter set refused" in line and named in line]
                 assert len(lines) == 1, (name, lines)
-            held = _held(client, [name for name, *_ in refused])
+            held = held_parameters(client, [name for name, *_ in refused])
             assert held == {name: kept for name, _value, _reason, _named, kept in refused}
         finally:
             future = client.set_parameters([Parameter("mask_threshold", value=0.0)])
