@@ -330,6 +330,13 @@ BUGS: tuple[PlantedBug, ...] = (
         "n_frames=6,",
         ("tests/ros/bag/test_bag_tracking.py::test_make_cli_records_sequences_and_refuses_bad_options_in_one_line",)),
     PlantedBug(
+        "track-goal-resent-under-a-new-id", CLI,
+        "m2sa-bag-eval sends a track goal again under a new goal id: a lost response leaves a second track running",
+        "m2sa_ros/bag/tracking.py",
+        "goal_uuid=goal.goal_id).add_done_callback(goal.on_sent)",
+        "goal_uuid=None).add_done_callback(goal.on_sent)",
+        ("tests/ros/bag/test_track_goal_sends.py::test_a_lost_request_is_sent_again_under_the_same_id_and_accepted",)),
+    PlantedBug(
         "node-gil-interval-in-milliseconds", CLI,
         "m2sa-perception sets the GIL switch interval in milliseconds where Python takes seconds",
         "m2sa_ros/main.py",

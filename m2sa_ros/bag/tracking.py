@@ -40,12 +40,23 @@ from pathlib import Path
 import threading
 import time
 from typing import Any
+import uuid
 
 from m2sa_ros.bag.bag_io import bag_info, decode, iter_messages, stamp_ns
 from m2sa_ros.bag.ground_truth import BagError, TrackingGroundTruth
 from m2sa_ros.bag.replay import NodeProcess, Replayer, ReplayOptions
 
 FEEDBACK_GRACE_S = 2.0  # how long a frame's feedback may trail its track's final result
+
+# How long the replayer waits for a goal's response before it sends the goal again, and how
+# often it sends it. rmw_fastrtps drops a service response when the node has not yet matched
+# the client's response reader within 100 ms ("failed to send response (timeout): client will
+# not receive response", ros2/ros2 issue 1253), which on a loaded machine happens right after
+# wait_for_server. Unlike a segment goal, a lost track goal would run on unseen, so every send
+# carries the same goal id: the node refuses a goal id it already holds (rclpy's action server
+# does), and the goal's own feedback, which comes under that id, proves it runs.
+GOAL_RESPONSE_TIMEOUT_S = 10.0
+GOAL_SENDS = 3
 
 
 @dataclass
@@ -96,14 +107,22 @@ class TrackOutcome:
 
 
 class _Goal:
-    """A sent goal: its feedback as it comes, its handle and its one result (executor thread fills them)."""
+    """
+    A sent goal: its feedback as it comes, its handle and its one result (executor thread fills them).
 
-    def __init__(self, outcome: TrackOutcome, cond: threading.Condition) -> None:
+    The goal may be sent more than once under one goal id (see ``GOAL_SENDS``), so its
+    handle is the first *accepted* answer, or one adopted from the goal's own feedback
+    when every answer was lost; the result is asked for once, whichever came first.
+    """
+
+    def __init__(self, outcome: TrackOutcome, cond: threading.Condition, goal_id: Any) -> None:
         self.outcome = outcome
         self.cond = cond
+        self.goal_id = goal_id
         self.feedback: list[tuple[int, Any, float]] = []  # (frame_seq, result, monotonic s)
-        self.handle: Any = None
-        self.sent = False  # the goal request's future resolved (accepted or rejected)
+        self.handle: Any = None  # the accepted handle, once there is one
+        self.answers = 0  # goal responses received (accepted or rejected), of any send
+        self.rejected = False  # decided by the replayer: the node refused the goal
         self.result: Any = None  # GetResult response (status, result)
         self.failure = ""
 
@@ -114,15 +133,37 @@ class _Goal:
             self.cond.notify_all()
 
     def on_sent(self, future: Any) -> None:
+        try:
+            handle = future.result()
+        except Exception as exc:  # noqa: BLE001 - the request never reached the server
+            handle, failure = None, f"goal request failed: {exc}"
+        else:
+            failure = ""
         with self.cond:
-            try:
-                self.handle = future.result()
-            except Exception as exc:  # noqa: BLE001 - the request never reached the server
-                self.failure = f"goal request failed: {exc}"
-            self.sent = True
+            self.answers += 1
+            self.failure = self.failure or failure
+            adopt = handle is not None and handle.accepted and self.handle is None
+            if adopt:
+                self.handle = handle
             self.cond.notify_all()
-        if self.handle is not None and self.handle.accepted:
-            self.handle.get_result_async().add_done_callback(self.on_result)
+        if adopt:
+            handle.get_result_async().add_done_callback(self.on_result)
+
+    def adopt(self, client: Any, accepted: Any) -> None:
+        """
+        Take the goal as accepted on the strength of its own feedback, its response lost.
+
+        The node sends feedback only for a goal it runs, under the id this replayer chose,
+        so the feedback proves what the lost response (``accepted``) would have said.
+        """
+        from rclpy.action.client import ClientGoalHandle
+
+        handle = ClientGoalHandle(client, self.goal_id, accepted)
+        with self.cond:
+            if self.handle is not None:
+                return
+            self.handle = handle
+        handle.get_result_async().add_done_callback(self.on_result)
 
     def on_result(self, future: Any) -> None:
         with self.cond:
@@ -140,7 +181,7 @@ class _Goal:
 
     @property
     def ended(self) -> bool:
-        return self.result is not None or (self.sent and (self.handle is None or not self.handle.accepted))
+        return self.result is not None or self.rejected
 
 
 def check_tracking_bag(bag: Path, truth: TrackingGroundTruth) -> None:
@@ -217,8 +258,9 @@ class TrackReplayer(Replayer):
         """Send the goal and wait for its answer (feedback 0) or its end."""
         from m2sa_ros.msg import Command
         from rclpy.serialization import serialize_message
+        from unique_identifier_msgs.msg import UUID
 
-        goal = _Goal(outcome, self._cond)
+        goal = _Goal(outcome, self._cond, UUID(uuid=list(uuid.uuid4().bytes)))
         s = self.goal_settings
         request = self._track_type.Goal(command=outcome.command, request_id=outcome.request_id, rate=0.0,
                                         timeout=0.0, min_score=float(s.min_score), lost_frames=int(s.lost_frames),
@@ -230,14 +272,32 @@ class TrackReplayer(Replayer):
         command = Command(request_id=outcome.request_id, text=outcome.command)
         command.header.stamp.sec, command.header.stamp.nanosec = divmod(outcome.bag_time_ns, 1_000_000_000)
         self._record(self._command_conn, serialize_message(command), outcome.bag_time_ns)
-        self.track_client.send_goal_async(request, feedback_callback=goal.on_feedback).add_done_callback(goal.on_sent)
         timeout = self.options.result_timeout_s
-        if not self._await(lambda: goal.sent, node, timeout):
-            outcome.problems.append(self._why_not("the goal was not acknowledged", node))
-            return goal
-        outcome.accepted = goal.handle is not None and goal.handle.accepted
+        wait = min(GOAL_RESPONSE_TIMEOUT_S, timeout)
+        sends = 0
+        for sends in range(1, GOAL_SENDS + 1):
+            self.track_client.send_goal_async(request, feedback_callback=goal.on_feedback,
+                                              goal_uuid=goal.goal_id).add_done_callback(goal.on_sent)
+            if self._await(lambda: goal.answers or goal.feedback, node, wait):
+                break
+            if node is not None and not node.alive():
+                break
+        if goal.handle is None and goal.answers and sends > 1:
+            # A resend's "rejected" may be the node refusing a second copy of a goal it
+            # already runs: its feedback settles it.
+            self._await(lambda: goal.handle is not None or goal.feedback, node, timeout)
+        if goal.handle is None and goal.feedback:
+            goal.adopt(self.track_client, self._track_type.Impl.SendGoalService.Response(accepted=True))
+        outcome.accepted = goal.handle is not None
         if not outcome.accepted:
-            outcome.problems.append(goal.failure or "the node rejected the goal")
+            with self._cond:
+                goal.rejected = True
+            if goal.answers:
+                outcome.problems.append(goal.failure or "the node rejected the goal")
+            elif node is not None and not node.alive():
+                outcome.problems.append(self._why_not("the goal was not acknowledged", node))
+            else:
+                outcome.problems.append(f"no goal response to {sends} sends of {wait:g} s each")
             return goal
         if self._await(lambda: goal.feedback or goal.ended, node, timeout):
             self._take_feedback(goal, first, node)
@@ -284,7 +344,7 @@ class TrackReplayer(Replayer):
 
     def _finish(self, goal: _Goal | None, node: NodeProcess | None) -> None:
         """Cancel the goal if it still runs and wait for its one final result."""
-        if goal is None or goal.handle is None or not goal.outcome.accepted:
+        if goal is None or not goal.outcome.accepted:
             return
         if goal.result is None:
             goal.handle.cancel_goal_async()

@@ -246,11 +246,44 @@ def _entries(preds: list[np.ndarray], gts: list[np.ndarray]) -> list[float]:
     return pairs + [0.0] * (len(large) - len(small))
 
 
+def _losing_goal_traffic(monkeypatch) -> list[tuple[str, bytes]]:
+    """
+    Lose the middleware's way the first goal exchange of each sequence: track-0's response, track-1's request.
+
+    track-0's goal reaches the node, which accepts and runs it, but its response never
+    comes back (rmw_fastrtps drops it, ros2/ros2 issue 1253); track-1's first request never
+    leaves. Returns every send, as (request id, goal id), in order.
+    """
+    from m2sa_ros.bag import tracking
+    from rclpy.action import ActionClient
+    from rclpy.task import Future
+
+    real = ActionClient.send_goal_async
+    sends: list[tuple[str, bytes]] = []
+
+    def send_goal_async(self, goal, feedback_callback=None, goal_uuid=None):
+        sends.append((goal.request_id, bytes(goal_uuid.uuid)))
+        first = [r for r, _ in sends].count(goal.request_id) == 1
+        if first and goal.request_id == "track-0":
+            real(self, goal, feedback_callback, goal_uuid)
+            return Future()
+        if first and goal.request_id == "track-1":
+            return Future()
+        return real(self, goal, feedback_callback, goal_uuid)
+
+    monkeypatch.setattr(ActionClient, "send_goal_async", send_goal_async)
+    monkeypatch.setattr(tracking, "GOAL_RESPONSE_TIMEOUT_S", 1.0)
+    return sends
+
+
 @pytest.mark.integration
 @pytest.mark.ros
-def test_tracking_replay_through_the_node_scores_every_frame_as_the_results_bag_says(track_bag, tmp_path):
+def test_tracking_replay_through_the_node_scores_every_frame_as_the_results_bag_says(track_bag, tmp_path,
+                                                                                     monkeypatch):
+    """Also when the middleware loses a goal's response or its request: the goal runs once, under its one id."""
     from m2sa_ros.bag.evaluate import evaluate_tracking_bag
 
+    sends = _losing_goal_traffic(monkeypatch)
     out = tmp_path / "eval"
     evaluation = evaluate_tracking_bag(track_bag, out, node_args=["-p", f"model_path:={MODEL}",
                                                                   "-p", "max_image_age:=2.0"],
@@ -260,6 +293,10 @@ def test_tracking_replay_through_the_node_scores_every_frame_as_the_results_bag_
     counts = report["counts"]
     log = (out / "node.log").read_text() if (out / "node.log").exists() else ""
     assert counts["goals_accepted"] == SEQUENCES and counts["final_results"] == SEQUENCES, log
+    # Every send of a goal carried its one goal id; track-1 went again (track-0's feedback may
+    # have proved it running before its resend); one result per frame below proves one track each.
+    assert all(len({goal_id for r, goal_id in sends if r == request_id}) == 1 for request_id in ("track-0", "track-1"))
+    assert [r for r, _ in sends].count("track-1") >= 2, sends
     assert counts["goals_without_final_result"] == 0 and counts["frames_without_result"] == 0, report["sequences"]
     # Both answers name a target (the tiny model on these seeds), so both tracks run to their cancel.
     assert all(s["frames"][0]["targets"] for s in report["sequences"]), [s["answer"] for s in report["sequences"]]
