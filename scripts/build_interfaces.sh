@@ -78,7 +78,7 @@ case ":\${AMENT_PREFIX_PATH:-}:" in
   *":$venv:"*) ;;
   *) export AMENT_PREFIX_PATH="$venv\${AMENT_PREFIX_PATH:+:\$AMENT_PREFIX_PATH}" ;;
 esac
-# The upstream packages built from ../shared/ros-src (scripts/build_ros_src.sh): the ament
+# The upstream packages make setup builds (scripts/build_ros_src.sh, ros-src/<distro>.repos): the ament
 # index and the \`ros2\` command; python finds them through a .pth file already.
 ros_src_install="$repo/build/ros-src-$distro/install"
 if [ -d "\$ros_src_install" ]; then

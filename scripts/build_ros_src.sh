@@ -1,15 +1,20 @@
 #!/usr/bin/env bash
 # Build the upstream ROS 2 packages that PyPI lacks (tf2 and tf2_ros, vision_msgs, bond and
 # bondpy, launch and launch_ros with `ros2 launch`, the `ros2` CLI, rosidl_runtime_py,
-# composition_interfaces, sensor_msgs_py, image_geometry, the ament linters) from the
-# unchanged upstream tarballs in ../shared/ros-src, with colcon over a `make setup` venv.
+# composition_interfaces, sensor_msgs_py, image_geometry, the ament linters) from their
+# unchanged upstream sources, with colcon over a `make setup` venv.
 #
 # A robot gets these from its distribution (`apt install ros-jazzy-tf2-ros ...`); the venv
 # gets them here so that the tests and CI use the real packages instead of skipping.
+# ros-src/<distro>.repos (vcstool's format) names the repositories and pins their commits;
+# scripts/fetch_ros_src.sh fetches them from there (GitHub) into build/ros-src-<distro>/src.
+# ROS_SRC=/path/to/mirror takes them from an offline mirror instead: a folder that holds each
+# repository's tarball at the pinned commit, NAME-<distro>.tar.gz unpacking into NAME/.
 # The install space is build/ros-src-<distro>/install; a .pth file makes the venv's python
 # import from it and .venv/setup.sh puts it on AMENT_PREFIX_PATH and PATH (`ros2`).
 #   bash scripts/build_ros_src.sh [VENV [DISTRO]]    (default: .venv kilted; the Makefile passes both)
-#   ROS_SRC=/path/to/ros-src overrides where the tarballs are (default: ../shared/ros-src).
+#   ROS_SRC=/path/to/mirror   the tarballs instead of a fetch (no network needed)
+#   ROS_REPOS=/path/to/file.repos   another .repos file than ros-src/<distro>.repos
 set -euo pipefail
 
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,14 +22,23 @@ venv_name=${1:-.venv}
 distro=${2:-kilted}
 venv="$repo/$venv_name"
 py="$venv/bin/python"
-src_dir=${ROS_SRC:-$repo/../shared/ros-src}
+src_dir=${ROS_SRC:-}
+repos_file=${ROS_REPOS:-$repo/ros-src/$distro.repos}
 [ -x "$py" ] || { echo "build_ros_src.sh: $py missing: run make setup" >&2; exit 2; }
-[ -d "$src_dir" ] || { echo "build_ros_src.sh: no upstream sources at $src_dir (set ROS_SRC)" >&2; exit 2; }
+[ -f "$repos_file" ] || { echo "build_ros_src.sh: $repos_file missing: no pinned sources for $distro" >&2; exit 2; }
+[ -z "$src_dir" ] || [ -d "$src_dir" ] || {
+  echo "build_ros_src.sh: ROS_SRC=$src_dir is not a folder (an offline mirror of the upstream tarballs)" >&2; exit 2; }
+[ -z "$src_dir" ] || src_dir=$(cd "$src_dir" && pwd)
+# Name, url, commit and packages of each repository, one a line; a bad file stops here.
+table=$("$py" "$repo/scripts/ros_repos.py" "$repos_file") || exit 2
 
 base="$repo/build/ros-src-$distro"
 install="$base/install"
-# The tarballs and this script decide the build; an unchanged pair is not rebuilt.
-stamp_value=$( (cat "$0"; ls -l "$src_dir"/*-"$distro".tar.gz) | sha256sum | cut -c1-16)
+# The pins and these scripts decide the build; unchanged, it is not rebuilt. A mirror's tarballs
+# are the pinned commits (tests/tools/test_ros_src_pins.py), so a build from them counts as
+# the fetch's and the other way round: a checkout built offline stays built without ROS_SRC.
+stamp_value=$(cat "$0" "$repo/scripts/fetch_ros_src.sh" "$repo/scripts/ros_repos.py" "$repos_file" \
+  | sha256sum | cut -c1-16)
 site_rel=$("$py" -c "import sysconfig; print(sysconfig.get_path('purelib', vars={'base': ''}).lstrip('/'))")
 ros_site="$install/$site_rel"
 venv_site=$("$py" -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
@@ -43,14 +57,26 @@ if [ -f "$base/.done" ] && [ "$(cat "$base/.done")" = "$stamp_value" ]; then
   echo "[setup] upstream ROS packages for $distro already built in ${base#"$repo"/}"
   exit 0
 fi
+# The repositories, as the .repos file pins them: from the mirror's tarballs, which hold
+# only the packages the project uses, or fetched at their commits (the other packages then
+# get a COLCON_IGNORE). They go into a folder of their own first, so a fetch that fails
+# (no network) leaves the previous build as it was.
+sources="$base.sources"
+rm -rf "$sources"
+mkdir -p "$sources/src"
+if [ -n "$src_dir" ]; then
+  echo "[setup] upstream ROS sources for $distro from $src_dir"
+  while IFS=$'\t' read -r name _; do
+    tarball="$src_dir/$name-$distro.tar.gz"
+    [ -f "$tarball" ] || { echo "build_ros_src.sh: $tarball missing (ROS_SRC=$src_dir)" >&2; exit 2; }
+    tar xzf "$tarball" -C "$sources/src"
+  done <<< "$table"
+else
+  echo "[setup] fetching the upstream ROS sources for $distro (${repos_file#"$repo"/}; ROS_SRC=/path/to/mirror for an offline mirror)"
+  bash "$repo/scripts/fetch_ros_src.sh" "$repos_file" "$sources/src" "$py" || exit 1
+fi
 rm -rf "$base"
-mkdir -p "$base/src"
-# Repositories and the packages of each that the project uses (MANIFEST.tsv names them all).
-repos="geometry2 vision_msgs bond_core launch launch_ros ros2cli rosidl_runtime_py rcl_interfaces
-  common_interfaces vision_opencv ament_lint"
-for name in $repos; do
-  tar xzf "$src_dir/$name-$distro.tar.gz" -C "$base/src"
-done
+mv "$sources" "$base"
 # image_geometry: its C++ half needs OpenCV's development headers, which a venv does not
 # have; its Python module needs only numpy and cv2 (opencv-python-headless). colcon skips
 # the CMake package and the module is installed as ament_python_install_package would.

@@ -16,7 +16,7 @@
 The package as a ROS user has it.
 
 A colcon install space, sourced over the venv with the upstream ROS packages built
-from ../shared/ros-src (launch, ros2cli, bondpy, ...).
+from ros-src/*.repos (launch, ros2cli, bondpy, ...).
 
 `make setup` builds those packages (scripts/build_ros_src.sh) and writes a .pth file into
 the venv that makes its python import them, so wherever that file exists a missing

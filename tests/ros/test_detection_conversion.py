@@ -16,7 +16,7 @@
 SegmentationResult to vision_msgs Detection2DArray / Detection3DArray (m2sa_ros.detection_conversion).
 
 Field by field against the real vision_msgs 4.1.1 (built
-from ../shared/ros-src by `make setup`, or the distribution's): one 2-D detection per
+from ros-src/*.repos by `make setup`, or the distribution's): one 2-D detection per
 target from its ROI, one 3-D detection per target with a pose from its pose and size, in
 the result's 3-D frame, ids "<request_id>/<index>", the result's stamp everywhere. What the
 topics carry over DDS: tests/ros/test_node_detections.py.

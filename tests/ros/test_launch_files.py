@@ -17,7 +17,7 @@ The parameters file and the launch file.
 
 Their keys and arguments, the docs that list them, and the launch description on the
 real launch / launch_ros (not on PyPI: a ROS install's, or scripts/build_ros_src.sh's
-build from ../shared/ros-src). What each argument does is
+build from ros-src/*.repos). What each argument does is
 tests/ros/test_launch_arguments.py's.
 """
 

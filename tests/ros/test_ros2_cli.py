@@ -15,7 +15,7 @@
 """
 The node driven from a shell with the real ``ros2``, as a user at a terminal drives it.
 
-The ``ros2`` of ros2cli and its verbs, built from ../shared/ros-src by make setup; the node started
+The ``ros2`` of ros2cli and its verbs, built from ros-src/*.repos by make setup; the node started
 with ``ros2 run`` from a colcon install space, every answer read from what the verb
 prints.
 

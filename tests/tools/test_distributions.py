@@ -205,7 +205,7 @@ def test_venv_setup_sh_gives_a_shell_the_ament_index_ros2cli_reads():
     assert out.returncode == 0, out.stderr
     seen = json.loads(out.stdout)
     assert Path(seen["prefix"]) == Path(sys.prefix)
-    # The venv, then the upstream packages make setup builds from ../shared/ros-src (ros2cli,
+    # The venv, then the upstream packages make setup builds from ros-src/*.repos (ros2cli,
     # launch, tf2, ...; scripts/build_ros_src.sh), each once.
     upstream = ROOT / "build" / f"ros-src-{seen['distro']}" / "install"
     assert seen["ament"] == f"{sys.prefix}:{upstream}"

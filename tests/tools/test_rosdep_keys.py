@@ -32,8 +32,9 @@ So every third-party module they import maps to one of:
   keys pin no version and have no rule on every platform). package.xml names each of
   them in its comment.
 
-The keys and package lists come from rosdistro (/work/shared/ros-src/rosdistro.tar.gz, or
-``$ROS_SRC``), extracted into build/rosdistro/ here: read-only input, never committed.
+The keys and package lists come from rosdistro at the commit ros-src/rosdistro.repos pins
+(``$ROS_SRC/rosdistro.tar.gz``; CI's offline mirror), extracted into build/rosdistro/ here:
+read-only input, never committed.
 """
 
 from __future__ import annotations
@@ -100,8 +101,11 @@ INSTALLERS = {"apt", "pip", "source", "homebrew", "dnf", "yum", "pacman", "porta
 def _extract(tarball: Path) -> Path:
     """Return rosdistro's rosdep rules and package lists, unpacked once per tarball under build/."""
     if not tarball.is_file():
-        pytest.fail(f"{tarball}: not found; rosdistro.tar.gz from the shared ROS sources is needed "
-                    f"(set ROS_SRC to the folder that holds it)")
+        message = (f"{tarball}: not found; rosdistro.tar.gz at the commit ros-src/rosdistro.repos pins is needed "
+                   f"(set ROS_SRC to the offline mirror that holds it)")
+        if "ROS_SRC" in os.environ:  # a mirror was given (CI's): it must hold rosdistro
+            pytest.fail(message)
+        pytest.skip(message)  # a user's clone has no mirror
     digest = hashlib.sha256(tarball.read_bytes()).hexdigest()[:16]
     target = ROOT / "build" / "rosdistro" / digest
     if (target / ".done").is_file():
