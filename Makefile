@@ -5,10 +5,14 @@
 #   make demo    setup when needed, then the end-to-end demo (see README)
 #   make test-ros  the ROS-facing tests only (what CI runs on Jazzy)
 #   make lint    the ament linters colcon test runs (flake8, pep257, copyright, xmllint)
-#   make lock    re-pin both distributions' locks (and requirements-model.txt)
+#   make lock    re-pin both distributions' locks (and requirements-model.txt for Python 3.10-3.12)
+#   make check-model-requirements   does requirements-model.txt resolve on 3.10 and 3.12? (CI)
 # The ROS 2 distribution is Kilted unless ROS_DISTRO says otherwise: `ROS_DISTRO=jazzy
 # make test`, or any shell that sourced /opt/ros/jazzy/setup.bash (which sets it), uses
 # .venv-jazzy from requirements-jazzy.lock; both venvs can live side by side.
+# The upstream ROS packages PyPI lacks (tf2, launch, the ros2 CLI, ...) are fetched from GitHub at
+# the commits ros-src/<distro>.repos pins and built on the first setup. Offline, ROS_SRC names a
+# mirror of their tarballs instead: `make setup ROS_SRC=/path/to/mirror` (scripts/build_ros_src.sh).
 SHELL := /bin/bash
 PYTHON ?= python3.11
 override ROS_DISTRO := $(or $(strip $(ROS_DISTRO)),kilted)
@@ -34,7 +38,7 @@ PYTEST_ARGS ?= --durations=20  # the slowest twenty in every run's log (docs/TES
 INTERFACES := $(wildcard msg/*.msg srv/*.srv action/*.action)
 NODE_SOURCES := $(wildcard m2sa_ros/*.py m2sa_ros/*/*.py)
 
-.PHONY: setup test test-fast test-ros demo lint lock clean
+.PHONY: setup test test-fast test-ros demo lint lock check-model-requirements clean
 
 setup: $(VENV)/.deps-stamp $(VENV)/.ros-stamp $(VENV)/.ros-src-stamp $(VENV)/.xmllint-stamp
 
@@ -73,9 +77,13 @@ $(VENV)/.ros-stamp: $(VENV)/.deps-stamp $(INTERFACES) CMakeLists.txt package.xml
 	@touch $@
 
 # The upstream ROS packages PyPI lacks (tf2, vision_msgs, bond, launch, the ros2 CLI,
-# image_geometry, the ament linters), built from ../shared/ros-src with colcon over the venv
-# (scripts/build_ros_src.sh; about 3 minutes on 2 cores, once per venv).
-$(VENV)/.ros-src-stamp: $(VENV)/.ros-stamp scripts/build_ros_src.sh
+# image_geometry, the ament linters), built with colcon over the venv (scripts/build_ros_src.sh;
+# about 3 minutes on 2 cores, once per venv) from the sources ros-src/$(ROS_DISTRO).repos pins:
+# fetched from GitHub (scripts/fetch_ros_src.sh), or taken from the tarballs of an offline mirror
+# where ROS_SRC names one (ROS_SRC=/path/to/mirror, from the command line or the environment:
+# make hands either to the recipe).
+$(VENV)/.ros-src-stamp: $(VENV)/.ros-stamp scripts/build_ros_src.sh scripts/fetch_ros_src.sh scripts/ros_repos.py \
+    ros-src/$(ROS_DISTRO).repos
 	@bash scripts/build_ros_src.sh $(VENV) $(ROS_DISTRO)
 	@touch $@
 
@@ -136,7 +144,14 @@ lock:
 	$(call pin,requirements)
 	grep -v '^ros-' requirements.lock > build/kilted-pins.txt
 	$(call pin,requirements-jazzy,-c build/kilted-pins.txt)
-	$(PYTHON) scripts/model_requirements.py > requirements-model.txt
+	build/lockenv/bin/python scripts/model_requirements.py --python 3.10 --python 3.12 > build/requirements-model.txt
+	mv build/requirements-model.txt requirements-model.txt
+
+# requirements-model.txt, as it is, resolves for the robot Pythons the lock is not for: 3.10
+# (Humble) and 3.12 (Jazzy and Kilted on Noble). pip's resolver in a dry run for each
+# version's wheels, against the package index; no such interpreter is needed (CI runs it).
+check-model-requirements: setup
+	$(PY) scripts/model_requirements.py --check 3.10 3.12
 
 # Removes this distribution's venv (ROS_DISTRO=jazzy make clean for .venv-jazzy).
 clean:
