@@ -31,6 +31,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from m2sa_ros.camera_health import ImageArrivals
 from m2sa_ros.camera_names import check_camera_names, MAX_CAMERAS  # noqa: F401 - their old home
 from m2sa_ros.centroids import StampedBuffer
 from m2sa_ros.depth_health import DepthHealth
@@ -59,6 +60,7 @@ class Camera:
     depth_health: DepthHealth = field(default_factory=DepthHealth)  # bound / missing / refused, for diagnostics
     tracks: TrackSet = field(default_factory=TrackSet)
     stats: NodeStats = field(default_factory=NodeStats)
+    arrivals: ImageArrivals = field(default_factory=ImageArrivals)  # its image rate, for diagnostics
     # ROS entities, created by the node (configure: publishers; activate: the rest).
     result_pub: Any = None
     overlay_pub: Any = None

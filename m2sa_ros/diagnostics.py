@@ -37,6 +37,7 @@ class NodeStats:
     window: int = 100
     results: int = 0
     errors: int = 0
+    failed_in_a_row: int = 0  # results that failed since the last one that succeeded
     queue_full: int = 0
     last_error: str = ""
     last_latency_ms: float = 0.0
@@ -50,6 +51,7 @@ class NodeStats:
     def record(self, success: bool, latency_ms: float, error: str = "") -> None:
         with self._lock:
             self.results += 1
+            self.failed_in_a_row = 0 if success else self.failed_in_a_row + 1
             if success:
                 self.last_latency_ms = float(latency_ms)
                 self._latencies.append(float(latency_ms))
@@ -78,20 +80,26 @@ class NodeStats:
     def snapshot(self) -> dict[str, Any]:
         mean = self.mean_latency_ms
         with self._lock:
-            return {"results": self.results, "errors": self.errors, "queue_full": self.queue_full,
+            return {"results": self.results, "errors": self.errors, "failed_in_a_row": self.failed_in_a_row,
+                    "queue_full": self.queue_full,
                     "last_error": self.last_error, "last_latency_ms": self.last_latency_ms,
                     "mean_latency_ms": mean, "tf_transformed": self.tf_transformed,
                     "tf_failed": self.tf_failed, "tf_last_error": self.tf_last_error}
 
 
 def status_level(state: str, untrained: bool, queue_depth: int, max_queue: int,
-                 configure_error: str = "") -> tuple[int, str]:
+                 configure_error: str = "", *, toy: bool = False, failed_in_a_row: int = 0,
+                 failed_commands_error: int = 0, last_error: str = "", depth_refused: str = "") -> tuple[int, str]:
     """
     (level, one-line summary) of the node's lifecycle ``state``.
 
     ``state`` is "unconfigured", "configuring", "inactive" or "active". A node left
     unconfigured on purpose (``autostart: false``, or cleaned up to swap models) is not
-    an error; only a configure that failed is, and its reason is the message.
+    an error; only a configure that failed is, and its reason is the message. Results
+    that keep failing (``failed_commands_error`` in a row) are an error whatever the
+    model; the shipped tiny model (``toy``) answers only its synthetic scenes, which a
+    robot's operator must see before trusting an answer, though any other warning
+    (``depth_refused``: the reason the last frame's depth was refused) says more.
     """
     if state == "configuring":
         return OK, "configuring: loading the model"
@@ -99,19 +107,25 @@ def status_level(state: str, untrained: bool, queue_depth: int, max_queue: int,
         if configure_error:
             return ERROR, f"configure failed: {configure_error}"
         return OK, "unconfigured: no model loaded (waiting for configure)"
+    if failed_commands_error and failed_in_a_row >= failed_commands_error:
+        return ERROR, f"the last {failed_in_a_row} results failed, the last with: {last_error}"
     if untrained:
         return WARN, "running an UNTRAINED model (random weights)"
     if state != "active":
         return WARN, "model loaded, node inactive"
     if max_queue and queue_depth >= max_queue:
         return WARN, "command queue full"
+    if depth_refused:
+        return WARN, f"depth refused: {depth_refused}"
+    if toy:
+        return WARN, "running the shipped tiny model: it knows only the synthetic test scenes (set model_path)"
     return OK, "ready"
 
 
 def node_statuses(name: str, cameras: Sequence[Any], worker: Any, *, state: str, configure_error: str,
                   untrained: bool, model: str, device: str, max_queue: int, stats: NodeStats,
-                  batches: Mapping[int, int], cache: Any,
-                  now_ns: int = 0) -> list[tuple[str, int, str, dict[str, Any]]]:
+                  batches: Mapping[int, int], cache: Any, now_ns: int = 0, toy: bool = False,
+                  failed_commands_error: int = 0) -> list[tuple[str, int, str, dict[str, Any]]]:
     """
     Return the node's (name, level, message, values) statuses: one for a single camera, one per camera with several.
 
@@ -127,10 +141,12 @@ def node_statuses(name: str, cameras: Sequence[Any], worker: Any, *, state: str,
     for camera in cameras:
         snapshot = camera.stats.snapshot() if several else stats.snapshot()
         depth = worker.depth_of(camera.lane) if worker else 0
-        level, message = status_level(state, untrained, depth, worker.max_queue if worker else 0, configure_error)
         health = camera.depth_health.snapshot()
-        if level == OK and state == "active" and health["depth_last_state"] == "refused":
-            level, message = WARN, f"depth refused: {health['depth_last_reason']}"
+        refused = health["depth_last_reason"] if health["depth_last_state"] == "refused" else ""
+        level, message = status_level(state, untrained, depth, worker.max_queue if worker else 0, configure_error,
+                                      toy=toy, failed_in_a_row=snapshot["failed_in_a_row"],
+                                      failed_commands_error=failed_commands_error,
+                                      last_error=snapshot["last_error"], depth_refused=refused)
         values: dict[str, Any] = {
             "model": model,
             "device": device,
@@ -142,6 +158,7 @@ def node_statuses(name: str, cameras: Sequence[Any], worker: Any, *, state: str,
             "mean_latency_ms": snapshot["mean_latency_ms"],
             "results": snapshot["results"],
             "errors": snapshot["errors"],
+            "failed_in_a_row": snapshot["failed_in_a_row"],
             "queue_full": snapshot["queue_full"],
             "last_error": snapshot["last_error"],
             "tf_transformed": snapshot["tf_transformed"],

@@ -45,6 +45,7 @@ class ModelSource:
     source: str  # a directory path or a preset name
     is_preset: bool
     warning: str = ""
+    is_shipped: bool = False  # the shipped tiny checkpoint: /diagnostics warns that it knows only toy scenes
 
 
 def shipped_model_candidates() -> list[Path]:
@@ -73,7 +74,9 @@ def resolve_model_source(model_path: str, preset: str,
         path = Path(model_path).expanduser()
         if not path.exists():
             raise FileNotFoundError(f"model_path '{model_path}' does not exist")
-        return ModelSource(str(path), is_preset=False)
+        shipped = candidates if candidates is not None else shipped_model_candidates()
+        return ModelSource(str(path), is_preset=False,
+                           is_shipped=any(_same_directory(path, candidate) for candidate in shipped))
     if preset:
         if preset not in PRESETS:
             raise ValueError(f"preset '{preset}' is not a preset (presets: {', '.join(PRESETS)})")
@@ -81,10 +84,17 @@ def resolve_model_source(model_path: str, preset: str,
                            warning=f"using preset '{preset}' with random weights: outputs are untrained")
     for candidate in candidates if candidates is not None else shipped_model_candidates():
         if (candidate / "config.json").is_file():
-            return ModelSource(str(candidate), is_preset=False)
+            return ModelSource(str(candidate), is_preset=False, is_shipped=True)
     return ModelSource(FALLBACK_PRESET, is_preset=True,
                        warning=f"shipped model {SHIPPED_MODEL_RELATIVE} not found; falling back to "
                                f"preset '{FALLBACK_PRESET}' with random weights: outputs are UNTRAINED")
+
+
+def _same_directory(a: Path, b: Path) -> bool:
+    try:
+        return a.resolve() == b.resolve()
+    except OSError:
+        return False
 
 
 def load_segmenter(params: NodeParams, source: ModelSource) -> Any:

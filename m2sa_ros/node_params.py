@@ -131,8 +131,16 @@ PARAMETERS: tuple[ParamSpec, ...] = (
            runtime=True),
     _range("frame_cache_size", 4, "Frames whose image features stay cached; several commands "
            "on one frame encode it once.", 0, 64),
-    _range("max_image_age", 0.0, "Reject commands whose image is older than this many seconds "
-           "(0 = any age). Service/action requests may give their own.", 0.0, 3600.0, runtime=True),
+    _range("max_image_age", 1.0, "Reject commands whose image is older than this many seconds "
+           "(0 = any age): a camera that stopped must not be answered from its last frame. "
+           "/diagnostics warns when the newest image is older. Service/action requests may give their own.",
+           0.0, 3600.0, runtime=True),
+    _range("image_min_rate", 1.0, "/diagnostics warns when a camera's images come slower than this, in Hz, "
+           "over a 5 s window (0 = no floor).", 0.0, 1000.0, runtime=True),
+    _range("image_timeout", 5.0, "/diagnostics reports an ERROR when a camera sent no image for this many "
+           "seconds, or none that long after activation (0 = never).", 0.0, 3600.0, runtime=True),
+    _range("failed_commands_error", 3, "/diagnostics reports an ERROR once this many results in a row "
+           "failed, naming the last error (0 = never).", 0, 1000, runtime=True),
     _range("wait_for_image", 1.0, "Seconds a command waits for a first camera image before "
            "failing with 'no image yet' (0 = fail at once).", 0.0, 60.0, runtime=True),
     ParamSpec("publish_overlay", True, "Publish `overlay` (rgb8, masks tinted per target) when "
@@ -233,6 +241,9 @@ class NodeParams:
     duplicate_iou: float
     frame_cache_size: int
     max_image_age: float
+    image_min_rate: float
+    image_timeout: float
+    failed_commands_error: int
     wait_for_image: float
     publish_overlay: bool
     publish_detections: bool

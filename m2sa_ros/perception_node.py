@@ -61,6 +61,7 @@ from m2sa_ros.action import Segment as SegmentAction
 from m2sa_ros.action import Track as TrackAction
 from m2sa_ros.answer_feedback import AnswerFeedback
 from m2sa_ros.blocking_calls import Answer, BlockingCalls
+from m2sa_ros.camera_health import camera_health, CameraHealthLimits
 from m2sa_ros.cameras import Camera
 from m2sa_ros.detection_conversion import detection_types
 from m2sa_ros.diagnostics import build_diagnostics_array, node_statuses, NodeStats
@@ -375,7 +376,9 @@ class PerceptionNode(LifecycleNode):
         # Active before any subscription opens: a client may send a command the moment it
         # sees the command subscription matched, while the rest of activation still runs.
         self._pipeline.active, self._pipeline.closed_reason = True, None
+        now_ns = self.get_clock().now().nanoseconds
         for camera in self._cameras:
+            camera.arrivals.start(now_ns)  # silence is measured from here until the first image
             self._open_camera(camera, params)
         listening = "; ".join(f"{self._pipeline.image_topic(c)}, {self.resolve_topic_name(c.topic('command'))} and "
                               f"{self.resolve_topic_name(c.topic('command_stamped'))}" for c in self._cameras)
@@ -449,6 +452,8 @@ class PerceptionNode(LifecycleNode):
 
     def on_deactivate(self, state: LifecycleState) -> TransitionCallbackReturn:
         self._close_interfaces("node deactivated")
+        for camera in self._cameras:
+            camera.arrivals.stop()
         self.get_logger().info("inactive: no longer taking commands or goals (pending ones were answered "
                                "'cancelled: node deactivated'); the model stays loaded, activate to resume")
         return super().on_deactivate(state)
@@ -599,11 +604,13 @@ class PerceptionNode(LifecycleNode):
 
     # ------------------------------------------------------------------ inputs
     def _on_image(self, msg: Image, camera: Camera | None = None) -> None:
+        (camera or self._cameras[0]).arrivals.tick(self.get_clock().now().nanoseconds)
         self._take_frame(msg, image_to_rgb, camera or self._cameras[0], height=msg.height, width=msg.width)
 
     def _on_compressed(self, msg: CompressedImage, camera: Camera | None = None) -> None:
         """Keep the frame encoded: it is decoded when a command or a track takes it (latest_frame.py)."""
         camera = camera or self._cameras[0]
+        camera.arrivals.tick(self.get_clock().now().nanoseconds)
         topic = self._pipeline.image_topic(camera)
 
         def decode() -> tuple[Any, str]:
@@ -720,14 +727,27 @@ class PerceptionNode(LifecycleNode):
     def _publish_diagnostics(self) -> None:
         params, source, segmenter = self._params, self._source, self._segmenter
         loaded = segmenter is not None
+        now_ns = self.get_clock().now().nanoseconds
+        name, state = f"{self.get_fully_qualified_name()}: m2sa perception", self.lifecycle_state()
         statuses = node_statuses(
-            f"{self.get_fully_qualified_name()}: m2sa perception", self._cameras, self._pipeline.worker,
-            state=self.lifecycle_state(), configure_error=self._configure_error,
+            name, self._cameras, self._pipeline.worker,
+            state=state, configure_error=self._configure_error,
             untrained=bool(source and source.is_preset and loaded),
+            # the shipped checkpoint, as the production loader loads it (a test's injected model is its own)
+            toy=bool(source and source.is_shipped and loaded and self._factory is load_segmenter),
             model=source.source if source and loaded else "", device=params.device if params else "",
             max_queue=params.max_queue if params else 0, stats=self.stats, batches=self._pipeline.batch_counts(),
             cache=getattr(segmenter, "cache_stats", None) if loaded else None,
-            now_ns=self.get_clock().now().nanoseconds)
+            now_ns=now_ns, failed_commands_error=params.failed_commands_error if params else 0)
+        limits = CameraHealthLimits(min_rate_hz=params.image_min_rate, timeout_s=params.image_timeout,
+                                    max_image_age_s=params.max_image_age) if params else CameraHealthLimits()
+        several = len(self._cameras) > 1
+        for camera in self._cameras:
+            newest = camera.latest.peek()  # the stamp only: a compressed frame stays undecoded
+            statuses += camera_health(f"{name} ({camera.name})" if several else name,
+                                      self._pipeline.image_topic(camera), camera.arrivals,
+                                      None if newest is None else newest.stamp_ns, now_ns, limits,
+                                      active=state == "active", state=state)
         try:
             self._diag_pub.publish(build_diagnostics_array(
                 statuses, params.device if params else "none", stamp=self.get_clock().now().to_msg()))

@@ -48,6 +48,33 @@ FRAME = "fuzz_camera"  # their frame
 CAMERA_FRAME = "camera_color_optical_frame"  # DepthFeed's, a registered depth camera's
 
 
+# The harnesses publish a frame once and command it later, or stamp it long ago, as a still
+# camera would: the node's default max_image_age (1 s) refuses a frame that old, which
+# test_node_camera_health.py tests. Where the age is not the subject, any age is taken.
+STILL_CAMERA = {"max_image_age": 0.0}
+
+
+def action_client(node: Any, action_type: Any, name: str, **kwargs: Any) -> Any:
+    """
+    Return rclpy's ActionClient of ``name``, safe to make on a node that an executor already spins.
+
+    Kilted's ActionClient joins its node's wait set before it has its lock, and an executor
+    spinning that node may ask it for its entities in between: the spin thread dies of an
+    AttributeError, and no goal response is ever taken again (ros2/rclpy issue 1589, fixed
+    upstream after the wheels here). The lock is there before the client joins.
+    """
+    from rclpy.action import ActionClient
+
+    class _LockedFirst(ActionClient):
+        """The same client, with its lock made before rclpy's __init__ adds it to the wait set."""
+
+        def __init__(self, *args: Any, **options: Any) -> None:
+            self._lock = threading.Lock()
+            super().__init__(*args, **options)
+
+    return _LockedFirst(node, action_type, name, **kwargs)
+
+
 def held_parameters(client: Any, names: list[str], timeout: float = 60.0) -> dict[str, Any]:
     """
     Return what a node holds for ``names``, read through rclpy's AsyncParameterClient ``client``.
@@ -122,7 +149,7 @@ class Graph:
         from m2sa_ros.perception_node import PerceptionNode
         from rclpy.parameter import Parameter
 
-        params = {"autostart": False, "wait_for_image": 0.2, "max_queue": 4, **params}
+        params = {"autostart": False, "wait_for_image": 0.2, "max_queue": 4, **STILL_CAMERA, **params}
         node = PerceptionNode(context=self.context, namespace=namespace,
                               segmenter_factory=lambda _params, _source: segmenter,
                               parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
@@ -180,7 +207,7 @@ class DirectNode:
         from rclpy.lifecycle import TransitionCallbackReturn
         from rclpy.parameter import Parameter
 
-        params = {"autostart": False, "wait_for_image": 0.0, "max_queue": 8, **params}
+        params = {"autostart": False, "wait_for_image": 0.0, "max_queue": 8, **STILL_CAMERA, **params}
         self.segmenter = segmenter
         self.node = PerceptionNode(context=context, namespace=namespace, segmenter_factory=lambda _p, _s: segmenter,
                                    parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
@@ -374,9 +401,8 @@ class TrackGoal:
 def track_client(graph: Graph):
     """Return an action client of the graph's ``track`` action, once its server is ready."""
     from m2sa_ros.action import Track
-    from rclpy.action import ActionClient
 
-    client = ActionClient(graph.client, Track, "track")
+    client = action_client(graph.client, Track, "track")
     wait_until(client.server_is_ready, 10, "the track action")
     return client
 
@@ -413,7 +439,7 @@ def planner_node(ros_context, seg: Any, namespace: str, **params):
     from m2sa_ros.perception_node import PerceptionNode
     from rclpy.parameter import Parameter
 
-    params = {"wait_for_image": 0.0, "depth_tolerance": 0.01, **params}
+    params = {"wait_for_image": 0.0, "depth_tolerance": 0.01, **STILL_CAMERA, **params}
     return PerceptionNode("planner_target", context=ros_context, namespace=namespace,
                           segmenter_factory=lambda _p, _s: seg,
                           parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])

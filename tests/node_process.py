@@ -157,17 +157,23 @@ def send_goals(client: Any, goals: list[Any], node: NodeProcess,
     raise AssertionError(f"no goal response within {GOAL_SENDS} x {GOAL_RESPONSE_TIMEOUT_S:.0f} s:\n{node.output}")
 
 
-def hold_pending_goals(client_node: Any, ns: str, node: NodeProcess) -> list[Any]:
+def segment_client(client_node: Any, ns: str) -> Any:
+    """Return an action client of ``<ns>/segment`` (node_harness.action_client: ros2/rclpy issue 1589)."""
+    from m2sa_ros.action import Segment
+    from node_harness import action_client
+
+    return action_client(client_node, Segment, f"{ns}/segment")
+
+
+def hold_pending_goals(client: Any, node: NodeProcess) -> list[Any]:
     """
-    PENDING Segment goals the node has accepted and holds.
+    PENDING Segment goals the node has accepted and holds (``client``: :func:`segment_client`'s).
 
     The first runs (it waits for an image that never comes), the others queue behind it.
     Returns their result futures.
     """
     from m2sa_ros.action import Segment
-    from rclpy.action import ActionClient
 
-    client = ActionClient(client_node, Segment, f"{ns}/segment")
     assert client.wait_for_server(timeout_sec=60), node.output
     handles = send_goals(client, [Segment.Goal(command="I want to turn on the TV", request_id=f"g{i}")
                                   for i in range(PENDING)], node)
@@ -193,9 +199,10 @@ def answer_then_ctrl_c(ns: str, node: NodeProcess, ros_context: Any, second_sigi
     from rclpy.node import Node
 
     client_node = Node("ctrl_c_planner", context=ros_context)
+    client = segment_client(client_node, ns)
     try:
         with spinning(ros_context, client_node):
-            results = hold_pending_goals(client_node, ns, node)
+            results = hold_pending_goals(client, node)
             sender, sent = in_background(lambda: ctrl_c_under_launch(node.proc, second_sigint_after))
             wait_done(results, node, 120)  # bounds for a loaded machine: each ends on its event
             code = node.wait(timeout=120)

@@ -404,6 +404,9 @@ class TrackReplayer(Replayer):
                 pacer.wait_for(message.time_ns, after_frame=not is_frame)
                 self._publish_clock()
                 if is_frame:
+                    # Whether the track had ended is read before the frame goes out: a fast node
+                    # may track the frame and end the track before this thread runs again.
+                    ended_before = goal is not None and goal.ended
                     self.image_pub.publish(message.raw)
                     pacer.frame_sent()
                     frames_sent.add(stamp)
@@ -412,7 +415,7 @@ class TrackReplayer(Replayer):
                     if goal is not None and place is not None and place[1] > 0:
                         frame = goal.outcome.frames[place[1]]
                         frame.published_at = time.monotonic()
-                        if goal.ended:
+                        if ended_before:
                             reason = goal.final.reason if goal.final is not None else goal.failure or "?"
                             frame.problems.append(f"not tracked: the track had ended ({reason})")
                         else:

@@ -97,7 +97,8 @@ def test_installed_perception_node_goes_active_and_answers(workspace, ros_contex
     node_exe = workspace / "install" / "m2sa_ros" / "lib" / "m2sa_ros" / "perception_node"
     env = _env(workspace)
     proc = subprocess.Popen(_sourced(workspace, f"exec {node_exe} --ros-args -r __ns:={ns} "
-                                                "-p image_reliability:=reliable -p max_new_tokens:=8"),
+                                                "-p image_reliability:=reliable -p max_new_tokens:=8 "
+                                                "-p max_image_age:=0.0"),
                             env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     probe = Node("colcon_probe", context=ros_context)
     reliable = QoSProfile(depth=10, reliability=ReliabilityPolicy.RELIABLE)
@@ -171,5 +172,6 @@ def test_ctrl_c_under_launch_ends_the_installed_node_with_exit_0(workspace, ros_
     ns = f"/colcon_ctrl_c_{os.getpid()}_{int(second_sigint_after * 1000)}"
     node_exe = workspace / "install" / "m2sa_ros" / "lib" / "m2sa_ros" / "perception_node"
     node = start_active_node(_sourced(workspace, f"exec {node_exe} --ros-args -r __ns:={ns} "
-                                                 "-p wait_for_image:=60.0 -p max_queue:=4"), env=_env(workspace))
+                                                 "-p wait_for_image:=60.0 -p max_queue:=4 -p max_image_age:=0.0"),
+                             env=_env(workspace))
     answer_then_ctrl_c(ns, node, ros_context, second_sigint_after)

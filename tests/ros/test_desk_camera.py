@@ -205,8 +205,7 @@ def test_camera_over_dds_feeds_the_node_and_stops_on_ctrl_c(ros_context):
     from diagnostic_msgs.msg import DiagnosticArray
     from m2sa_ros.action import Segment
     from m2sa_ros.image_conversion import depth_to_metres, image_to_rgb
-    from node_harness import spinning, wait_until
-    from rclpy.action import ActionClient
+    from node_harness import action_client, spinning, wait_until
     from rclpy.node import Node
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import CameraInfo, Image
@@ -231,10 +230,17 @@ def test_camera_over_dds_feeds_the_node_and_stops_on_ctrl_c(ros_context):
     for topic, kind in (("image", Image), ("depth", Image), ("camera_info", CameraInfo)):
         listener.create_subscription(kind, f"{ns}/{topic}", keep(topic), qos_profile_sensor_data)
     diagnostics: list[dict[str, str]] = []  # the node's camera values, from each /diagnostics message
-    listener.create_subscription(
-        DiagnosticArray, "/diagnostics",
-        lambda msg: diagnostics.extend({kv.key: kv.value for kv in status.values} for status in msg.status
-                                       if any(kv.key == "depth_age_ms" for kv in status.values)), 10)
+    health: dict[str, tuple[bytes, str]] = {}  # the newest level and message of each of the node's statuses
+
+    def on_diagnostics(msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            if status.name.startswith(f"{ns}/"):
+                health[status.name.rsplit(": ", 1)[-1]] = (status.level, status.message)
+        diagnostics.extend({kv.key: kv.value for kv in status.values} for status in msg.status
+                           if any(kv.key == "depth_age_ms" for kv in status.values))
+
+    listener.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 10)
+    client = action_client(listener, Segment, f"{ns}/segment")
     try:
         with spinning(ros_context, listener):
             wait_until(lambda: len(set(got["image"]) & set(got["depth"]) & set(got["camera_info"])) >= 3
@@ -257,7 +263,6 @@ def test_camera_over_dds_feeds_the_node_and_stops_on_ctrl_c(ros_context):
             # wait_for_image) instead of racing it.
             node_proc = _start([str(BIN / "m2sa-perception"), "--ros-args", "-r", f"__ns:={ns}",
                                 "-p", "wait_for_image:=60.0"])
-            client = ActionClient(listener, Segment, f"{ns}/segment")
             assert client.wait_for_server(timeout_sec=120), ctrl_c(node_proc)[1]
             # The node's three subscriptions each match the camera's publisher on their own
             # time: a first image whose depth was published before the depth subscription
@@ -277,6 +282,11 @@ def test_camera_over_dds_feeds_the_node_and_stops_on_ctrl_c(ros_context):
             labels = [t.label for t in result.targets]
             assert labels == ["television_set_1's screen", "laptop_computer_1's screen"], result.answer
             assert all(t.has_centroid and t.has_pose for t in result.targets)  # the depth was bound
+            # A live camera is healthy; the shipped tiny model is what an operator is warned of.
+            wait_until(lambda: health.get("image rate", (None,))[0] == b"\x00", 30, f"the camera's rate OK {health}")
+            assert health["image rate"][1].endswith(f" Hz on {ns}/image"), health
+            assert health["m2sa perception"] == (b"\x01", "running the shipped tiny model: it knows only the "
+                                                          "synthetic test scenes (set model_path)"), health
             client.destroy()
     finally:
         listener.destroy_node()

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import threading
 
-from node_harness import spinning, wait_until
+from node_harness import action_client, spinning, wait_until
 import pytest
 
 pytestmark = [pytest.mark.ros, pytest.mark.integration]
@@ -33,7 +33,7 @@ def test_a_running_goal_has_its_status_published_again_until_it_ends(module_cont
     from action_msgs.msg import GoalStatus, GoalStatusArray
     from m2sa_ros.action import Segment
     from m2sa_ros.goal_status_repeat import GoalStatusRepeater
-    from rclpy.action import ActionClient, ActionServer
+    from rclpy.action import ActionServer
     from rclpy.callback_groups import ReentrantCallbackGroup
     from rclpy.node import Node
     from rclpy.qos import qos_profile_action_status_default
@@ -61,7 +61,7 @@ def test_a_running_goal_has_its_status_published_again_until_it_ends(module_cont
                              lambda msg: statuses.append({bytes(s.goal_info.goal_id.uuid): s.status
                                                           for s in msg.status_list}),
                              qos_profile_action_status_default, callback_group=group)
-    client = ActionClient(node, Segment, "repeat_segment", callback_group=group)
+    client = action_client(node, Segment, "repeat_segment", callback_group=group)
     try:
         with spinning(module_context, node):
             assert client.wait_for_server(timeout_sec=30)

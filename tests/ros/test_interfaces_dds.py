@@ -150,7 +150,8 @@ def test_segment_service_round_trip(ros_context):
 def test_segment_action_feedback_and_cancel(ros_context):
     from action_msgs.msg import GoalStatus
     from m2sa_ros.action import Segment
-    from rclpy.action import ActionClient, ActionServer, CancelResponse
+    from node_harness import action_client
+    from rclpy.action import ActionServer, CancelResponse
     from rclpy.callback_groups import ReentrantCallbackGroup
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.node import Node
@@ -180,7 +181,7 @@ def test_segment_action_feedback_and_cancel(ros_context):
     ActionServer(server_node, Segment, "segment", execute_callback=execute,
                  cancel_callback=lambda _goal: CancelResponse.ACCEPT,
                  callback_group=ReentrantCallbackGroup())
-    client = ActionClient(client_node, Segment, "segment")
+    client = action_client(client_node, Segment, "segment")
     executor = MultiThreadedExecutor(num_threads=4, context=ros_context)
     executor.add_node(server_node)
     executor.add_node(client_node)

@@ -15,7 +15,7 @@
 """
 `ros2 launch m2sa_ros perception.launch.py` run as a user runs it.
 
-The real launch, launch_ros and ros2launch (built from ../shared/ros-src by make
+The real launch, launch_ros and ros2launch (built from ros-src/*.repos by make
 setup), the launch file and node from a colcon install space, in a shell that sourced
 both setup files.
 
@@ -38,7 +38,7 @@ import time
 from typing import Any
 
 from node_harness import held_parameters, spinning, wait_until
-from node_process import hold_pending_goals, PENDING, wait_done
+from node_process import hold_pending_goals, PENDING, segment_client, wait_done
 import pytest
 from ros_install import LaunchProcess, ros2, ros2_daemon_sees
 import yaml
@@ -192,14 +192,15 @@ def test_ctrl_c_answers_every_pending_goal_and_launch_exits_0(launch_env, ros_co
     from rclpy.node import Node
 
     ns = f"/launch_ctrl_c_{mode}_{os.getpid()}"
-    params = _params_file(tmp_path, wait_for_image=60.0, max_queue=4)
+    params = _params_file(tmp_path, wait_for_image=60.0, max_queue=4, max_image_age=0.0)
     launch = _launch(launch_env, f"namespace:={ns}", f"params_file:={params}",
                      terminal=mode == "terminal", noninteractive=mode == "noninteractive")
     client_node = Node("launch_ctrl_c_planner", context=ros_context)
+    client = segment_client(client_node, ns)
     try:
         launch.wait_for_line(ACTIVE, timeout=120)
         with spinning(ros_context, client_node):
-            results = hold_pending_goals(client_node, ns, launch)
+            results = hold_pending_goals(client, launch)
             launch.ctrl_c()
             wait_done(results, launch, 120)  # bounds for a loaded machine: each ends on its event
             code = launch.wait(timeout=120)

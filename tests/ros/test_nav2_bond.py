@@ -130,7 +130,8 @@ class Manager:
 def _node_states(diagnostics: list, node: str) -> list[str]:
     """Return the lifecycle states ``node`` (fully qualified name) reported in ``diagnostics``, oldest first."""
     return [{kv.key: kv.value for kv in status.values}.get("state", "")
-            for array in list(diagnostics) for status in array.status if status.name.startswith(f"{node}: ")]
+            for array in list(diagnostics) for status in array.status
+            if status.name.startswith(f"{node}: ") and status.name.endswith(": m2sa perception")]  # not a camera's
 
 
 def _wait_broken(bond: Any, timeout: float) -> float:

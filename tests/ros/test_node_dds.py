@@ -32,7 +32,7 @@ from __future__ import annotations
 from typing import Any
 
 from fake_models import ScriptedSegmenter
-from node_harness import now_ns, wait_until
+from node_harness import action_client, now_ns, wait_until
 import numpy as np
 import pytest
 from scenes import H, random_scene, stamped_image, W
@@ -178,14 +178,13 @@ def test_service_uses_the_latest_frame_or_the_request_image(graph, tiny):
 def test_action_streams_feedback_and_honours_cancel(graph, tiny):
     from action_msgs.msg import GoalStatus
     from m2sa_ros.action import Segment
-    from rclpy.action import ActionClient
     from sensor_msgs.msg import Image
 
     seg = ScriptedSegmenter(tiny)
     node = graph.add_node(seg)
     graph.start(node)
     graph.publish_frame(node, graph.publisher(Image, "image", 1), stamped_image(random_scene(), now_ns(node)))
-    client = ActionClient(graph.client, Segment, "segment")
+    client = action_client(graph.client, Segment, "segment")
     wait_until(client.server_is_ready, 10, "the segment action")
     # Feedback is a topic and the result a service: DDS does not order one against the
     # other, and rclpy's action client drops a goal's feedback once its result is in, so

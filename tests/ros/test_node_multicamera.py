@@ -34,7 +34,7 @@ from fake_models import BoxSegmenter, TrackingBoxes
 from m2sa_core.shipped_model import SHIPPED_MODEL
 from m2sa_ros.cameras import check_camera_names
 from m2sa_ros.worker import CommandWorker, Job
-from node_harness import Graph, now_ns, wait_until
+from node_harness import action_client, Graph, now_ns, wait_until
 import pytest
 from scenes import random_scene, stamped_image
 
@@ -277,7 +277,6 @@ def test_service_segment_and_track_actions_per_camera(graph):
     from m2sa_ros.action import Track
     from m2sa_ros.msg import SegmentationResult
     from m2sa_ros.srv import Segment
-    from rclpy.action import ActionClient
     from sensor_msgs.msg import Image
 
     node, _frames = _two_camera_node(graph, TrackingBoxes())
@@ -291,7 +290,7 @@ def test_service_segment_and_track_actions_per_camera(graph):
                             timeout_sec=60)
     _check(response.result, "head")
 
-    action = ActionClient(graph.client, SegmentAction, "wrist/segment")
+    action = action_client(graph.client, SegmentAction, "wrist/segment")
     wait_until(action.server_is_ready, 10, "the wrist's segment action")
     future = action.send_goal_async(SegmentAction.Goal(command="What can I use to cut the bread?", request_id="act-1"))
     # A bound, not a pace: one run at three workers on two cores took over 30 s here.
@@ -301,7 +300,7 @@ def test_service_segment_and_track_actions_per_camera(graph):
     assert done.status == GoalStatus.STATUS_SUCCEEDED
     _check(done.result.result, "wrist")
 
-    tracker = ActionClient(graph.client, Track, "wrist/track")
+    tracker = action_client(graph.client, Track, "wrist/track")
     wait_until(tracker.server_is_ready, 10, "the wrist's track action")
     feedback: list = []
     future = tracker.send_goal_async(Track.Goal(command="Show me the handle of the mug.", request_id="trk-1"),

@@ -40,7 +40,7 @@ from typing import Any
 
 from fake_models import BoxSegmenter
 from middleware_log import is_middleware_line
-from node_harness import spinning, wait_until
+from node_harness import action_client, spinning, wait_until
 import pytest
 
 pytestmark = [pytest.mark.ros, pytest.mark.integration]
@@ -173,12 +173,11 @@ def test_an_accepted_parameter_set_logs_no_refusal(served, capfd):
 
 def test_deactivate_and_a_goal_rejected_while_inactive_each_log_one_line(served, capfd):
     from m2sa_ros.action import Segment, Track
-    from rclpy.action import ActionClient
     from rclpy.lifecycle import TransitionCallbackReturn
 
     node, client, _params, _seg = served
-    segment = ActionClient(client, Segment, "segment")
-    track = ActionClient(client, Track, "track")
+    segment = action_client(client, Segment, "segment")
+    track = action_client(client, Track, "track")
     try:
         assert segment.wait_for_server(timeout_sec=30) and track.wait_for_server(timeout_sec=30)
         capfd.readouterr()

@@ -31,7 +31,7 @@ import sys
 import time
 from typing import Any
 
-from node_harness import spinning
+from node_harness import action_client, spinning
 from node_process import (
     answer_then_ctrl_c,
     assert_clean_exit,
@@ -61,7 +61,7 @@ def start_node(ns: str, *params: str) -> NodeProcess:
 @pytest.mark.parametrize("second_sigint_after", SPACINGS_S, ids=[f"second-{s}s" for s in SPACINGS_S])
 def test_ctrl_c_under_launch_answers_pending_commands_and_exits_0(ros_context, second_sigint_after):
     ns = f"/ctrl_c_{os.getpid()}_{int(second_sigint_after * 1000)}"
-    node = start_node(ns, "-p", "wait_for_image:=60.0", "-p", "max_queue:=4")
+    node = start_node(ns, "-p", "wait_for_image:=60.0", "-p", "max_queue:=4", "-p", "max_image_age:=0.0")
     answer_then_ctrl_c(ns, node, ros_context, second_sigint_after)
 
 
@@ -78,7 +78,6 @@ def _tv_scene() -> np.ndarray:
 def test_ctrl_c_under_launch_ends_a_running_track_with_its_result_and_exits_0(ros_context, second_sigint_after):
     from m2sa_ros.action import Track
     from m2sa_ros.image_conversion import rgb_to_msg
-    from rclpy.action import ActionClient
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 
@@ -95,10 +94,10 @@ def test_ctrl_c_under_launch_ends_a_running_track_with_its_result_and_exits_0(ro
         images.publish(frame)
 
     client_node.create_timer(0.1, publish_frame)
+    client = action_client(client_node, Track, f"{ns}/track")
     feedback: list[Any] = []
     try:
         with spinning(ros_context, client_node):
-            client = ActionClient(client_node, Track, f"{ns}/track")
             assert client.wait_for_server(timeout_sec=60), node.output
             [handle] = send_goals(client, [Track.Goal(command="I want to turn on the TV", request_id="t1")], node,
                                   feedback_callback=feedback.append)
