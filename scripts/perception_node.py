@@ -14,7 +14,7 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""`ros2 run m2sa_ros perception_node`: the same node as the `m2sa-perception` entry point."""
+"""The node from a checkout (`python3 scripts/perception_node.py`), as `m2sa-perception`; colcon installs its own."""
 
 import sys
 

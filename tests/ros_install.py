@@ -75,7 +75,10 @@ def colcon_env(workspace: Path) -> dict[str, str]:
     if lint is not None and lint.origin is not None:
         prefixes.append(Path(lint.origin).resolve().parents[4])  # <install>/lib/pythonX.Y/site-packages/...
     env["PATH"] = ":".join([*(str(prefix / "bin") for prefix in prefixes), env.get("PATH", "")])
-    env["AMENT_PREFIX_PATH"] = str(VENV_BIN.parent)
+    # As /opt/ros/<distro> is on a robot: the install space's setup.sh then sources the
+    # upstream packages' local_setup.sh first (colcon chains every prefix of AMENT_PREFIX_PATH
+    # that has one), which puts `ros2` on PATH in a shell that sourced nothing else.
+    env["AMENT_PREFIX_PATH"] = ":".join(map(str, prefixes))
     env["CMAKE_PREFIX_PATH"] = ":".join(map(str, prefixes))
     env["COLCON_LOG_PATH"] = str(workspace / "log")
     env.pop("PYTHONPATH", None)

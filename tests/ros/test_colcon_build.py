@@ -147,6 +147,63 @@ def test_installed_perception_node_goes_active_and_answers(workspace, ros_contex
     assert "share/m2sa_ros/models/m2sa-tiny-synth" in out, out  # the installed copy of the shipped model
 
 
+TOOLS = ("m2sa-bag", "m2sa-bag-eval", "m2sa-camera", "perception_node")
+
+
+def _clean_env(ws: Path) -> dict[str, str]:
+    """
+    Return what `env -i` leaves, for a shell that then sources only install/setup.sh: a robot's service.
+
+    No venv is activated. Only the test's DDS isolation (its own domain, localhost discovery) is kept.
+    """
+    keep = {k: os.environ[k] for k in ("ROS_DOMAIN_ID", "ROS_AUTOMATIC_DISCOVERY_RANGE") if k in os.environ}
+    return {"HOME": str(ws), "PATH": "/usr/bin:/bin", **keep}
+
+
+def _clean_shell(ws: Path, command: str) -> subprocess.CompletedProcess:
+    """Run ``command`` in `env -i` after only `. install/setup.sh`."""
+    return subprocess.run(["bash", "-c", f". {ws}/install/setup.sh && {command}"], env=_clean_env(ws),
+                          capture_output=True, text=True, timeout=180)
+
+
+def test_installed_executables_start_with_the_interpreter_colcon_build_found(workspace):
+    lib = workspace / "install" / "m2sa_ros" / "lib" / "m2sa_ros"
+    assert sorted(p.name for p in lib.iterdir()) == sorted(TOOLS)
+    for tool in TOOLS:
+        assert (lib / tool).read_text().splitlines()[0] == f"#!{sys.executable}", tool  # the venv's, not env's
+    # In that shell, `python3` is not the model's: only the executables' own line finds it.
+    bare = _clean_shell(workspace, "python3 -c 'import torch'")
+    assert bare.returncode != 0 and "torch" in bare.stderr, bare.stdout + bare.stderr
+
+
+def test_ros2_run_in_a_clean_shell_lists_every_tool_and_each_runs(workspace):
+    listed = _clean_shell(workspace, "ros2 pkg executables m2sa_ros")
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert sorted(listed.stdout.split()) == sorted(["m2sa_ros"] * len(TOOLS) + list(TOOLS)), listed.stdout
+    for tool, says in (("m2sa-bag", "usage: m2sa-bag"), ("m2sa-bag-eval", "usage: m2sa-bag-eval"),
+                       ("m2sa-camera", "usage: m2sa-camera")):
+        done = _clean_shell(workspace, f"ros2 run m2sa_ros {tool} --help")
+        assert done.returncode == 0 and says in done.stdout, (tool, done.stdout[-2000:], done.stderr[-2000:])
+
+
+@pytest.mark.parametrize("command", ["ros2 run m2sa_ros perception_node --ros-args -r __ns:={ns}",
+                                     "ros2 launch m2sa_ros perception.launch.py namespace:={ns}"])
+def test_ros2_run_and_launch_in_a_clean_shell_bring_the_node_to_active(workspace, command):
+    from ros_install import LaunchProcess
+
+    ns = f"/clean_{os.getpid()}_{command.split()[1]}"
+    # On a terminal, as a user types it: Ctrl-C reaches `ros2` and the node it started.
+    run = LaunchProcess(["bash", "-c", f". {workspace}/install/setup.sh && exec {command.format(ns=ns)}"],
+                        _clean_env(workspace), terminal=True)
+    try:
+        run.wait_for_line("active: listening", timeout=120)
+        run.ctrl_c()
+        assert run.wait(timeout=60) == 0, run.output
+    finally:
+        run.kill()
+    assert "Traceback" not in run.output, run.output
+
+
 def test_colcon_test_runs_the_registered_pytest_files(workspace):
     run = subprocess.run(
         [str(COLCON), "test", "--base-paths", "src", "--build-base", "build", "--install-base", "install",
