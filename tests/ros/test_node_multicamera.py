@@ -260,13 +260,16 @@ def test_two_cameras_each_command_one_result_on_its_own_topic_and_waiting_comman
     assert node.batch_sizes == {3: 1}
 
     def by_camera(array: Any) -> dict[str, dict[str, str]]:
-        return {s.name: {kv.key: kv.value for kv in s.values} for s in array.status}
+        """Each camera's main status (its image rate and stamp statuses are test_node_camera_health.py's)."""
+        return {s.name: {kv.key: kv.value for kv in s.values} for s in array.status if s.name.endswith(")")}
 
     status = wait_until(lambda: [by_camera(d) for d in diagnostics
                                  if all(v.get("results") == "3" for v in by_camera(d).values())], 10,
                         "per-camera diagnostics")[-1]
-    assert sorted(status) == [f"{node.get_fully_qualified_name()}: m2sa perception (head)",
-                              f"{node.get_fully_qualified_name()}: m2sa perception (wrist)"]
+    base = f"{node.get_fully_qualified_name()}: m2sa perception"
+    assert sorted(status) == [f"{base} (head)", f"{base} (wrist)"]
+    names = {f"{base} ({camera}){what}" for camera in ("head", "wrist") for what in ("", ": image rate", ": image stamp")}
+    assert {s.name for s in diagnostics[-1].status} == names
     assert sorted(v["camera"] for v in status.values()) == ["head", "wrist"]
     assert all(v["batched_calls"] == "1" and v["state"] == "active" for v in status.values())
 
