@@ -268,7 +268,8 @@ def test_two_cameras_each_command_one_result_on_its_own_topic_and_waiting_comman
                         "per-camera diagnostics")[-1]
     base = f"{node.get_fully_qualified_name()}: m2sa perception"
     assert sorted(status) == [f"{base} (head)", f"{base} (wrist)"]
-    names = {f"{base} ({camera}){what}" for camera in ("head", "wrist") for what in ("", ": image rate", ": image stamp")}
+    names = {f"{base} ({camera}){what}" for camera in ("head", "wrist")
+             for what in ("", ": image rate", ": image stamp")}
     assert {s.name for s in diagnostics[-1].status} == names
     assert sorted(v["camera"] for v in status.values()) == ["head", "wrist"]
     assert all(v["batched_calls"] == "1" and v["state"] == "active" for v in status.values())
