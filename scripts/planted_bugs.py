@@ -330,6 +330,20 @@ BUGS: tuple[PlantedBug, ...] = (
         "n_frames=6,",
         ("tests/ros/bag/test_bag_tracking.py::test_make_cli_records_sequences_and_refuses_bad_options_in_one_line",)),
     PlantedBug(
+        "dead-camera-never-an-error", NODE,
+        "a camera that stopped sending stays a WARN in /diagnostics: its silence is measured in minutes",
+        "m2sa_ros/camera_health.py",
+        "if limits.timeout_s > 0 and silent_s >= limits.timeout_s:",
+        "if limits.timeout_s > 0 and silent_s >= limits.timeout_s * 60:",
+        ("tests/ros/test_camera_health.py::test_a_camera_that_stopped_warns_on_its_stamp_then_errors_on_its_silence",)),
+    PlantedBug(
+        "stale-image-answered", NODE,
+        "the default max_image_age is 0 again: a command on a stopped camera is answered from its last frame",
+        "m2sa_ros/node_params.py",
+        '_range("max_image_age", 1.0,',
+        '_range("max_image_age", 0.0,',
+        ("tests/ros/test_launch_files.py::test_params_file_values_pass_validation_and_match_the_defaults",)),
+    PlantedBug(
         "track-goal-resent-under-a-new-id", CLI,
         "m2sa-bag-eval sends a track goal again under a new goal id: a lost response leaves a second track running",
         "m2sa_ros/bag/tracking.py",
