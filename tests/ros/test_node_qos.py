@@ -25,8 +25,6 @@ and re-configuring keep the overrides; a bad one fails configure in one line.
 
 from __future__ import annotations
 
-import threading
-
 from fake_models import BoxSegmenter
 from node_harness import wait_until
 import pytest
@@ -97,16 +95,8 @@ def _listed(client, node_name: str = "/perception_node") -> list[str]:
 
     cli = client.create_client(ListParameters, f"{node_name}/list_parameters")
     assert cli.wait_for_service(10)
-    # A new client's first response can be lost: rmw_fastrtps drops a service response when
-    # the server has not yet matched the client's response reader (ros2/ros2 issue 1253),
-    # which a loaded machine shows. Listing is idempotent, so the request goes again.
-    for _ in range(3):
-        future = cli.call_async(ListParameters.Request())
-        done = threading.Event()
-        future.add_done_callback(lambda _f: done.set())
-        if done.wait(20):
-            break
-    assert future.done(), "list_parameters: no response to 3 requests of 20 s each"
+    future = cli.call_async(ListParameters.Request())
+    wait_until(future.done, 10, "list_parameters")
     client.destroy_client(cli)
     return list(future.result().result.names)
 
