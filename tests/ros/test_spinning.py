@@ -110,6 +110,102 @@ def test_spin_goes_on_after_the_race_and_still_delivers(graph):
     assert not thread.is_alive() and outcome == {"races": 1}
 
 
+def _destroyed_before_entry(waitable) -> None:
+    """
+    Make ``waitable`` (an action server or client) destroy itself as the executor enters it.
+
+    This is where a cleanup on another thread lands when it loses the race: after the
+    executor listed the node's waitables, before it entered them. The executor skips the
+    failed entry but still adds the waitable to the wait set. ``with`` looks ``__enter__``
+    up on the type, so the instance gets a one-shot subclass.
+    """
+    plain = type(waitable)
+
+    class DestroyedOnEntry(plain):
+
+        def __enter__(self):
+            self.__class__ = plain
+            self.destroy()
+            return plain.__enter__(self)
+
+    waitable.__class__ = DestroyedOnEntry
+
+
+def _action_server(node, name: str):
+    from rclpy.action import ActionServer
+
+    from m2sa_ros.action import Segment
+
+    return ActionServer(node, Segment, name, lambda goal: Segment.Result())
+
+
+def _action_client(node, name: str):
+    from rclpy.action import ActionClient
+
+    from m2sa_ros.action import Segment
+
+    return ActionClient(node, Segment, name)
+
+
+@pytest.mark.parametrize("make", [_action_server, _action_client], ids=["server", "client"])
+def test_plain_spin_dies_of_a_destroyed_action_entity_in_this_rclpy(graph, make):
+    """The same race for a waitable: rcl refuses its invalid pointer while the wait set is built."""
+    from rclpy.impl.implementation_singleton import rclpy_implementation
+
+    node, executor = graph
+    _destroyed_before_entry(make(node, "doomed_action"))
+    with pytest.raises(rclpy_implementation.RCLError, match="to wait set: .* pointer is invalid"):
+        executor.spin_once(timeout_sec=1.0)
+
+
+@pytest.mark.parametrize("make", [_action_server, _action_client], ids=["server", "client"])
+def test_spin_goes_on_after_an_action_entity_is_destroyed_under_it(graph, make):
+    from m2sa_ros.executor_spin import spin_through_destroyed_entities
+    from std_msgs.msg import String
+
+    node, executor = graph
+    got, pub = _deliveries(node, "alive")
+    doomed = make(node, "doomed_action")
+    _destroyed_before_entry(doomed)
+    races: list = []
+    outcome: dict = {}
+
+    def spin():
+        try:
+            outcome["races"] = spin_through_destroyed_entities(executor, races.append)
+        except BaseException as exc:  # noqa: BLE001 - the assertion below reports it
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=spin, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not got:
+        pub.publish(String(data="after the race"))
+        time.sleep(0.05)
+    assert thread.is_alive(), f"spin thread ended: {outcome}"
+    assert got and got[0] == "after the race"
+    assert len(races) == 1 and doomed not in node.waitables
+    executor.shutdown()
+    thread.join(5)
+    assert not thread.is_alive() and outcome == {"races": 1}
+
+
+def test_an_unrelated_rcl_error_still_ends_the_spin(graph):
+    """Only the destroyed-entity refusal is the race; any other rcl failure is not swallowed."""
+    from rclpy.impl.implementation_singleton import rclpy_implementation
+
+    from m2sa_ros.executor_spin import spin_through_destroyed_entities
+
+    node, executor = graph
+
+    def fail(*_args, **_kwargs):
+        raise rclpy_implementation.RCLError("Failed to wait on wait set: something else")
+
+    executor.spin_once = fail
+    with pytest.raises(rclpy_implementation.RCLError, match="something else"):
+        spin_through_destroyed_entities(executor)
+
+
 def test_the_node_and_the_test_graph_spin_through_the_race():
     """The node's main and the DDS test harness both use the surviving spin."""
     import inspect
