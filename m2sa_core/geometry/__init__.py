@@ -18,8 +18,9 @@ A target's 3-D geometry from its mask and registered depth, without ROS.
 ``camera_model.py``: how a pixel becomes a ray, as image_geometry's PinholeCameraModel has
 it (rectified through P, raw through K and D). ``registered_depth.py``: depth bound to the
 colour image it belongs to, or refused. ``plane_fit.py``: the robust plane (MSAC with a
-depth-scaled band, then a least-squares refit). ``target.py``: the points, oriented box and
-normal of one target. ``centroid.py``: the v2 centroid (median depth of the eroded mask).
+band sized from the target's own depth noise, then a biweighted least-squares refit).
+``target.py``: the points, oriented box and normal of one target. ``centroid.py``: the v2
+centroid (median depth of the eroded mask).
 ``voxel_grid.py``: the cloud's downsampling. ``rigid_transform.py``: those values moved
 into another frame with a transform tf2 gives. The node's depth step (m2sa_ros/depth_binding.py)
 and the message conversion (m2sa_ros/geometry_conversion.py) call these; the tests measure

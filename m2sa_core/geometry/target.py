@@ -28,25 +28,41 @@ image's). The rules:
    at the border (depth between the target and the background) stay out of the fit; a
    thin target (a pipe, a handle) keeps more of its pixels rather than none. Depth that
    is NaN, inf or <= 0 is a hole and is skipped everywhere.
-2. **Plane.** The core's points get a robust plane (plane_fit.py): MSAC with a band
-   along the ray that grows with the depth noise, ``inlier_sigmas`` (4) times
-   ``max(3 mm, 3 mm * z^2 / 1 m^2)`` by default (12 mm up to 1 m, 27 mm at 1.5 m), then
-   a least-squares refit on the inliers. Pixels on another surface - a mask spilled 3 to
-   15 cm nearer or farther at a tabletop's range, flying pixels, background seen through
-   a hole - are outliers whatever the target's slant.
+2. **Plane.** The core's points get a robust plane (plane_fit.py): MSAC, then a
+   biweighted least-squares refit that no pixel the first plane rejected can tilt. A
+   pixel is on the plane when its depth is within a band of it along its ray, sized from
+   the target's own depth: ``inlier_sigmas`` (4) times its noise, measured twice - from
+   second differences of inverse depth along the core's rows and columns, and from the
+   first plane's residuals - and the larger taken, at least ``band_floor_m`` (12 mm) and
+   at most the sensor model's band, ``inlier_sigmas`` times ``max(3 mm, 3 mm * z^2 / 1
+   m^2)`` (``noise``: 12 mm up to 1 m, 27 mm at 1.5 m, 48 mm at 2 m). So exact or quiet
+   depth keeps a 12 mm band at any range, and a neighbouring surface 3-7 cm nearer or
+   farther stays out even at 2.5 m, where the sensor model alone would allow 75 mm.
+   Pixels on another surface - a mask spilled 3 to 15 cm nearer or farther, flying
+   pixels, background seen through a hole - are outliers whatever the target's slant.
 3. **Most of the points.** When the plane holds no more than ``min_inlier_fraction`` (half)
    of the core's points, no plane describes the target (two surfaces of a corner, a
    sphere, a mask mostly on something else): no pose, and ``reason`` says so. A pose is
    never guessed from a minority. ``inlier_fraction`` is the share of all the mask's
    valid depth points on the plane (the border ring counts: a planner may want more than
-   half, or a different share for thin targets whose ring is most of the mask).
+   half, or a different share for thin targets whose ring is most of the mask), after
+   rule 4; ``band_m`` is the band at the centroid's depth.
 4. **Members.** The target's points are *all* valid mask pixels - the border ring too -
    on the plane (within its band): a border pixel whose depth agrees with the surface
-   counts, a mixed or spilled one does not. ``points`` (the cloud) are the members
-   voxel-downsampled (``voxel_m`` = 5 mm, the mean point of each occupied voxel; 0 keeps
-   every member), float32 (N, 3); ``centroid`` is the members' mean (the visible
-   surface's centre: the press point). Nothing off the plane enters the centroid, the
-   box or the cloud.
+   counts, a mixed or spilled one does not. Where the noise makes the band wider than
+   the gap to a neighbouring surface (a D435 at 2 m: the sensor model's 48 mm against a
+   neighbour 3-7 cm away), depth alone cannot
+   tell the two apart, so a second plane is fitted to the pixels off the plane; when it
+   holds most of them, a pixel within ``other_surface_px`` (1) of its inliers that is
+   nearer to it than to the target's plane is the neighbour's, not the target's. That
+   takes out most of such a neighbour's pixels inside the band (and lowers
+   ``inlier_fraction`` towards the target's true share) at the cost of a few of the
+   target's own noisy pixels beside it; what remains inside the band still counts as
+   the target's (tests/core/test_plane_band.py measures how much). ``points`` (the
+   cloud) are the members voxel-downsampled (``voxel_m`` = 5 mm, the mean point of each
+   occupied voxel; 0 keeps every member), float32 (N, 3); ``centroid`` is the members'
+   mean (the visible surface's centre: the press point). Nothing off the plane enters
+   the centroid, the box or the cloud.
 5. **Box.** z axis = the plane's normal, facing the camera: the approach direction;
    x = the principal axis of the members projected on the plane (signed so that it
    points image-right, or image-down when it is vertical), y = z x x. Extents are the
@@ -91,10 +107,10 @@ ground truth (m2sa_core.data.synthetic.depth) and benchmarked alone
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import cv2
-from m2sa_core.geometry.plane_fit import DepthNoise, fit_plane, RansacParams
+from m2sa_core.geometry.plane_fit import BandRule, DepthNoise, fit_plane, inverse_depth_noise, Plane, RansacParams
 from m2sa_core.geometry.registered_depth import DepthMismatch, RegisteredDepth
 from m2sa_core.geometry.voxel_grid import voxel_downsample
 import numpy as np
@@ -108,8 +124,10 @@ class GeometryParams:
     voxel_m: float = 0.005
     erosion_px: int = 2
     min_points: int = 10
-    noise: DepthNoise = DepthNoise()
+    noise: DepthNoise = DepthNoise()  # the sensor model: the widest the band may be
     inlier_sigmas: float = 4.0
+    band_floor_m: float = 0.012  # the narrowest (plane_fit.BandRule says why 12 mm)
+    other_surface_px: int = 1  # reach of the second plane's pixels (rule 4); 0: no second plane
     min_inlier_fraction: float = 0.5
     ransac: RansacParams = RansacParams()
     extent_percentiles: tuple[float, float] = (0.0, 100.0)
@@ -118,9 +136,10 @@ class GeometryParams:
     min_spread_m: float = 0.001
     max_fit_points: int = 8000  # the refit and the statistics on at most ~this many, strided
 
-    def band(self, z: np.ndarray) -> np.ndarray:
-        """Return the (N,) inlier band of the plane, in metres of depth, at depths ``z`` (N,)."""
-        return self.inlier_sigmas * self.noise.sigma(z)
+    @property
+    def band_rule(self) -> BandRule:
+        """How wide the plane's inlier band is (plane_fit.py): from the data, within the floor and the sensor model."""
+        return BandRule(self.noise, self.inlier_sigmas, self.band_floor_m)
 
 
 @dataclass(frozen=True)
@@ -142,6 +161,7 @@ class TargetGeometry:
     reason: str = ""  # why there is no pose
     erosion_px: int = field(default=0)
     inlier_fraction: float = 0.0  # share of the mask's valid depth points on the plane (rule 3)
+    band_m: float = float("nan")  # the inlier band at the centroid's depth: nearer surfaces are not told apart
 
     @property
     def normal(self) -> np.ndarray:
@@ -208,15 +228,20 @@ def target_geometry(mask: np.ndarray, depth: RegisteredDepth,
     in_core = core[vs, us]
     if in_core.sum() < params.min_points:
         in_core[:] = True
-    band = params.band(z)
+        core = crop_mask
     fit_at = np.flatnonzero(in_core)
     fit_at = fit_at[:: max(1, fit_at.size // params.max_fit_points)]  # a big target: the plane from a strided sample
-    fitted = fit_plane(xy[fit_at], z[fit_at], band[fit_at], params.ransac)
+    rule = params.band_rule
+    fitted = fit_plane(xy[fit_at], z[fit_at], rule, params.ransac,
+                       _pixel_noise(depth_m[r0:r1, c0:c1], core, params.max_fit_points))
     if fitted is None:  # min_points under 3
         return _turned(_no_pose(points, f"{fit_at.size} points to fit a plane to (< 3)", z.size), rotation)
-    plane, core_inliers = fitted
-    share = float(core_inliers.mean())
+    plane = fitted.plane
+    share = float(fitted.inliers.mean())
+    band = rule.band(z, fitted.scale)
     on_plane = np.abs(plane.residuals(xy, z)) <= band
+    if share > params.min_inlier_fraction and params.other_surface_px > 0:
+        on_plane &= ~_other_surface(plane, fitted.scale, xy, z, vs, us, crop_mask.shape, on_plane, params)
     inlier_fraction = float(on_plane.mean())
     if share <= params.min_inlier_fraction:
         return _turned(_no_pose(points, f"no plane holds most of the points: {share:.0%} of the {fit_at.size} "
@@ -238,7 +263,46 @@ def target_geometry(mask: np.ndarray, depth: RegisteredDepth,
     centre = centroid + axes @ ((lo + hi) / 2)
     return _turned(TargetGeometry(True, voxel_downsample(members, params.voxel_m), centroid, centre, axes, hi - lo,
                                   edge_on=edge_on, valid_points=len(members), erosion_px=erosion,
-                                  inlier_fraction=inlier_fraction), rotation)
+                                  inlier_fraction=inlier_fraction,
+                                  band_m=float(rule.band(centroid[2:], fitted.scale)[0])), rotation)
+
+
+def _other_surface(plane: Plane, scale: float, xy: np.ndarray, z: np.ndarray, vs: np.ndarray, us: np.ndarray,
+                   shape: tuple[int, int], on_plane: np.ndarray, params: GeometryParams) -> np.ndarray:
+    """
+    Return (N,) bool: the pixels on ``plane`` that a second surface beside them claims (module doc, rule 4).
+
+    The second plane is fitted to the pixels off ``plane`` (the same band rule, at the
+    target's noise ``scale``); when it holds most of them, a pixel within
+    ``other_surface_px`` of its inliers in the image that lies nearer to it than to
+    ``plane`` is its. Only beside them: extended over the whole mask, a plane fitted to
+    a strip ten pixels wide tilts across the target and would claim its noisy pixels.
+    """
+    off = np.flatnonzero(~on_plane)
+    if off.size < max(params.min_points, 3):
+        return np.zeros(len(z), bool)
+    off = off[:: max(1, off.size // params.max_fit_points)]
+    # 64 draws: a plane that holds most of them has a one in eight chance a draw, so missing it
+    # is a one in 5,000 event, and scattered mixed pixels (no plane) cost a quarter of the draws.
+    other = fit_plane(xy[off], z[off], params.band_rule, replace(params.ransac, max_hypotheses=64), scale)
+    if other is None or other.inliers.mean() <= 0.5:
+        return np.zeros(len(z), bool)
+    seen = np.zeros(shape, np.uint8)
+    seen[vs[off[other.inliers]], us[off[other.inliers]]] = 1
+    reach = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * params.other_surface_px + 1,) * 2)
+    beside = cv2.dilate(seen, reach).view(bool)[vs, us]
+    return on_plane & beside & (np.abs(other.plane.residuals(xy, z)) < np.abs(plane.residuals(xy, z)))
+
+
+def _pixel_noise(depth: np.ndarray, core: np.ndarray, max_values: int) -> float:
+    """
+    Return the inverse depth's pixel noise (1/m) over the ``core`` pixels (H, W bool) of a ``depth`` crop (H, W).
+
+    The core, not the whole mask: the border ring's mixed pixels are not the sensor's noise.
+    """
+    d = np.where(core, depth, np.nan).astype(np.float64)
+    d[~(d > 0) | ~np.isfinite(d)] = np.nan
+    return inverse_depth_noise(d, max_values)
 
 
 def _approach(members: np.ndarray, centroid: np.ndarray, normal: np.ndarray,
@@ -293,11 +357,9 @@ def _turned(g: TargetGeometry, rotation: np.ndarray | None) -> TargetGeometry:
         return g
     points = (g.points.astype(np.float64) @ rotation.T).astype(np.float32)
     if not g.has_pose:
-        return TargetGeometry(False, points, g.centroid, g.centre, g.rotation, g.extents, valid_points=g.valid_points,
-                              reason=g.reason, inlier_fraction=g.inlier_fraction)
-    return TargetGeometry(True, points, rotation @ g.centroid, rotation @ g.centre, rotation @ g.rotation, g.extents,
-                          edge_on=g.edge_on, valid_points=g.valid_points, erosion_px=g.erosion_px,
-                          inlier_fraction=g.inlier_fraction)
+        return replace(g, points=points)
+    return replace(g, points=points, centroid=rotation @ g.centroid, centre=rotation @ g.centre,
+                   rotation=rotation @ g.rotation)
 
 
 def _box_axes(centred: np.ndarray, normal: np.ndarray) -> np.ndarray:

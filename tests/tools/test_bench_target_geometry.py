@@ -21,7 +21,7 @@ import json
 from bench import bench_target_geometry as bench
 
 
-def test_one_scene_report_and_the_spill_grid(tmp_path, capsys):
+def test_one_scene_report_the_spill_grid_and_the_band_grid(tmp_path, capsys):
     out = tmp_path / "tg.json"
     assert bench.main(["--scenes", "1", "--repeats", "1", "--no-write", "--json", str(out)]) == 0
     report = json.loads(out.read_text())
@@ -35,5 +35,13 @@ def test_one_scene_report_and_the_spill_grid(tmp_path, capsys):
     for shape in grid.values():
         assert shape["cases"] == 324 and shape["pose"] == 1.0
         assert shape["spilled_points"] == 0 and shape["wrong_poses"] == 0 and shape["normal_max"] < 2.0
+    band = report["band"]
+    assert band["pixels"] == 10800 and band["cost_ms"]["now"] > 0
+    assert {(r["noise"], r["distance"]) for r in band["rows"]} == {
+        *((noise, d) for noise in bench.BAND_NOISE for d in bench.BAND_DISTANCES), ("laptop", 2.13)}
+    for row in band["rows"]:
+        if row["noise"] in ("exact", "quiet", "laptop"):  # the other surface stays out at every range
+            assert row["now"]["let_in"] == 0 and row["now"]["kept_min"] == 1.0 and row["now"]["normal_max"] < 1.0
     text = capsys.readouterr().out
     assert "command: `python bench/bench_target_geometry.py --scenes 1" in text and "| now | 160x10 |" in text
+    assert "| laptop | 2.13 | 0 of 2400 |" in text
