@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import threading
 from typing import Any, Callable
 
-from m2sa_core.inference.tracking import LostRule
+from m2sa_core.lost_rule import LostRule
 
 CANCELLED = "cancelled"
 TIMEOUT = "timeout"

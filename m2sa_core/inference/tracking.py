@@ -33,7 +33,7 @@ mask upscaling), never on the segmenter itself.
 from __future__ import annotations
 
 from collections.abc import Hashable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 import time
 
 from m2sa_core.inference.settings import InferenceSettings
@@ -44,7 +44,7 @@ import numpy as np
 import torch
 
 # TrackedTarget and TrackPrompts live with the Result that carries them; importable from here as before.
-__all__ = ["LostRule", "TrackPrompts", "TrackState", "TrackedTarget", "seg_prompt_embeddings", "track_frame"]
+__all__ = ["TrackPrompts", "TrackState", "TrackedTarget", "seg_prompt_embeddings", "track_frame"]
 
 
 @dataclass
@@ -112,27 +112,3 @@ def track_frame(
     timings["total"] = (time.perf_counter() - start) * 1e3
     state = TrackState(low_res[:, :1].clone(), previous_index + 1)
     return Result(answer=prompts.answer, targets=targets, timings_ms=timings), state
-
-
-@dataclass(frozen=True)
-class LostRule:
-    """When a track gives up: every target scored under ``min_score`` for ``frames`` frames in a row."""
-
-    min_score: float = 0.5
-    frames: int = 3
-
-    def __post_init__(self) -> None:
-        if not 0.0 <= self.min_score <= 1.0:
-            raise ValueError(f"min_score must be within [0, 1], got {self.min_score}")
-        if self.frames < 1:
-            raise ValueError(f"frames must be >= 1, got {self.frames}")
-
-    def update(self, state: TrackState, result: Result) -> TrackState:
-        """Return the state with each target's run of low-score frames counted (a target without a mask counts low)."""
-        scores = np.array([t.score if t.mask.any() else 0.0 for t in result.targets], dtype=np.float64)
-        before = state.lost_frames if state.lost_frames.shape == scores.shape else np.zeros(scores.shape, np.int64)
-        runs = np.where(scores < self.min_score, before + 1, 0)
-        return replace(state, lost_frames=runs)
-
-    def all_lost(self, state: TrackState) -> bool:
-        return bool(state.lost_frames.size) and bool((state.lost_frames >= self.frames).all())

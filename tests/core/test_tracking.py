@@ -19,7 +19,8 @@ from __future__ import annotations
 from m2sa_core.data.synthetic.scene import render_scene
 from m2sa_core.data.synthetic.sequences import render_sequence
 from m2sa_core.inference import Segmenter
-from m2sa_core.inference.tracking import LostRule, TrackPrompts, TrackState
+from m2sa_core.inference.tracking import TrackPrompts, TrackState
+from m2sa_core.lost_rule import LostRule
 from m2sa_core.shipped_model import SHIPPED_MODEL
 from m2sa_core.types import Granularity, Result, Target
 import numpy as np

@@ -214,6 +214,24 @@ def test_the_default_model_path_never_imports_bitsandbytes():
     assert "kernels" not in proc.stderr and "bitsandbytes" not in proc.stderr, proc.stderr
 
 
+def test_the_node_imports_the_model_stack_only_to_load_a_model():
+    """
+    Starting the node, up to configure, needs neither torch nor transformers.
+
+    They take seconds to import (transformers brings in torchvision and torch's compiler),
+    and a node that refuses its parameters, prints its help or waits unconfigured for a
+    lifecycle manager should not make its user wait for a model it has not loaded.
+    """
+    code = ("import sys\n"
+            "import m2sa_ros.main, m2sa_ros.perception_node\n"
+            "from m2sa_ros.node_params import PARAMETERS, validate\n"
+            "validate({spec.name: spec.default for spec in PARAMETERS})\n"
+            "print('modules', sorted(m for m in ('torch', 'transformers', 'segment_anything') if m in sys.modules))\n")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert "modules []" in proc.stdout, proc.stdout
+
+
 def test_a_start_with_default_parameters_prints_only_info_lines():
     """`m2sa-perception` with no argument: the shipped model, autostart, until active."""
     if not ENTRY.exists():
