@@ -62,13 +62,14 @@ def seconds_per_step(out_dir: Path, warmup: int) -> float:
     return (times[last] - times[first]) / (last - first)
 
 
-def train(config: str, batch: int, ranks: int, steps: int, out_dir: Path, overrides: list[str], threads: int) -> None:
+def train(config: str, batch: int, ranks: int, steps: int, out_dir: Path, overrides: list[str], threads: int,
+          log_every: int = 10) -> None:
     """
     Run ``steps`` steps of ``config`` (a step's batch ``batch``) as one process or as torchrun ranks.
 
     One process for ``ranks`` 1, else ``ranks`` torchrun ranks with ``batch / ranks`` each.
     """
-    common = [f"out_dir={out_dir}", f"optim.max_steps={steps}", "eval_every=0", "log_every=10", *overrides]
+    common = [f"out_dir={out_dir}", f"optim.max_steps={steps}", "eval_every=0", f"log_every={log_every}", *overrides]
     bin_dir = Path(sys.executable).parent
     if ranks == 1:
         command = [str(bin_dir / "m2sa-train"), "--config", config, *common]
@@ -91,6 +92,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=150)
     parser.add_argument("--warmup", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=3, help="pairs of runs, alternating")
+    parser.add_argument("--log-every", type=int, default=10,
+                        help="steps between the logged times the figure is read from (fewer lines than steps)")
     parser.add_argument("--no-write", action="store_true", help="print only; do not append to bench/RESULTS.md")
     parser.add_argument("--json", default=None)
     parser.add_argument("overrides", nargs="*", help="key=value, as m2sa-train takes them")
@@ -98,14 +101,16 @@ def main(argv: list[str] | None = None) -> int:
     batch = load_config(args.config, args.overrides).optim.batch_size
     if args.ranks < 2 or batch % args.ranks:
         parser.error(f"--ranks must be 2 or more and split the config's batch of {batch}")
-    if args.steps <= args.warmup + 10:
-        parser.error("--steps must exceed --warmup by more than one log interval (10)")
+    if args.log_every < 1:
+        parser.error("--log-every must be 1 or more")
+    if args.steps <= args.warmup + args.log_every:
+        parser.error(f"--steps must exceed --warmup by more than one log interval ({args.log_every})")
     single, ranked = [], []
     with tempfile.TemporaryDirectory() as scratch:
         for repeat in range(args.repeats):
             for ranks, times in ((1, single), (args.ranks, ranked)):
                 out_dir = Path(scratch) / f"r{repeat}_ranks{ranks}"
-                train(args.config, batch, ranks, args.steps, out_dir, args.overrides, args.threads)
+                train(args.config, batch, ranks, args.steps, out_dir, args.overrides, args.threads, args.log_every)
                 times.append(seconds_per_step(out_dir, args.warmup))
                 print(f"[bench_ranks] repeat {repeat + 1}: {ranks} rank(s) {times[-1]:.3f} s a step", flush=True)
     ratios = [r / s for s, r in zip(single, ranked)]

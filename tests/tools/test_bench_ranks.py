@@ -30,9 +30,10 @@ REPO = Path(__file__).resolve().parents[2]
 def test_the_benchmark_runs_both_layouts_of_a_stage_and_reports_their_ratio(tmp_path, config_on_small_world):
     config, _ = config_on_small_world("training/tiny/1_sam.yaml", 40, replace={"batch_size: 8": "batch_size: 2"})
     out, results = tmp_path / "report.json", tmp_path / "RESULTS.md"
-    assert main(["--config", str(config), "--steps", "21", "--warmup", "10", "--repeats", "1", "--threads", "2",
-                 "--no-write", "--json", str(out), "prompt_regions=2", "model.tokenizer_vocab_size=600",
-                 "checkpoint_every=0"]) == 0
+    # Four steps, each logged: steps 1-4 are the timed ones.
+    assert main(["--config", str(config), "--steps", "4", "--warmup", "1", "--log-every", "1", "--repeats", "1",
+                 "--threads", "2", "--no-write", "--json", str(out), "prompt_regions=2",
+                 "model.tokenizer_vocab_size=600", "checkpoint_every=0"]) == 0
     report = json.loads(out.read_text())
     assert report["ranks"] == 2 and len(report["single_s"]) == len(report["ranked_s"]) == 1
     assert report["single_s"][0] > 0 and report["ranked_s"][0] > 0
