@@ -34,12 +34,13 @@ Pure numpy and message fields: rclpy is never imported.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 import re
 from typing import Any, Callable
 
 from m2sa_core.geometry.camera_model import PinholeCameraModel
 from m2sa_core.geometry.centroid import mask_centroid
+from m2sa_core.geometry.plane_fit import DepthNoise
 from m2sa_core.geometry.registered_depth import DepthMismatch, register_depth, RegisteredDepth
 from m2sa_core.geometry.target import GeometryParams, target_geometry, TargetGeometry
 from m2sa_ros.centroids import StampedBuffer
@@ -72,11 +73,24 @@ class TargetMeasure:
         return target_geometry(mask, self.depth, self.geometry_params)
 
 
+def geometry_params(params: Any) -> GeometryParams:
+    """
+    Return the 3-D fit's constants that the node's parameters set (a node_params.NodeParams).
+
+    The sensor's noise model (``depth_noise_sigma_1m``, ``depth_noise_floor``), the band's
+    sigmas and floor (``plane_inlier_sigmas``, ``plane_band_floor``); the voxel comes with
+    each bind (``target_points_voxel``), the rest are m2sa_core's defaults.
+    """
+    return GeometryParams(noise=DepthNoise(float(params.depth_noise_sigma_1m), float(params.depth_noise_floor)),
+                          inlier_sigmas=float(params.plane_inlier_sigmas), band_floor_m=float(params.plane_band_floor))
+
+
 def bind_depth(frame: Any, depth: StampedBuffer, camera_info: StampedBuffer, *, tolerance_s: float,
                allow_frame_mismatch: bool, centroid_erosion_px: int, target_points: bool,
                target_points_voxel: float, depth_topic: str, where: str, image_rectified: bool = True,
                warn_once: Callable[[str, str], None], camera_info_topic: str = "camera_info",
-               health: DepthHealth | None = None, missing_frames: int = 5) -> tuple[TargetMeasure | None, str]:
+               health: DepthHealth | None = None, missing_frames: int = 5,
+               geometry: GeometryParams = GeometryParams()) -> tuple[TargetMeasure | None, str]:
     """
     Bind the depth frame and intrinsics nearest to ``frame`` (a latest_frame.Frame).
 
@@ -86,13 +100,14 @@ def bind_depth(frame: Any, depth: StampedBuffer, camera_info: StampedBuffer, *, 
     outcome and decides what to say through ``warn_once(key, text)``, naming the cause
     (depth_health.py's rules); without it a refusal is said once per camera (``where``)
     and problem. The depth may be a sensor_msgs/Image or a compressedDepth
-    CompressedImage (``use_compressed_depth``).
+    CompressedImage (``use_compressed_depth``). ``geometry``: the 3-D fit's constants
+    (:func:`geometry_params`), its voxel replaced by ``target_points_voxel``.
     """
     measure, outcome = _bind(frame, depth, camera_info, tolerance_ns=int(tolerance_s * 1e9),
                              allow_frame_mismatch=allow_frame_mismatch, centroid_erosion_px=centroid_erosion_px,
                              target_points=target_points, target_points_voxel=target_points_voxel,
                              depth_topic=depth_topic, camera_info_topic=camera_info_topic,
-                             image_rectified=image_rectified)
+                             image_rectified=image_rectified, geometry=geometry)
     if health is not None:
         said = health.record(frame.key, outcome, missing_frames)
         if said is not None:
@@ -104,8 +119,8 @@ def bind_depth(frame: Any, depth: StampedBuffer, camera_info: StampedBuffer, *, 
 
 def _bind(frame: Any, depth: StampedBuffer, camera_info: StampedBuffer, *, tolerance_ns: int,
           allow_frame_mismatch: bool, centroid_erosion_px: int, target_points: bool, target_points_voxel: float,
-          depth_topic: str, camera_info_topic: str,
-          image_rectified: bool = True) -> tuple[TargetMeasure | None, DepthOutcome]:
+          depth_topic: str, camera_info_topic: str, image_rectified: bool = True,
+          geometry: GeometryParams = GeometryParams()) -> tuple[TargetMeasure | None, DepthOutcome]:
     """Return the measure, or None and why not (the outcome's cause and one-line reason)."""
     found_depth, found_info = depth.closest(frame.stamp_ns), camera_info.closest(frame.stamp_ns)
     missing = (_missing(found_depth, tolerance_ns, depth_topic, "depth")
@@ -145,7 +160,7 @@ def _bind(frame: Any, depth: StampedBuffer, camera_info: StampedBuffer, *, toler
         else:
             cause = "invalid"
         return None, DepthOutcome(REFUSED, cause, f"depth on {depth_topic} refused: {exc}{hint}")
-    params = GeometryParams(voxel_m=float(target_points_voxel) if target_points else 0.0)
+    params = replace(geometry, voxel_m=float(target_points_voxel) if target_points else 0.0)
     return TargetMeasure(registered, int(centroid_erosion_px), params, bool(target_points)), DepthOutcome(BOUND)
 
 

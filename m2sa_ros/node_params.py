@@ -201,6 +201,20 @@ PARAMETERS: tuple[ParamSpec, ...] = (
            "shape while the cloud of an object shrinks several times, the more the larger the image "
            "(bench/RESULTS.md).", 0.0, 0.1,
            runtime=True),
+    _range("depth_noise_sigma_1m", 0.003, "The depth sensor's noise (metres, one sigma) at 1 m, growing with "
+           "the square of the range as stereo and structured-light noise does. With depth_noise_floor and "
+           "plane_inlier_sigmas it sets the widest the plane fit's inlier band may be; the band itself follows "
+           "each target's own measured noise, so raise this only for a sensor noisier than the model (a D435 "
+           "is about 0.004 at 640x480), which would otherwise lose points at range.", 0.0, 0.1, runtime=True),
+    _range("depth_noise_floor", 0.003, "The depth sensor's noise (metres, one sigma) at short range, where "
+           "the z^2 growth of depth_noise_sigma_1m falls below it.", 0.0, 0.1, runtime=True),
+    _range("plane_inlier_sigmas", 4.0, "How many sigmas of depth noise a pixel may be off a target's plane "
+           "and still be on it: of the target's measured noise, and at most of the sensor model's "
+           "(depth_noise_sigma_1m, depth_noise_floor).", 1.0, 20.0, runtime=True),
+    _range("plane_band_floor", 0.012, "The narrowest the plane fit's inlier band is (metres of depth), "
+           "however quiet the depth: a target's own relief (a raised button, a handle) and 16-bit depth's "
+           "millimetre steps stay on its plane, while a surface 3 cm away stays off. Never wider than the "
+           "sensor model's band.", 0.0, 0.1, runtime=True),
     ParamSpec("target_frame", "", "Frame the targets' 3-D values (centroid, pose, points, markers, "
               "target_points) are given in, e.g. base_link or odom: moved there with tf2 at the image's "
               "stamp, never the latest transform, which on a moving robot is a later instant's. Empty: "
@@ -264,6 +278,10 @@ class NodeParams:
     allow_depth_frame_mismatch: bool
     target_points: bool
     target_points_voxel: float
+    depth_noise_sigma_1m: float
+    depth_noise_floor: float
+    plane_inlier_sigmas: float
+    plane_band_floor: float
     target_frame: str
     tf_timeout: float
     diagnostics_period: float

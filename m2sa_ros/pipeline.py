@@ -49,7 +49,7 @@ from m2sa_core.prompt import sanitized
 from m2sa_core.types import Cancelled
 from m2sa_core.visualize import overlay_targets
 from m2sa_ros.cameras import Camera
-from m2sa_ros.depth_binding import bind_depth, TargetMeasure
+from m2sa_ros.depth_binding import bind_depth, geometry_params, TargetMeasure
 from m2sa_ros.detection_conversion import to_detection2d_array, to_detection3d_array
 from m2sa_ros.diagnostics import NodeStats
 from m2sa_ros.frame_transform import ResultFrames
@@ -285,7 +285,7 @@ class CommandPipeline:
                           target_points_voxel=params.target_points_voxel, image_rectified=params.image_rectified,
                           depth_topic=inputs.depth, camera_info_topic=inputs.camera_info, where=camera.name,
                           warn_once=self._warn_once, health=camera.depth_health,
-                          missing_frames=params.depth_missing_frames)
+                          missing_frames=params.depth_missing_frames, geometry=geometry_params(params))
 
     def measure_after_model(self, frame: Frame, camera: Camera, measure: TargetMeasure | None,
                             depth_state: str, should_stop: Callable[[], bool] = lambda: False) -> TargetMeasure | None:

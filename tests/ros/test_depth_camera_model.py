@@ -13,11 +13,12 @@
 # limitations under the License.
 
 """
-The depth step reads the camera as ROS defines it.
+The depth step reads the camera as ROS defines it, and measures with the node's noise model.
 
 ``image_rectified`` picks P (rectified, the default, what depth_image_proc assumes) or K
 and D (raw), and a camera_info whose distortion a raw image cannot be undistorted with is
-refused with one warning.
+refused with one warning. The depth noise model and the plane band's parameters reach the
+3-D fit.
 """
 
 from __future__ import annotations
@@ -25,8 +26,10 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from m2sa_core.geometry.camera_model import PinholeCameraModel
+from m2sa_core.geometry.plane_fit import BandRule, DepthNoise
 from m2sa_ros.centroids import StampedBuffer
-from m2sa_ros.depth_binding import bind_depth
+from m2sa_ros.depth_binding import bind_depth, geometry_params
+from m2sa_ros.node_params import PARAMETERS, validate
 import numpy as np
 import pytest
 
@@ -54,14 +57,14 @@ def _buffers(distortion_model: str = "plumb_bob"):
     return depth_buffer, info_buffer, info
 
 
-def _bind(rectified: bool, distortion_model: str = "plumb_bob"):
+def _bind(rectified: bool, distortion_model: str = "plumb_bob", **geometry):
     depth_buffer, info_buffer, info = _buffers(distortion_model)
     frame = SimpleNamespace(stamp_ns=1_000_000_000, header=_header(), height=H, width=W, key=(FRAME, 1))
     warnings: list[str] = []
     measure, state = bind_depth(frame, depth_buffer, info_buffer, tolerance_s=0.05, allow_frame_mismatch=False,
                                 centroid_erosion_px=0, target_points=True, target_points_voxel=0.0,
                                 depth_topic="/depth", where="camera", warn_once=lambda key, text: warnings.append(text),
-                                image_rectified=rectified)
+                                image_rectified=rectified, **geometry)
     return measure, state, warnings, info
 
 
@@ -90,3 +93,16 @@ def test_a_raw_image_with_an_unknown_distortion_model_is_refused_in_one_line():
     assert "distortion_model 'kannala_brandt' is not supported" in warnings[0]
     measure, state, warnings, _ = _bind(True, distortion_model="kannala_brandt")  # rectified: D is not read
     assert state == "bound" and not warnings
+
+
+def test_the_noise_model_and_the_band_reach_the_fit():
+    defaults = {spec.name: spec.default for spec in PARAMETERS}
+    assert geometry_params(validate(defaults)).band_rule == BandRule()  # the defaults are m2sa_core's
+    params = validate({**defaults, "depth_noise_sigma_1m": 0.004, "depth_noise_floor": 0.002,
+                       "plane_inlier_sigmas": 3, "plane_band_floor": 0.008})
+    geometry = geometry_params(params)
+    assert geometry.band_rule == BandRule(DepthNoise(sigma_1m=0.004, floor_m=0.002), sigmas=3.0, floor_m=0.008)
+    measure, state, _, _ = _bind(True, geometry=geometry)
+    assert state == "bound"
+    assert measure.geometry_params.band_rule == geometry.band_rule and measure.geometry_params.voxel_m == 0.0
+    np.testing.assert_allclose(measure.geometry_params.band_rule.band(np.array([2.0]), 0.0), [0.008])
