@@ -24,8 +24,10 @@ What a planner does with the node, in one readable file:
 * follow the feedback (stage and the answer as it is generated) and cancel a goal
   that takes too long;
 * consume the result: per target, the mask the command asked for (``mask_type``: the
-  visible pixels, or the complete shape in ``amodal_mask``), its box, the 3-D centroid
-  (in ``geometry_frame_id``, below) when depth is available, and with a pose
+  visible pixels, or the complete shape), decoded to a full-frame numpy mask by
+  ``m2sa_ros.mask_encoding`` (masks travel cropped to their box as PNGs, interfaces
+  v5), its box, the 3-D centroid (in ``geometry_frame_id``, below) when depth is
+  available, and with a pose
   (``has_pose``) what a press or grasp planner acts on: the press / grasp point (the
   centre of the target's box face towards the camera), the approach direction (the
   box's z axis: the visible surface's normal, pointing towards the camera; the tool
@@ -99,17 +101,18 @@ def grasp_targets(result: Any) -> list[GraspTarget]:
     """Turn a SegmentationResult into the planner's targets (requested shape, box, centroid, approach)."""
     from m2sa_ros.cloud_conversion import cloud_to_points
     from m2sa_ros.geometry_conversion import approach
-    from m2sa_ros.image_conversion import msg_to_mask
+    from m2sa_ros.mask_encoding import amodal_target_mask, target_mask
     from m2sa_ros.msg import Target
 
     targets = []
     for t in result.targets:
-        visible = msg_to_mask(t.mask)
-        complete = t.mask_type == Target.MASK_AMODAL and t.amodal_mask.height > 0
+        visible = target_mask(t, result.height, result.width)  # full frame, bool
+        amodal = amodal_target_mask(t, result.height, result.width) if t.mask_type == Target.MASK_AMODAL else None
+        complete = amodal is not None
         press = approach(t)  # None without a pose
         targets.append(GraspTarget(
             label=t.label, shape="complete" if complete else "visible",
-            mask=msg_to_mask(t.amodal_mask) if complete else visible, visible_pixels=int(visible.sum()),
+            mask=amodal if complete else visible, visible_pixels=int(visible.sum()),
             bbox=(t.bbox.x_offset, t.bbox.y_offset, t.bbox.width, t.bbox.height),
             centroid=(t.centroid.x, t.centroid.y, t.centroid.z) if t.has_centroid else None,
             score=float(t.score), press_point=press[0] if press else None, approach=press[1] if press else None,

@@ -63,6 +63,7 @@ class Camera:
     arrivals: ImageArrivals = field(default_factory=ImageArrivals)  # its image rate, for diagnostics
     # ROS entities, created by the node (configure: publishers; activate: the rest).
     result_pub: Any = None
+    labels_pub: Any = None  # labels: one mono16 instance-label image per successful result
     overlay_pub: Any = None
     markers_pub: Any = None
     points_pub: Any = None  # target_points: the result's target clouds merged, for RViz

@@ -270,3 +270,25 @@ def msg_to_mask(msg: Any, what: str = "mask") -> np.ndarray:
     if str(msg.encoding) not in ("mono8", "8UC1"):
         raise ImageConversionError(f"{what}: expected mono8, got '{msg.encoding}'")
     return _raw_array(msg, "u1", 1, what)[:, :, 0] > 0
+
+
+def labels_to_msg(labels: np.ndarray, header: Any = None):
+    """Return a uint16 (H, W) instance-label image as sensor_msgs/Image mono16 (little endian, ``header`` copied)."""
+    from sensor_msgs.msg import Image
+
+    labels = np.asarray(labels)
+    if labels.ndim != 2 or labels.dtype != np.uint16:
+        raise ImageConversionError(f"labels_to_msg: expected a 2-D uint16 array, got {labels.dtype} {labels.shape}")
+    msg = Image(height=labels.shape[0], width=labels.shape[1], encoding="mono16", is_bigendian=0,
+                step=labels.shape[1] * 2)
+    if header is not None:
+        msg.header = header
+    msg.data = np.ascontiguousarray(labels, dtype="<u2").tobytes()
+    return msg
+
+
+def msg_to_labels(msg: Any, what: str = "labels") -> np.ndarray:
+    """Return a mono16 (or 16UC1) label image message as uint16 (H, W): the inverse of :func:`labels_to_msg`."""
+    if str(msg.encoding) not in ("mono16", "16UC1"):
+        raise ImageConversionError(f"{what}: expected mono16, got '{msg.encoding}'")
+    return _raw_array(msg, "u2", 1, what)[:, :, 0]

@@ -149,6 +149,10 @@ PARAMETERS: tuple[ParamSpec, ...] = (
               "Detection2DArray / Detection3DArray, one detection per target: the mask's ROI, the 3-D box) "
               "beside every result, for the tools that read vision_msgs (RViz plugins, trackers). Needs "
               "vision_msgs; without it one warning, and the node runs without them."),
+    ParamSpec("full_frame_masks", False, "Also send every mask full frame (`mask`, `amodal_mask`: mono8 "
+              "of the image's size, as interfaces v4 did) besides the cropped PNGs (`mask_crop`, "
+              "`amodal_mask_crop`), for clients that read those fields; a result is then about ten times "
+              "larger (bench/RESULTS.md).", runtime=True),
     ParamSpec("use_compressed", False, "Subscribe to `image/compressed` (sensor_msgs/CompressedImage, "
               "decoded exactly as sent) instead of `image`."),
     ParamSpec("use_compressed_depth", False, "Subscribe to `depth/compressedDepth` (sensor_msgs/CompressedImage "
@@ -261,6 +265,7 @@ class NodeParams:
     wait_for_image: float
     publish_overlay: bool
     publish_detections: bool
+    full_frame_masks: bool
     use_compressed: bool
     use_compressed_depth: bool
     image_transport: str

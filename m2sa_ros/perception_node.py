@@ -262,6 +262,7 @@ class PerceptionNode(LifecycleNode):
         for camera in self._cameras:
             camera.inputs = self._inputs_of(camera.name, params)
             camera.result_pub = self._lifecycle_publisher(SegmentationResult, camera.topic("result"))
+            camera.labels_pub = self._lifecycle_publisher(Image, camera.topic("labels"))
             camera.overlay_pub = self._lifecycle_publisher(Image, camera.topic("overlay"))
             camera.markers_pub = self._lifecycle_publisher(MarkerArray, camera.topic("markers"))
             camera.points_pub = self._lifecycle_publisher(PointCloud2, camera.topic("target_points"))
@@ -530,11 +531,12 @@ class PerceptionNode(LifecycleNode):
         that saw activations) are collected first so the blocks are really free.
         """
         for camera in self._cameras:
-            for pub in (camera.result_pub, camera.overlay_pub, camera.markers_pub, camera.points_pub,
-                        camera.detections_2d_pub, camera.detections_3d_pub):
+            for pub in (camera.result_pub, camera.labels_pub, camera.overlay_pub, camera.markers_pub,
+                        camera.points_pub, camera.detections_2d_pub, camera.detections_3d_pub):
                 if pub is not None:
                     self.destroy_lifecycle_publisher(pub)
-            camera.result_pub = camera.overlay_pub = camera.markers_pub = camera.points_pub = None
+            camera.result_pub = camera.labels_pub = camera.overlay_pub = camera.markers_pub = None
+            camera.points_pub = None
             camera.detections_2d_pub = camera.detections_3d_pub = None
             camera.clear()
         self._pipeline.frames.close()

@@ -20,7 +20,7 @@ Every way a command arrives (topic, service, action, a track's first answer) bec
 command's request id" holds in one place: intake answers at once what needs no model
 (node not active, empty or too long, queue full); the worker thread then binds the
 request's frame and depth (:class:`Prepared`), runs the model, and delivers the result,
-its vision_msgs detections, overlay, markers and target points on the request's camera.
+its vision_msgs detections, label image, overlay, markers and target points on the request's camera.
 The pipeline is the handler of its commands' worker jobs (``run``, ``run_batch``,
 ``reject``, ``crashed``).
 Tracked frames (track_action.py) go through :meth:`CommandPipeline.track` and
@@ -45,6 +45,7 @@ import time
 import traceback
 from typing import Any, Callable
 
+from m2sa_core.label_image import paint_labels
 from m2sa_core.prompt import sanitized
 from m2sa_core.types import Cancelled
 from m2sa_core.visualize import overlay_targets
@@ -54,7 +55,7 @@ from m2sa_ros.detection_conversion import to_detection2d_array, to_detection3d_a
 from m2sa_ros.diagnostics import NodeStats
 from m2sa_ros.frame_transform import ResultFrames
 from m2sa_ros.geometry_conversion import merged_cloud
-from m2sa_ros.image_conversion import rgb_to_msg
+from m2sa_ros.image_conversion import labels_to_msg, rgb_to_msg
 from m2sa_ros.latest_frame import Frame
 from m2sa_ros.markers import target_markers
 from m2sa_ros.memory import HeapTrimmer, is_out_of_memory, release_memory
@@ -322,7 +323,8 @@ class CommandPipeline:
                             image_shape=frame.rgb.shape, inference_ms=inference_ms,
                             centroid_fn=measure.centroid if measure is not None else None,
                             geometry_fn=measure.geometry if measure is not None else None,
-                            with_points=measure.with_points if measure is not None else False)
+                            with_points=measure.with_points if measure is not None else False,
+                            full_frame_masks=self.params is not None and self.params.full_frame_masks)
         self.to_target_frame(msg, camera)
         return msg
 
@@ -612,7 +614,18 @@ class CommandPipeline:
                 self._warn_once(f"detections:{type(exc).__name__}", f"detections not published: {exc}")
 
     def publish_views(self, frame: Frame, result: Any, msg: SegmentationResult, camera: Camera) -> None:
-        """Publish the RViz overlay, markers and merged target points of one result, each while someone listens."""
+        """
+        Publish what goes beside a successful result, each while someone listens.
+
+        The label image (for grasp stacks), then the RViz overlay, markers and merged target points.
+        """
+        pub = camera.labels_pub
+        if pub is not None and pub.get_subscription_count() > 0:
+            try:  # the colour image's header and size, so that a synchronizer pairs it with colour and depth
+                labels = paint_labels([t.mask for t in result.targets], (frame.height, frame.width))
+                pub.publish(labels_to_msg(labels, frame.header))
+            except Exception as exc:  # noqa: BLE001 - the result itself went out; e.g. the context went down
+                self._warn_once(f"labels:{type(exc).__name__}", f"labels not published: {exc}")
         params, pub = self.params, camera.overlay_pub
         if params is not None and pub is not None and params.publish_overlay and pub.get_subscription_count() > 0:
             try:

@@ -16,22 +16,25 @@
 m2sa_core Result -> m2sa_ros/SegmentationResult, and the error result.
 
 Kept apart from the node so the mapping of every field (granularity and mask-type
-constants, bbox, masks as mono8 0/255, centroid flags, truncation) is in one small place
-that tests read directly. ``Target.mask`` is always the visible mask, so the bbox and
+constants, bbox, the masks (mask_encoding.py: cropped PNGs, v5, and the full-frame mono8
+ones with ``full_frame_masks``), label values, centroid flags, truncation) is in one small
+place that tests read directly. ``Target.mask`` is always the visible mask, so the bbox and
 the 3-D centroid come from pixels of the object itself, never from whatever occludes
 it; the complete shape travels in ``amodal_mask`` with ``mask_type`` saying which of
 the two the command asked for. The v3 geometry (pose, size, has_pose, points) comes from
 the same visible mask, so an amodal target's box is its visible surface's, never a
-guess at the hidden part; geometry_conversion.py fills those fields.
+guess at the hidden part; geometry_conversion.py fills those fields. :func:`feedback_result`
+is a result without its masks and points: what a track's feedback carries (interfaces v5),
+the whole result going once, on the result topic.
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from m2sa_core.types import mask_bbox, Result, Target
+from m2sa_core.types import Result, Target
 from m2sa_ros.geometry_conversion import fill_geometry
-from m2sa_ros.image_conversion import mask_to_msg
+from m2sa_ros.mask_encoding import fill_target_masks
 import numpy as np
 
 # (mask) -> (x, y, z) | None; the node binds the depth frame and intrinsics.
@@ -70,12 +73,14 @@ def mask_type_constant(mask_type: str) -> int:
 
 
 def target_to_msg(target: Target, header: Any, centroid: "tuple[float, float, float] | None",
-                  geometry: Any = None, with_points: bool = True):
+                  geometry: Any = None, with_points: bool = True, *, index: int = 0,
+                  full_frame_masks: bool = False):
     """
-    Convert one target.
+    Convert one target, the ``index``-th of its result.
 
     ``centroid`` and ``geometry`` (a TargetGeometry or None) must come from ``target.mask``
-    (the visible pixels); ``with_points`` is the ``target_points`` parameter.
+    (the visible pixels); ``with_points`` is the ``target_points`` parameter and
+    ``full_frame_masks`` the parameter of that name.
     """
     from m2sa_ros.msg import Target as TargetMsg
 
@@ -84,14 +89,13 @@ def target_to_msg(target: Target, header: Any, centroid: "tuple[float, float, fl
                     granularity=int(target.granularity), mask_type=mask_type_constant(target.mask_type),
                     score=float(np.clip(target.score, 0.0, 1.0)),
                     amodal_score=float(np.clip(target.amodal_score, 0.0, 1.0))
-                    if target.amodal_mask is not None else 0.0)
-    x, y, w, h = mask_bbox(np.asarray(target.mask, dtype=bool))
-    msg.bbox.x_offset, msg.bbox.y_offset, msg.bbox.width, msg.bbox.height = x, y, w, h
-    msg.mask = mask_to_msg(target.mask, header)
+                    if target.amodal_mask is not None else 0.0,
+                    label_value=index + 1)
     # m2sa_core fills amodal_mask exactly when the command asked for the complete shape
     # or the Segmenter's amodal output is on, so its presence is the rule.
-    if target.amodal_mask is not None:
-        msg.amodal_mask = mask_to_msg(target.amodal_mask, header)
+    fill_target_masks(msg, np.asarray(target.mask, dtype=bool),
+                      None if target.amodal_mask is None else np.asarray(target.amodal_mask, dtype=bool),
+                      header, full_frame=full_frame_masks)
     if centroid is not None:
         msg.centroid.x, msg.centroid.y, msg.centroid.z = (float(c) for c in centroid)
         msg.has_centroid = True
@@ -102,12 +106,13 @@ def target_to_msg(target: Target, header: Any, centroid: "tuple[float, float, fl
 def result_to_msg(result: Result, *, request_id: str, command: str, header: Any,
                   image_shape: Sequence[int], inference_ms: float,
                   centroid_fn: CentroidFn | None = None, geometry_fn: GeometryFn | None = None,
-                  with_points: bool = True):
+                  with_points: bool = True, full_frame_masks: bool = False):
     """
     Return a successful SegmentationResult; masks must have the source image's size.
 
     ``centroid_fn`` and ``geometry_fn`` measure a visible mask with the depth bound to
-    the frame (None: no depth, nothing measured, has_centroid / has_pose false).
+    the frame (None: no depth, nothing measured, has_centroid / has_pose false);
+    ``full_frame_masks`` adds the v4 full-frame masks to the cropped ones.
     """
     height, width = int(image_shape[0]), int(image_shape[1])
     msg = _base(header, height, width, request_id, command)
@@ -118,9 +123,38 @@ def result_to_msg(result: Result, *, request_id: str, command: str, header: Any,
                                  f"{name} for a {width}x{height} image")
         centroid = centroid_fn(target.mask) if centroid_fn is not None else None
         geometry = geometry_fn(target.mask) if geometry_fn is not None else None
-        msg.targets.append(target_to_msg(target, header, centroid, geometry, with_points))
+        msg.targets.append(target_to_msg(target, header, centroid, geometry, with_points, index=i,
+                                         full_frame_masks=full_frame_masks))
     msg.answer = result.answer
     msg.truncated = bool(getattr(result, "truncated", False))
     msg.success = True
     msg.inference_ms = float(inference_ms)
     return msg
+
+
+# A Target's per-pixel and per-point payloads: what feedback_result leaves out.
+HEAVY_TARGET_FIELDS = ("mask", "amodal_mask", "mask_crop", "amodal_mask_crop", "points")
+
+
+def feedback_result(msg: Any) -> Any:
+    """
+    Return ``msg`` without its masks and points: what a track's feedback carries (interfaces v5).
+
+    Every tracked frame goes out on the result topic whole; the feedback sent with it keeps
+    what a follower needs - the request id, header, labels, label values, boxes, scores,
+    centroids, poses and sizes - and leaves ``HEAVY_TARGET_FIELDS`` empty, so a frame's masks
+    and points travel once. ``msg`` is not changed; the copy shares its smaller sub-messages.
+    """
+    from m2sa_ros.msg import SegmentationResult, Target as TargetMsg
+
+    light = SegmentationResult()
+    for name in SegmentationResult.get_fields_and_field_types():
+        if name != "targets":
+            setattr(light, name, getattr(msg, name))
+    for target in msg.targets:
+        copy = TargetMsg()
+        for name in TargetMsg.get_fields_and_field_types():
+            if name not in HEAVY_TARGET_FIELDS:
+                setattr(copy, name, getattr(target, name))
+        light.targets.append(copy)
+    return light

@@ -93,7 +93,7 @@ def command_qos() -> QoSProfile:
 
 
 def result_qos() -> QoSProfile:
-    """Results, markers, target points and detections: reliable, a few queued."""
+    """Results, label images, markers, target points and detections: reliable, a few queued."""
     return QoSProfile(depth=10, history=HistoryPolicy.KEEP_LAST, reliability=ReliabilityPolicy.RELIABLE)
 
 
@@ -114,7 +114,7 @@ def default_qos(topic: str, entity: str, image_reliability: str) -> QoSProfile:
     Subscriptions by the topic's last name: the image (and image/compressed), depth (and
     depth/compressedDepth) and camera_info are sensors, command and command_stamped are
     commands. Publishers: the overlay and /diagnostics have their own; every other output
-    (result, markers, target_points, detections) is a result.
+    (result, labels, markers, target_points, detections) is a result.
     """
     name = topic.rstrip("/")
     if entity == SUBSCRIPTION:
@@ -138,7 +138,7 @@ def camera_entities(topic: Any, sensors: Any, *, detections: bool) -> list[tuple
     (transport_names.CameraInputs); ``topic`` names the rest (a Camera's ``topic``). What
     configure checks the given overrides against.
     """
-    outputs = ["result", "overlay", "markers", "target_points"]
+    outputs = ["result", "labels", "overlay", "markers", "target_points"]
     if detections:
         outputs += ["detections_2d", "detections_3d"]
     return ([(t, SUBSCRIPTION) for t in (sensors.image, sensors.depth, sensors.camera_info)]

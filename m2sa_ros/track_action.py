@@ -24,7 +24,9 @@ failure or the node stopping - with one final result and the reason; the per-tra
 decisions (when a frame is due, when a target is lost) live in tracks.py. A tracked
 frame binds its own depth and goes through the pipeline's one conversion
 (``CommandPipeline.track``), so its targets carry centroids, poses and points like a
-command's: a track's targets move in 3-D.
+command's: a track's targets move in 3-D. Each frame's result goes out once whole, on the
+result topic; its feedback carries the same result without masks and points
+(``result_conversion.feedback_result``, interfaces v5), so a frame is not sent twice.
 
 What the track action asks of the pipeline is narrow: accept, refuse and answer a
 command (the first answer), queue a frame (``submit``), run one tracked frame
@@ -46,6 +48,7 @@ from m2sa_ros.blocking_calls import Answer, BlockingCalls
 from m2sa_ros.cameras import Camera
 from m2sa_ros.msg import SegmentationResult
 from m2sa_ros.pipeline import CommandPipeline, Request
+from m2sa_ros.result_conversion import feedback_result
 from m2sa_ros.tracks import CANCELLED, ERROR_PREFIX, LOST, TIMEOUT, Track, TrackSettings
 from m2sa_ros.worker import Job
 
@@ -106,7 +109,7 @@ class TrackGoals:
 
         def start_tracking(msg: SegmentationResult) -> None:
             if msg.success and prompts and prompts[0][0] is not None:
-                feedback = TrackGoal.Feedback(result=msg, frame_seq=0)
+                feedback = TrackGoal.Feedback(result=feedback_result(msg), frame_seq=0)
                 track.answered(prompts[0][0], prompts[0][1], msg, lambda: goal_handle.publish_feedback(feedback))
             elif goal_handle.is_cancel_requested:
                 track.end(CANCELLED, last=msg)
@@ -174,7 +177,7 @@ class TrackGoals:
 
         def deliver(seq: int) -> None:
             pipeline.publish_tracked(step.msg, camera)
-            track.handle.publish_feedback(TrackGoal.Feedback(result=step.msg, frame_seq=seq))
+            track.handle.publish_feedback(TrackGoal.Feedback(result=feedback_result(step.msg), frame_seq=seq))
 
         if track.record(step.result, step.state, step.msg, deliver):
             pipeline.publish_views(frame, step.result, step.msg, camera)

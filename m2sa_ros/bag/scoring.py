@@ -103,15 +103,21 @@ class PredictedPose:
 
 
 def prediction_from_msg(msg: Any) -> Prediction:
-    """Return a SegmentationResult message (rclpy) -> Prediction; a failed result has no masks."""
-    from m2sa_ros.image_conversion import msg_to_mask
+    """
+    Return a SegmentationResult message (rclpy) -> Prediction; a failed result has no masks.
+
+    The masks are read as the node sent them (m2sa_ros.mask_encoding: cropped PNGs, or full
+    frame with ``full_frame_masks``); a mask that cannot be read raises a ValueError.
+    """
+    from m2sa_ros.mask_encoding import amodal_target_mask, target_mask
     from m2sa_ros.msg import Target as TargetMsg
 
     height, width = int(msg.height), int(msg.width)
-    masks = [msg_to_mask(t.mask, what=f"result {msg.request_id}: target {i} mask") for i, t in enumerate(msg.targets)]
+    masks = [target_mask(t, height, width, what=f"result {msg.request_id}: target {i} mask")
+             for i, t in enumerate(msg.targets)]
     stack = np.stack(masks) if masks else np.zeros((0, height, width), dtype=bool)
-    amodal = [msg_to_mask(t.amodal_mask, what=f"result {msg.request_id}: target {i} amodal_mask")
-              if t.amodal_mask.height > 0 else None for i, t in enumerate(msg.targets)]
+    amodal = [amodal_target_mask(t, height, width, what=f"result {msg.request_id}: target {i} amodal_mask")
+              for i, t in enumerate(msg.targets)]
     types = ["amodal" if t.mask_type == TargetMsg.MASK_AMODAL else "modal" for t in msg.targets]
     poses = [PredictedPose.from_target(t) for t in msg.targets]
     return Prediction(answer=msg.answer, masks=stack, labels=[t.label for t in msg.targets],

@@ -18,7 +18,10 @@ Replaying a tracking bag through the node's ``track`` action, one sequence at a 
 For each sequence of the bag (``m2sa_ros.bag.sequences``): its first frame goes out, the
 command is sent as a ``track`` goal with a request id of its own (``track-<index>``) and
 the replayer waits for the answer (feedback ``frame_seq`` 0); then every following frame
-goes out and the replayer waits for that frame's tracked result before the next one.
+goes out and the replayer waits for that frame's tracked result before the next one. The
+feedback numbers the frames but carries no masks (interfaces v5): each frame is scored on
+its whole result from the ``result`` topic, the one with the goal's request id and the
+feedback's stamp.
 The node tracks on its *newest* frame, so this closed loop is what makes each result
 belong to the frame it is scored against (its header stamp is checked all the same).
 After the sequence's last frame the goal is cancelled and its one final result (with
@@ -76,7 +79,7 @@ class TrackedFrame:
     stamp_ns: int
     published_at: float = math.nan  # monotonic s (for frame 0: when the goal was sent)
     tracked: bool = False  # the node was asked for it (published while the track ran)
-    result: Any = None  # rclpy SegmentationResult (feedback)
+    result: Any = None  # rclpy SegmentationResult: the result topic's, matched to the frame's feedback
     frame_seq: int | None = None
     received_at: float = math.nan
     timed_out: bool = False  # asked for while its track ran, and no result came in time (the node's fault)
@@ -214,9 +217,16 @@ class TrackReplayer(Replayer):
         self.track_client = ActionClient(self.node, Track, self.action_name)
         self._ours: set[str] = set()
         self.results_on_topic: dict[str, int] = {}
+        # Our tracks' whole results on the topic by (request id, stamp), not yet given to a frame.
+        self._whole: dict[tuple[str, int], list[Any]] = {}
 
     def _on_result(self, raw: bytes) -> None:
-        """Results on the topic go into the results bag; scoring reads the feedback (it has frame_seq)."""
+        """
+        Record a result on the topic in the results bag, and keep ours for the feedback that numbers it.
+
+        The feedback carries no masks (interfaces v5): :meth:`_take_feedback` scores a frame
+        on this whole result, matched by request id and stamp.
+        """
         from rclpy.serialization import deserialize_message
 
         msg = deserialize_message(raw, self._result_type)
@@ -224,6 +234,8 @@ class TrackReplayer(Replayer):
         with self._cond:
             if msg.request_id in self._ours:
                 self.results_on_topic[msg.request_id] = self.results_on_topic.get(msg.request_id, 0) + 1
+                self._whole.setdefault((msg.request_id, stamp_ns(msg.header)), []).append(msg)
+                self._cond.notify_all()
             else:
                 self.foreign_results += 1
 
@@ -324,10 +336,18 @@ class TrackReplayer(Replayer):
         if len(fresh) > 1:
             frame.problems.append(f"{len(fresh)} results came for one frame")
         seq, result, received = fresh[-1]
+        got = stamp_ns(result.header)
+        # The node publishes the whole result on the topic before this feedback, but DDS orders
+        # the two topics in no way: it is waited for like a result.
+        key = (goal.outcome.request_id, got)
+        if self._await(lambda: bool(self._whole.get(key)), node, self.options.result_timeout_s):
+            with self._cond:
+                result = self._whole[key].pop(0)
+        else:
+            frame.problems.append("its result did not come on the result topic (the feedback has no masks)")
         frame.result, frame.frame_seq, frame.received_at = result, seq, received
         if seq != claimed:
             frame.problems.append(f"frame_seq {seq}, expected {claimed}")
-        got = stamp_ns(result.header)
         if result.height > 0 and got != frame.stamp_ns:
             frame.problems.append(f"tracked on the frame stamped {got} ns, not on its own ({frame.stamp_ns} ns)")
 

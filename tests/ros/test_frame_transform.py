@@ -69,11 +69,11 @@ def _result(stamp_ns: int = 12_345_000_000):
     o.x, o.y, o.z, o.w = q
     pose_target.size.x, pose_target.size.y, pose_target.size.z = 0.08, 0.05, 0.01
     pose_target.points = points_to_cloud(rng.uniform([-0.1, -0.1, 1.1], [0.1, 0.1, 1.3], (40, 3)), header)
-    pose_target.mask.header = header
+    pose_target.mask.header = pose_target.mask_crop.header = header
     centroid_only = Target(label="cup_1", has_centroid=True)
     centroid_only.centroid.x, centroid_only.centroid.y, centroid_only.centroid.z = -0.3, 0.2, 2.5
     centroid_only.points = points_to_cloud(np.empty((0, 3)), header)
-    centroid_only.mask.header = header
+    centroid_only.mask.header = centroid_only.mask_crop.header = header
     msg.targets = [pose_target, centroid_only]
     return msg
 
@@ -104,6 +104,7 @@ def test_move_result_moves_the_3d_values_as_numpy_does_and_keeps_the_image_side(
     assert msg.header == before.header and msg.header.frame_id == OPTICAL  # the image's, though shared
     for moved, optical in zip(msg.targets, before.targets):
         assert moved.mask == optical.mask and moved.mask.header.frame_id == OPTICAL  # image space
+        assert moved.mask_crop == optical.mask_crop and moved.mask_crop.header.frame_id == OPTICAL
         assert moved.bbox == optical.bbox and moved.size == optical.size
         np.testing.assert_allclose(_xyz(moved.centroid), apply_matrix(m, _xyz(optical.centroid)), atol=1e-12)
         assert moved.points.header.frame_id == "base_link" and moved.points.header.stamp == before.header.stamp

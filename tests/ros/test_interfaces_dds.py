@@ -39,15 +39,9 @@ def _spin_until(executor, predicate, timeout: float = 10.0) -> bool:
     return predicate()
 
 
-def _mono8(mask: np.ndarray):
-    from sensor_msgs.msg import Image
-
-    img = Image(height=mask.shape[0], width=mask.shape[1], encoding="mono8", step=mask.shape[1])
-    img.data = (mask.astype(np.uint8) * 255).tobytes()
-    return img
-
-
 def _result_with_two_targets():
+    """Two targets: v5's cropped masks (the first with a complete shape), the second full frame as well."""
+    from m2sa_ros.mask_encoding import fill_target_masks
     from m2sa_ros.msg import SegmentationResult, Target
 
     h, w = 480, 640
@@ -63,9 +57,9 @@ def _result_with_two_targets():
         mask[10 + 50 * i: 60 + 50 * i, 20 + 30 * i: 90 + 30 * i] = True
         target = Target(label=label, object_name=obj, instance=1, part_name=part,
                         granularity=Target.GRANULARITY_PART, score=0.9 - 0.1 * i, has_centroid=True)
-        target.mask = _mono8(mask)
-        target.bbox.x_offset, target.bbox.y_offset = 20 + 30 * i, 10 + 50 * i
-        target.bbox.width, target.bbox.height = 70, 50
+        amodal = None if i else mask | np.pad(mask[5:], ((0, 5), (0, 0)))  # five rows more at the top
+        fill_target_masks(target, mask, amodal, result.header, full_frame=i == 1)
+        target.label_value = i + 1
         target.centroid.x, target.centroid.y, target.centroid.z = 0.1 * i, -0.2, 1.5
         result.targets.append(target)
     return result
@@ -105,9 +99,16 @@ def test_segmentation_result_with_two_targets_arrives_intact(ros_context):
     # leaves alignment padding (after a bool, before a double) unwritten, so two
     # serializations of one message can differ there.
     assert got == deserialize_message(serialize_message(sent), SegmentationResult)
-    assert bytes(got.targets[0].mask.data) == bytes(sent.targets[0].mask.data)
-    assert len(got.targets) == 2
-    mask = np.frombuffer(bytes(got.targets[1].mask.data), np.uint8).reshape(480, 640)
+    assert bytes(got.targets[0].mask_crop.data) == bytes(sent.targets[0].mask_crop.data)
+    assert len(got.targets) == 2 and [t.label_value for t in got.targets] == [1, 2]
+    from m2sa_ros.mask_encoding import amodal_target_mask, target_mask
+
+    first, second = (target_mask(t, 480, 640) for t in got.targets)
+    assert first[10:60, 20:90].all() and first.sum() == 50 * 70
+    assert amodal_target_mask(got.targets[0], 480, 640)[5:60, 20:90].all()
+    assert (got.targets[0].amodal_bbox.y_offset, got.targets[0].amodal_bbox.height) == (5, 55)
+    assert second[60:110, 50:120].all() and second.sum() == 50 * 70
+    mask = np.frombuffer(bytes(got.targets[1].mask.data), np.uint8).reshape(480, 640)  # full frame too
     assert mask[60:110, 50:120].all() and mask.sum() == 255 * 50 * 70
     assert got.targets[0].granularity == got.targets[0].GRANULARITY_PART == 1
     assert got.header.frame_id == "camera_color_optical_frame" and got.header.stamp.sec == 42

@@ -64,10 +64,12 @@ def _core_target(msg) -> Any:
                   granularity=Granularity(msg.granularity), mask=_mask(msg) > 0, score=msg.score)
 
 
-def _mask(target_msg) -> np.ndarray:
-    m = target_msg.mask
-    assert m.encoding == "mono8" and m.step == m.width
-    return np.frombuffer(bytes(m.data), np.uint8).reshape(m.height, m.width)
+def _mask(target_msg, height: int = H, width: int = W) -> np.ndarray:
+    """Return a target's visible mask as a client reads it (v5: its cropped PNG), mono8 0 / 255."""
+    from m2sa_ros.mask_encoding import PNG_FORMAT, target_mask
+
+    assert target_msg.mask.height == 0 and target_msg.mask_crop.format == PNG_FORMAT  # no full frame by default
+    return target_mask(target_msg, height, width).astype(np.uint8) * 255
 
 
 # ----------------------------------------------------------------------------- tests
@@ -105,7 +107,7 @@ def test_topics_image_and_command_give_one_result_with_masks_overlay_and_diagnos
         mask = _mask(target)
         assert mask.shape == (H, W) and set(np.unique(mask)) <= {0, 255}
         assert 0.0 <= target.score <= 1.0 and not target.has_centroid  # no depth published
-        assert target.amodal_mask.height == 0
+        assert target.amodal_mask.height == 0 and not target.amodal_mask_crop.format
         if mask.any():
             ys, xs = np.nonzero(mask)
             assert (target.bbox.x_offset, target.bbox.y_offset) == (xs.min(), ys.min())
@@ -159,7 +161,7 @@ def test_service_uses_the_latest_frame_or_the_request_image(graph, tiny):
     res = response.result
     assert res.success, res.error
     assert (res.height, res.width, res.header.frame_id) == (60, 80, "wrist_camera")
-    assert all((t.mask.height, t.mask.width) == (60, 80) for t in res.targets)
+    assert all(_mask(t, 60, 80).shape == (60, 80) for t in res.targets)
     assert res.request_id and res.request_id != latest.result.request_id
 
     bad = Segment.Request(command="what can I press?")
@@ -516,8 +518,11 @@ def test_compressed_frames_are_decoded_only_when_a_command_takes_one(graph, tiny
     assert decoded == [5]  # the newest, once
 
 
-def test_amodal_parameter_fills_every_targets_amodal_mask(graph, tiny):
+def test_amodal_parameter_fills_every_targets_amodal_mask_and_full_frame_masks_adds_v4s(graph, tiny):
+    from m2sa_ros.image_conversion import msg_to_mask
+    from m2sa_ros.mask_encoding import amodal_target_mask, PNG_FORMAT, target_mask
     from m2sa_ros.srv import Segment
+    from rclpy.parameter import Parameter
 
     node = graph.add_node(ScriptedSegmenter(tiny, amodal=True), amodal=True)
     graph.start(node)
@@ -528,8 +533,20 @@ def test_amodal_parameter_fills_every_targets_amodal_mask(graph, tiny):
     res = client.call(request, timeout_sec=60).result
     assert res.success, res.error
     assert len(res.targets) == 2
-    for target in res.targets:
-        m = target.amodal_mask
-        assert m.encoding == "mono8" and (m.height, m.width, m.step) == (H, W, W)
-        assert set(np.unique(np.frombuffer(bytes(m.data), np.uint8))) <= {0, 255}
-        assert target.amodal_mask.header.frame_id == "camera_optical"
+    for target in res.targets:  # v5: cropped to its box, a PNG with the image's header; no full frame
+        assert target.amodal_mask_crop.format == PNG_FORMAT and target.amodal_mask.height == 0
+        assert target.amodal_mask_crop.header.frame_id == "camera_optical"
+        assert amodal_target_mask(target, H, W).shape == (H, W)
+
+    # full_frame_masks (a runtime parameter): v4's full-frame mono8 masks too, the same pixels.
+    assert node.set_parameters([Parameter("full_frame_masks", value=True)])[0].successful
+    full = client.call(request, timeout_sec=60).result
+    assert full.success, full.error
+    for target, cropped in zip(full.targets, res.targets):
+        for image in (target.mask, target.amodal_mask):
+            assert image.encoding == "mono8" and (image.height, image.width, image.step) == (H, W, W)
+            assert set(np.unique(np.frombuffer(bytes(image.data), np.uint8))) <= {0, 255}
+            assert image.header.frame_id == "camera_optical"
+        np.testing.assert_array_equal(msg_to_mask(target.mask), target_mask(cropped, H, W))
+        np.testing.assert_array_equal(msg_to_mask(target.amodal_mask), amodal_target_mask(cropped, H, W))
+        assert target.mask_crop == cropped.mask_crop  # the crops are there as before

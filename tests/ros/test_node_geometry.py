@@ -219,15 +219,24 @@ def test_depth_in_another_frame_gives_no_pose_and_one_warning(module_context, ca
 
 def test_tracked_frames_carry_the_geometry_and_move_with_the_depth(graph):
     from m2sa_ros.cloud_conversion import cloud_to_points
+    from m2sa_ros.msg import SegmentationResult
 
     feed = DepthFeed(graph, TrackingBoxes(), "camera_optical")
+    results = graph.collect(SegmentationResult, "result")
+    wait_until(lambda: feed.node.camera().result_pub.get_subscription_count() > 0, 10, "the result subscription")
     depths = (1.0, 1.4, 0.7)  # the mug comes closer and goes away: new depth, new frames
-    goal, _stamps = track_through_depths(feed, "follow-3d", depths)
+    goal, stamps = track_through_depths(feed, "follow-3d", depths)
     assert goal.seqs() == [0, 1, 2]
-    for feedback, metres in zip(goal.feedback, depths):
+    for feedback, metres, stamp in zip(goal.feedback, depths, stamps):
         (target,) = feedback.result.targets
-        assert target.has_pose and target.has_centroid and target.points.width > 0, feedback.frame_seq
+        assert target.has_pose and target.has_centroid, feedback.frame_seq
         assert target.pose.position.z == pytest.approx(metres) and target.centroid.z == pytest.approx(metres)
+        # The points go once, in the frame's whole result on the topic (interfaces v5), not in the feedback.
+        assert target.points.width == 0
+        whole = wait_until(lambda stamp=stamp: [r for r in results if r.header.stamp.sec * 10**9
+                                                + r.header.stamp.nanosec == stamp], 10, "the frame's result")[0]
+        (target,) = whole.targets
+        assert target.points.width > 0 and target.pose == feedback.result.targets[0].pose
         np.testing.assert_allclose(cloud_to_points(target.points)[:, 2], metres, rtol=1e-6)
         # The box's width scales with the distance: the same 10 pixels span more metres farther away.
         assert target.size.x == pytest.approx(9 * metres / 80.0)

@@ -38,7 +38,7 @@ def _result(h: int = 6, w: int = 8) -> Result:
 
 
 def test_every_field_is_mapped():
-    from m2sa_ros.image_conversion import msg_to_mask
+    from m2sa_ros.mask_encoding import amodal_target_mask, PNG_FORMAT, target_mask
     from m2sa_ros.msg import Target as TargetMsg
     from m2sa_ros.result_conversion import result_to_msg
     from std_msgs.msg import Header
@@ -65,12 +65,20 @@ def test_every_field_is_mapped():
     assert button.score == 1.0  # clipped to the documented 0..1
     assert button.amodal_score == pytest.approx(0.6) and mug.amodal_score == 0.0
     # mask is the visible mask even though the command asked for the complete shape, and
-    # the box and the centroid come from it, not from the occluder's pixels.
-    np.testing.assert_array_equal(msg_to_mask(button.mask), result.targets[0].mask)
-    np.testing.assert_array_equal(msg_to_mask(button.amodal_mask), result.targets[0].amodal_mask)
+    # the box and the centroid come from it, not from the occluder's pixels. v5: both travel
+    # cropped to their boxes as PNGs, with the image's header; no full-frame masks by default.
+    np.testing.assert_array_equal(target_mask(button, 6, 8), result.targets[0].mask)
+    np.testing.assert_array_equal(amodal_target_mask(button, 6, 8), result.targets[0].amodal_mask)
     assert (button.bbox.x_offset, button.bbox.y_offset, button.bbox.width, button.bbox.height) == (2, 1, 3, 2)
+    assert (button.amodal_bbox.x_offset, button.amodal_bbox.y_offset, button.amodal_bbox.width,
+            button.amodal_bbox.height) == (1, 0, 5, 4)
+    assert button.mask_crop.format == button.amodal_mask_crop.format == PNG_FORMAT
+    assert button.mask_crop.header.frame_id == button.amodal_mask_crop.header.frame_id == "cam"
+    assert button.mask.height == button.amodal_mask.height == 0
+    assert (button.label_value, mug.label_value) == (1, 2)  # their values in the labels image
     assert np.array_equal(seen[0], result.targets[0].mask)
-    assert mug.amodal_mask.height == 0  # the model gave none: neither asked for nor amodal output on
+    # The model gave the mug no complete shape: neither asked for nor amodal output on.
+    assert amodal_target_mask(mug, 6, 8) is None and not mug.amodal_mask_crop.format
     assert not button.has_centroid  # the centroid function found no depth for it
     assert mug.has_centroid and (mug.centroid.x, mug.centroid.y, mug.centroid.z) == (0.1, 0.2, 1.5)
 
@@ -82,8 +90,27 @@ def test_visible_request_without_amodal_output_leaves_amodal_masks_empty():
     result.targets[0].amodal_mask, result.targets[0].mask_type = None, "modal"
     result.truncated = False
     msg = result_to_msg(result, request_id="r", command="c", header=None, image_shape=(6, 8), inference_ms=1.0)
-    assert all(t.amodal_mask.height == 0 and not t.has_centroid and t.mask_type == 0 for t in msg.targets)
+    assert all(t.amodal_mask.height == 0 and not t.amodal_mask_crop.format and not t.has_centroid
+               and t.mask_type == 0 for t in msg.targets)
     assert not msg.truncated
+
+
+def test_full_frame_masks_adds_the_v4_masks_beside_the_crops():
+    from m2sa_ros.image_conversion import msg_to_mask
+    from m2sa_ros.mask_encoding import target_mask
+    from m2sa_ros.result_conversion import result_to_msg
+
+    result = _result()
+    msg = result_to_msg(result, request_id="r", command="c", header=None, image_shape=(6, 8), inference_ms=1.0,
+                        full_frame_masks=True)
+    button, mug = msg.targets
+    assert (button.mask.encoding, button.mask.height, button.mask.width) == ("mono8", 6, 8)
+    np.testing.assert_array_equal(msg_to_mask(button.mask), result.targets[0].mask)
+    np.testing.assert_array_equal(msg_to_mask(button.amodal_mask), result.targets[0].amodal_mask)
+    assert mug.amodal_mask.height == 0
+    # The crops are there too, and say the same.
+    button.mask = type(button.mask)()
+    np.testing.assert_array_equal(target_mask(button, 6, 8), result.targets[0].mask)
 
 
 def test_mask_of_the_wrong_size_is_refused():

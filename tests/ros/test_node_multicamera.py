@@ -33,6 +33,7 @@ from typing import Any
 from fake_models import BoxSegmenter, TrackingBoxes
 from m2sa_core.shipped_model import SHIPPED_MODEL
 from m2sa_ros.cameras import check_camera_names
+from m2sa_ros.mask_encoding import target_mask
 from m2sa_ros.worker import CommandWorker, Job
 from node_harness import action_client, Graph, now_ns, wait_until
 import pytest
@@ -215,7 +216,7 @@ def _check(result: Any, camera: str) -> None:
     h, w = HEAD if camera == "head" else WRIST
     assert result.success, result.error
     assert (result.header.frame_id, result.height, result.width) == (f"{camera}_optical", h, w)
-    assert all((t.mask.height, t.mask.width) == (h, w) for t in result.targets)
+    assert all(target_mask(t, result.height, result.width).shape == (h, w) for t in result.targets)
 
 
 def test_two_cameras_each_command_one_result_on_its_own_topic_and_waiting_commands_batched(graph, model):
@@ -286,6 +287,9 @@ def test_service_segment_and_track_actions_per_camera(graph):
     node, _frames = _two_camera_node(graph, TrackingBoxes())
     wrist_results = graph.collect(SegmentationResult, "wrist/result")
     head_results = graph.collect(SegmentationResult, "head/result")
+    labels = {name: graph.collect(Image, f"{name}/labels") for name in ("head", "wrist")}
+    wait_until(lambda: all(node.camera(name).labels_pub.get_subscription_count() > 0 for name in labels), 10,
+               "the label image subscriptions")
 
     service = graph.client.create_client(Segment, "head/segment")
     wait_until(service.service_is_ready, 10, "the head's segment service")
@@ -332,6 +336,11 @@ def test_service_segment_and_track_actions_per_camera(graph):
     assert [r.request_id for r in head_results] == ["srv-1"]
     assert {r.request_id for r in wrist_results} == {"act-1", "trk-1"}
     assert all(r.header.frame_id == "wrist_optical" for r in wrist_results)
+    # Each result's label image on its own camera's labels, in its camera's frame and size.
+    wait_until(lambda: len(labels["wrist"]) >= len(wrist_results), 10, "the wrist's label images")
+    assert [(m.header.frame_id, m.height, m.width) for m in labels["head"]] == [("head_optical", *HEAD)]
+    assert [(m.header.frame_id, m.height, m.width) for m in labels["wrist"]] == [("wrist_optical", *WRIST)] * len(
+        wrist_results)
 
 
 def test_bad_camera_names_fail_configure_naming_them(graph):

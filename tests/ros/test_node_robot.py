@@ -117,7 +117,7 @@ def test_depth_in_another_frame_gives_no_centroid_and_one_warning(module_context
 
 
 def test_amodal_request_keeps_the_visible_mask_and_says_which_was_asked(module_context):
-    from m2sa_ros.image_conversion import msg_to_mask
+    from m2sa_ros.mask_encoding import amodal_target_mask, target_mask
     from m2sa_ros.msg import Target
 
     harness = DirectNode(module_context, BoxSegmenter(mask_type="amodal"), depth_tolerance=0.01,
@@ -126,7 +126,8 @@ def test_amodal_request_keeps_the_visible_mask_and_says_which_was_asked(module_c
         frame_with_depth(harness, 11, 1.5)
         target = harness.command("the whole mug, also the hidden part").targets[0]
         assert target.mask_type == Target.MASK_AMODAL
-        assert msg_to_mask(target.mask).sum() == 80 and msg_to_mask(target.amodal_mask).sum() == 100
+        h, w = 24, 32  # good_image's
+        assert target_mask(target, h, w).sum() == 80 and amodal_target_mask(target, h, w).sum() == 100
         assert (target.bbox.x_offset, target.bbox.y_offset, target.bbox.width, target.bbox.height) == (8, 6, 10, 8)
         assert target.has_centroid and target.centroid.y == pytest.approx((6 + 3.5 - CY) * 1.5 / FY)
     finally:

@@ -171,7 +171,7 @@ def assert_moved(moved: tuple[Any, Any, Any], optical: tuple[Any, Any, Any], m: 
     assert len(res.targets) == len(ref.targets) > 0
     with_points = 0
     for a, b in zip(res.targets, ref.targets):
-        assert a.mask == b.mask and a.bbox == b.bbox and a.mask.header.frame_id == ref.header.frame_id
+        assert a.mask_crop == b.mask_crop and a.bbox == b.bbox and a.mask_crop.header.frame_id == ref.header.frame_id
         assert (a.has_centroid, a.has_pose, a.size) == (b.has_centroid, b.has_pose, b.size)
         assert a.pose_inlier_fraction == b.pose_inlier_fraction
         if b.has_centroid:
@@ -328,6 +328,7 @@ def test_a_transform_that_comes_late_within_the_timeout_is_waited_for(graph, tf_
 def test_tracked_frames_are_moved_into_the_target_frame(graph, tf_node):
     from m2sa_core.geometry.rigid_transform import RigidTransform
     from m2sa_ros.cloud_conversion import cloud_to_points
+    from m2sa_ros.msg import SegmentationResult
     from rclpy.parameter import Parameter
 
     _optical, base, _odom = _names()
@@ -335,14 +336,21 @@ def test_tracked_frames_are_moved_into_the_target_frame(graph, tf_node):
     tf_node.static.sendTransform(transform_msg(base, optical, 0, *OPTICAL_IN_BASE))
     feed = DepthFeed(graph, TrackingBoxes(), optical)
     node = feed.node
+    results = graph.collect(SegmentationResult, "result")
+    wait_until(lambda: node.camera().result_pub.get_subscription_count() > 0, 10, "the result subscription")
     assert all(r.successful for r in node.set_parameters([Parameter("tf_timeout", value=5.0),
                                                           Parameter("target_frame", value=base)]))
     goal, stamps = track_through_depths(feed, "follow-in-base", (1.0, 1.4))
     back = RigidTransform.from_matrix(np.linalg.inv(transform_matrix(*OPTICAL_IN_BASE)))  # base -> optical
     for feedback, metres, stamp in zip(goal.feedback, (1.0, 1.4), stamps):
-        res = feedback.result
+        light = feedback.result
+        assert light.geometry_frame_id == base and light.transform_error == "", light.transform_error
+        # The feedback's pose is the whole result's; the points go once, on the topic (interfaces v5).
+        res = wait_until(lambda stamp=stamp: [r for r in results if _stamp_ns(r.header.stamp) == stamp], 10,
+                         "the frame's result")[0]
         assert res.geometry_frame_id == base and res.transform_error == "", res.transform_error
         assert _stamp_ns(res.header.stamp) == stamp and res.header.frame_id == optical
+        assert light.targets[0].pose == res.targets[0].pose and light.targets[0].points.width == 0
         (target,) = res.targets
         assert target.points.header.frame_id == base and _stamp_ns(target.points.header.stamp) == stamp
         # Back in the optical frame these are the flat depth's values: z = the depth, normal -z.

@@ -17,7 +17,9 @@ The ``track`` action over real DDS.
 
 The answer, then tracked frames without the language model, and every way a track
 ends (cancel, timeout, lost, bad goal, the node deactivating) with exactly one final
-result; two tracks and an ordinary command share the worker without starving it.
+result; two tracks and an ordinary command share the worker without starving it. A
+frame's masks and points go once, on ``result``; its feedback is the same result
+without them (interfaces v5), and its label image goes out on ``labels``.
 """
 
 from __future__ import annotations
@@ -47,6 +49,10 @@ class TrackingScripted(ScriptedSegmenter):
             return self.real.track(image, prompts, previous, **kwargs)
 
 
+def _stamp_ns(header: Any) -> int:
+    return int(header.stamp.sec) * 10**9 + int(header.stamp.nanosec)
+
+
 def _started(graph: Graph, seg) -> tuple[Any, Any, list]:
     """Start a node over ``seg`` and give it a first frame: (node, image publisher, results as they come)."""
     from m2sa_ros.msg import SegmentationResult
@@ -62,12 +68,17 @@ def _started(graph: Graph, seg) -> tuple[Any, Any, list]:
 
 def test_answer_then_tracked_frames_without_the_language_model_then_cancel(graph, tiny):
     from action_msgs.msg import GoalStatus
+    from m2sa_ros.mask_encoding import result_masks
+    from sensor_msgs.msg import Image
 
     seg = TrackingScripted(tiny)
     lm_calls = [0]
     hook = seg.real.model.llm.lm_head.register_forward_hook(lambda *_: lm_calls.__setitem__(0, lm_calls[0] + 1))
+    goal = None
     try:
         node, images, results = _started(graph, seg)
+        label_images = graph.collect(Image, "labels")
+        wait_until(lambda: node.camera().labels_pub.get_subscription_count() > 0, 10, "the labels subscription")
         goal = TrackGoal(graph, track_client(graph), command="turn on the TV", request_id="follow-1")
         goal.wait_frames(1)
         answer = goal.feedback[0].result
@@ -85,8 +96,21 @@ def test_answer_then_tracked_frames_without_the_language_model_then_cancel(graph
         for fb in goal.feedback[1:]:
             assert fb.result.success and fb.result.request_id == "follow-1" and fb.result.command == "turn on the TV"
             assert [t.label for t in fb.result.targets] == labels
-            assert fb.result.height == 48 and fb.result.targets[0].mask.height == 48
         wait_until(lambda: len(results) >= 4, 10, "the results on the topic")
+        # Each frame goes once whole, on the topic; its feedback is that result without masks and points.
+        whole = {_stamp_ns(r.header): r for r in results if r.request_id == "follow-1"}
+        assert len(whole) == 4
+        for fb in goal.feedback:
+            light, full = fb.result, whole[_stamp_ns(fb.result.header)]
+            assert light.height == full.height == 48 and light.request_id == full.request_id
+            assert [(t.label, t.label_value, t.score, t.bbox, t.has_centroid) for t in light.targets] == [
+                (t.label, t.label_value, t.score, t.bbox, t.has_centroid) for t in full.targets]
+            for t in light.targets:
+                assert t.mask.height == t.amodal_mask.height == t.points.width == 0
+                assert not t.mask_crop.format and not t.amodal_mask_crop.format and not len(t.mask_crop.data)
+            assert all(m.shape == (48, 64) for m in result_masks(full))
+        # And a label image for the answer and every tracked frame, on its frame's stamp.
+        wait_until(lambda: {_stamp_ns(m.header) for m in label_images} >= set(whole), 10, "every frame's label image")
 
         cancel = goal.handle.cancel_goal_async()
         wait_until(cancel.done, 10, "the cancel response")
@@ -105,6 +129,8 @@ def test_answer_then_tracked_frames_without_the_language_model_then_cancel(graph
         assert [r.request_id for r in results].count("follow-1") == 4 and seg.track_calls == 3
     finally:
         hook.remove()
+        if goal is not None and not goal._result.done():  # a failed check: end the track, or teardown waits on it
+            goal.handle.cancel_goal_async()
 
 
 def test_timeout_lost_and_a_bad_goal_each_end_with_their_reason(graph):

@@ -219,16 +219,10 @@ def test_tracking_eval_refuses_bad_input_before_starting_a_node(track_bag, tmp_p
 
 # --------------------------------------------------------------------------- through the node
 def _requested_masks(result) -> list[np.ndarray]:
-    """Per target of a rosbags SegmentationResult, the shape its mask_type asks for (mono8 -> bool)."""
-    def mask(image) -> np.ndarray:
-        rows = np.asarray(image.data, dtype=np.uint8).reshape(image.height, image.step)
-        return rows[:, :image.width] > 0
+    """Per target of a rosbags SegmentationResult, the shape its mask_type asks for, as a client decodes it."""
+    from m2sa_ros.mask_encoding import requested_mask
 
-    out = []
-    for target in result.targets:
-        amodal = target.mask_type == 1 and target.amodal_mask.height > 0  # Target.MASK_AMODAL
-        out.append(mask(target.amodal_mask if amodal else target.mask))
-    return out
+    return [requested_mask(target, result.height, result.width) for target in result.targets]
 
 
 def _entries(preds: list[np.ndarray], gts: list[np.ndarray]) -> list[float]:
