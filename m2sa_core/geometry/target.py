@@ -282,16 +282,21 @@ def _other_surface(plane: Plane, scale: float, xy: np.ndarray, z: np.ndarray, vs
     if off.size < max(params.min_points, 3):
         return np.zeros(len(z), bool)
     off = off[:: max(1, off.size // params.max_fit_points)]
-    # 64 draws: a plane that holds most of them has a one in eight chance a draw, so missing it
-    # is a one in 5,000 event, and scattered mixed pixels (no plane) cost a quarter of the draws.
-    other = fit_plane(xy[off], z[off], params.band_rule, replace(params.ransac, max_hypotheses=64), scale)
+    # 64 draws scored on 512 pixels: a plane that holds most of them has a one in eight chance a
+    # draw, so missing it is a one in 5,000 event, and scattered mixed pixels (no plane) cost an
+    # eighth of the main fit's draws.
+    other = fit_plane(xy[off], z[off], params.band_rule, replace(params.ransac, max_hypotheses=64, sample_points=512),
+                      scale)
     if other is None or other.inliers.mean() <= 0.5:
         return np.zeros(len(z), bool)
     seen = np.zeros(shape, np.uint8)
     seen[vs[off[other.inliers]], us[off[other.inliers]]] = 1
     reach = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (2 * params.other_surface_px + 1,) * 2)
-    beside = cv2.dilate(seen, reach).view(bool)[vs, us]
-    return on_plane & beside & (np.abs(other.plane.residuals(xy, z)) < np.abs(plane.residuals(xy, z)))
+    candidates = np.flatnonzero(on_plane & cv2.dilate(seen, reach).view(bool)[vs, us])
+    claimed = np.zeros(len(z), bool)
+    at_xy, at_z = xy[candidates], z[candidates]
+    claimed[candidates] = np.abs(other.plane.residuals(at_xy, at_z)) < np.abs(plane.residuals(at_xy, at_z))
+    return claimed
 
 
 def _pixel_noise(depth: np.ndarray, core: np.ndarray, max_values: int) -> float:
