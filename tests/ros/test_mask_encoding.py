@@ -33,6 +33,7 @@ from m2sa_ros.mask_encoding import (
     amodal_target_mask,
     decode_crop,
     encode_crop,
+    has_amodal_mask,
     MaskEncodingError,
     PNG_FORMAT,
     requested_mask,
@@ -94,6 +95,7 @@ def test_the_amodal_mask_and_the_requested_shape():
     np.testing.assert_array_equal(amodal_target_mask(target, 12, 16), complete)
     np.testing.assert_array_equal(requested_mask(target, 12, 16), complete)
     assert amodal_target_mask(_target(visible), 12, 16) is None
+    assert has_amodal_mask(target) and not has_amodal_mask(_target(visible))
     np.testing.assert_array_equal(requested_mask(_target(visible, mask_type=1), 12, 16), visible)
     # An amodal mask that came empty is there, and empty.
     assert not amodal_target_mask(_target(visible, np.zeros_like(visible)), 12, 16).any()

@@ -17,7 +17,9 @@ How the tracking replayer sends a ``track`` goal when the middleware loses its r
 
 No DDS: the replayer's action client is a double that answers, rejects or loses each send
 as scripted, and a node double whose ``alive()`` (asked only while the replayer waits)
-delivers feedback at the one moment a scenario needs it. The whole exchange against the
+delivers feedback at the one moment a scenario needs it, right after the same result on the
+result topic, as the node sends them (the feedback has no masks: the frame is scored on that
+result). The whole exchange against the
 real node, with a lost response and a lost request, is in test_bag_tracking.py.
 """
 
@@ -52,6 +54,7 @@ class _Client:
 
     def __init__(self, script: list[str], node: _Node, feedback_after: int | None) -> None:
         self.script, self.node, self.feedback_after = script, node, feedback_after
+        self.on_result = lambda raw: None  # the replayer's subscription to the result topic
         self.goal_ids: list[bytes] = []
         self.results_asked: list[bytes] = []
 
@@ -66,7 +69,11 @@ class _Client:
         if answer != LOST:
             future.set_result(_Handle(self, goal_uuid, answer == ACCEPTED))
         if self.feedback_after == len(self.goal_ids):  # the goal's answer (frame 0) comes while the replayer waits
-            self.node.pending.append(lambda: feedback_callback(_feedback(0)))
+            from rclpy.serialization import serialize_message
+
+            answer = _feedback(0)
+            self.node.pending.append(lambda: self.on_result(serialize_message(answer.feedback.result)))
+            self.node.pending.append(lambda: feedback_callback(answer))
         return future
 
     def _get_result_async(self, handle):
@@ -95,6 +102,7 @@ def _feedback(frame_seq: int):
 
 def _replayer(client: _Client) -> TrackReplayer:
     from m2sa_ros.action import Track
+    from m2sa_ros.msg import SegmentationResult
 
     replayer = TrackReplayer.__new__(TrackReplayer)
     replayer.options = ReplayOptions(namespace="", result_timeout_s=5.0)
@@ -102,6 +110,9 @@ def _replayer(client: _Client) -> TrackReplayer:
     replayer._track_type, replayer.track_client = Track, client
     replayer._cond, replayer._ours = threading.Condition(), set()
     replayer._command_conn, replayer._record = None, lambda *_args: None
+    replayer._result_type, replayer._result_conn = SegmentationResult, None
+    replayer.results_on_topic, replayer._whole, replayer.foreign_results = {}, {}, 0
+    client.on_result = replayer._on_result
     return replayer
 
 
