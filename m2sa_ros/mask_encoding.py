@@ -58,16 +58,19 @@ class MaskEncodingError(ValueError):
     """A mask in a message that cannot be decoded (bad PNG, box outside the image, sizes that disagree)."""
 
 
-def encode_crop(mask: np.ndarray) -> tuple[tuple[int, int, int, int], bytes]:
+def encode_crop(mask: np.ndarray, box: tuple[int, int, int, int] | None = None
+                ) -> tuple[tuple[int, int, int, int], bytes]:
     """
-    Return a boolean (H, W) mask's tight box (x, y, width, height) and the PNG of the mask inside it.
+    Return a boolean (H, W) mask's box (x, y, width, height) and the PNG of the mask inside it.
 
-    An empty mask has the box (0, 0, 0, 0) and no bytes: a PNG cannot be 0 x 0.
+    ``box`` is the mask's tight box when the caller has it already (result_conversion
+    does), else it is found here. An empty mask has the box (0, 0, 0, 0) and no bytes: a
+    PNG cannot be 0 x 0.
     """
     mask = np.asarray(mask, dtype=bool)
     if mask.ndim != 2:
         raise MaskEncodingError(f"encode_crop: expected a 2-D mask, got shape {mask.shape}")
-    x, y, w, h = mask_bbox(mask)
+    x, y, w, h = mask_bbox(mask) if box is None else (int(v) for v in box)
     if w == 0 or h == 0:
         return (0, 0, 0, 0), b""
     crop = mask[y:y + h, x:x + w].astype(np.uint8) * 255
@@ -117,13 +120,15 @@ def _crop_msg(data: bytes, header: Any) -> Any:
 def fill_target_masks(msg: Any, mask: np.ndarray, amodal_mask: np.ndarray | None, header: Any,
                       full_frame: bool = False) -> None:
     """
-    Set a Target message's boxes and masks from boolean full-frame masks.
+    Set a Target message's masks from boolean full-frame masks.
 
-    ``bbox`` and ``mask_crop`` always; ``amodal_bbox`` and ``amodal_mask_crop`` when there
-    is a complete shape (None: none, the crop's ``format`` stays empty). ``full_frame``
-    (the node's ``full_frame_masks``) also fills v4's full-frame ``mask`` / ``amodal_mask``.
+    ``mask_crop`` always, cropped to ``msg.bbox``, which must hold the visible mask's tight
+    box already (result_conversion sets it: the box is a v1 field of its own);
+    ``amodal_bbox`` and ``amodal_mask_crop`` when there is a complete shape (None: none,
+    the crop's ``format`` stays empty). ``full_frame`` (the node's ``full_frame_masks``)
+    also fills v4's full-frame ``mask`` / ``amodal_mask``.
     """
-    (msg.bbox.x_offset, msg.bbox.y_offset, msg.bbox.width, msg.bbox.height), data = encode_crop(mask)
+    _, data = encode_crop(mask, _box(msg.bbox))
     msg.mask_crop = _crop_msg(data, header)
     if full_frame:
         msg.mask = mask_to_msg(mask, header)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Sequence
 
-from m2sa_core.types import Result, Target
+from m2sa_core.types import mask_bbox, Result, Target
 from m2sa_ros.geometry_conversion import fill_geometry
 from m2sa_ros.mask_encoding import fill_target_masks
 import numpy as np
@@ -91,10 +91,12 @@ def target_to_msg(target: Target, header: Any, centroid: "tuple[float, float, fl
                     amodal_score=float(np.clip(target.amodal_score, 0.0, 1.0))
                     if target.amodal_mask is not None else 0.0,
                     label_value=index + 1)
+    visible = np.asarray(target.mask, dtype=bool)
+    x, y, w, h = mask_bbox(visible)
+    msg.bbox.x_offset, msg.bbox.y_offset, msg.bbox.width, msg.bbox.height = x, y, w, h
     # m2sa_core fills amodal_mask exactly when the command asked for the complete shape
     # or the Segmenter's amodal output is on, so its presence is the rule.
-    fill_target_masks(msg, np.asarray(target.mask, dtype=bool),
-                      None if target.amodal_mask is None else np.asarray(target.amodal_mask, dtype=bool),
+    fill_target_masks(msg, visible, None if target.amodal_mask is None else np.asarray(target.amodal_mask, dtype=bool),
                       header, full_frame=full_frame_masks)
     if centroid is not None:
         msg.centroid.x, msg.centroid.y, msg.centroid.z = (float(c) for c in centroid)

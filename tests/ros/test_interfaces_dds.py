@@ -57,6 +57,8 @@ def _result_with_two_targets():
         mask[10 + 50 * i: 60 + 50 * i, 20 + 30 * i: 90 + 30 * i] = True
         target = Target(label=label, object_name=obj, instance=1, part_name=part,
                         granularity=Target.GRANULARITY_PART, score=0.9 - 0.1 * i, has_centroid=True)
+        target.bbox.x_offset, target.bbox.y_offset = 20 + 30 * i, 10 + 50 * i
+        target.bbox.width, target.bbox.height = 70, 50
         amodal = None if i else mask | np.pad(mask[5:], ((0, 5), (0, 0)))  # five rows more at the top
         fill_target_masks(target, mask, amodal, result.header, full_frame=i == 1)
         target.label_value = i + 1
