@@ -123,7 +123,7 @@ def fill_target_masks(msg: Any, mask: np.ndarray, amodal_mask: np.ndarray | None
     Set a Target message's masks from boolean full-frame masks.
 
     ``mask_crop`` always, cropped to ``msg.bbox``, which must hold the visible mask's tight
-    box already (result_conversion sets it: the box is a v1 field of its own);
+    box already (result_conversion sets it: the box is a field of its own);
     ``amodal_bbox`` and ``amodal_mask_crop`` when there is a complete shape (None: none,
     the crop's ``format`` stays empty). ``full_frame`` (the node's ``full_frame_masks``)
     also fills v4's full-frame ``mask`` / ``amodal_mask``.
