@@ -371,4 +371,18 @@ BUGS: tuple[PlantedBug, ...] = (
         "if not _DESTROYED_WAITABLE.search(str(exc)):",
         "if _DESTROYED_WAITABLE.search(str(exc)):",
         ("tests/ros/test_spinning.py::test_spin_goes_on_after_an_action_entity_is_destroyed_under_it",)),
+    PlantedBug(
+        "label-image-larger-target-wins", CONVERSION,
+        "the labels image paints the smaller target first: a button vanishes under its TV",
+        "m2sa_core/label_image.py",
+        "key=lambda k: (-areas[k], -k))",
+        "key=lambda k: (areas[k], -k))",
+        ("tests/core/test_label_image.py",)),
+    PlantedBug(
+        "mask-crop-offset-swapped", CONVERSION,
+        "a client decodes a cropped mask with the box's x and y offsets swapped: the mask lands elsewhere",
+        "m2sa_ros/mask_encoding.py",
+        "full[y:y + h, x:x + w] = crop > 0",
+        "full[x:x + h, y:y + w] = crop > 0",
+        ("tests/ros/test_mask_encoding.py",)),
 )
