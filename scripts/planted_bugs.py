@@ -37,7 +37,7 @@ from dataclasses import dataclass
 # Where a bug lives: the parts of the package whose tests the check proves.
 NODE = "node"  # m2sa_ros: the node, the pipeline, its parameters, tracks and tf
 GEOMETRY = "geometry"  # m2sa_core/geometry and m2sa_ros's depth step
-CONVERSION = "conversion"  # m2sa_ros/*_conversion.py
+CONVERSION = "conversion"  # m2sa_ros/*_conversion.py, the masks' encoding and the label image
 LAUNCH = "launch"  # launch/perception.launch.py
 CLI = "cli"  # m2sa_ros/bag, m2sa_ros/desk_camera.py, m2sa_ros/main.py, training's CLIs
 AREAS = (NODE, GEOMETRY, CONVERSION, LAUNCH, CLI)
