@@ -32,8 +32,10 @@ destroys its Segment and Track servers at every cleanup, so that error is the sa
 and the same recovery holds: the pass released what it entered, and the server is no
 longer among the node's waitables.
 
-One more race ends the spin instead: a MultiThreadedExecutor shut down from another
-thread while it hands a ready entity to its thread pool (see ``_shut_down_under_it``).
+Two more races end the spin instead, both a shutdown from another thread (the node's stop):
+a MultiThreadedExecutor's while it hands a ready entity to its thread pool (see
+``_shut_down_under_it``), and any executor's while it gathers its entities on Jazzy (see
+``_guard_gone_under_it``).
 """
 
 from __future__ import annotations
@@ -78,6 +80,22 @@ def spin_through_destroyed_entities(executor: Executor,
             if not _shut_down_under_it(executor, exc):
                 raise
             return races
+        except AttributeError as exc:
+            if not _guard_gone_under_it(executor, exc):
+                raise
+            return races
+
+
+def _guard_gone_under_it(executor: Executor, exc: AttributeError) -> bool:
+    """
+    Whether ``exc`` is Jazzy's executor reading its own guard condition after ``shutdown()`` dropped it.
+
+    ``shutdown()`` from another thread sets the executor's guard conditions to None. Jazzy's
+    rclpy lists them for the wait set without checking, so a spin that was gathering its
+    entities at that moment enters ``None.handle`` (ros2/rclpy issue 968; Kilted checks). The
+    executor is done, so the spin ends as the shutdown meant it to.
+    """
+    return "'NoneType' object has no attribute 'handle'" in str(exc) and bool(getattr(executor, "_is_shutdown", False))
 
 
 def _shut_down_under_it(executor: Executor, exc: RuntimeError) -> bool:
