@@ -246,11 +246,13 @@ def test_a_track_ended_by_deactivate_gets_its_result_even_when_the_send_is_late(
         sent_after_deactivate.append(deactivated.wait(30))
         return send(self, request_header, future)
 
+    # Patched before the goal exists: the server binds its result send when the client's result
+    # request arrives, which may come before or after the first frame (a slower run, Jazzy's).
+    monkeypatch.setattr(ActionServer, "_send_result_response", late_send)
     node, _images, _results = _started(graph, TrackingBoxes())
     client = track_client(graph)
     goal = TrackGoal(graph, client, command="the mug", request_id="late")
     goal.wait_frames(1)
-    monkeypatch.setattr(ActionServer, "_send_result_response", late_send)
     assert node.trigger_deactivate() == TransitionCallbackReturn.SUCCESS
     deactivated.set()
     done = goal.result()
