@@ -81,13 +81,11 @@ def test_plain_spin_dies_of_the_race_in_this_rclpy(graph):
         executor.spin_once(timeout_sec=1.0)
 
 
-def test_spin_goes_on_after_the_race_and_still_delivers(graph):
+def _spin_through_one_race_and_deliver(executor, got: list, pub) -> None:
+    """Spin with the surviving spin until ``pub``'s message reaches ``got``; exactly one race met, then shut down."""
     from m2sa_ros.executor_spin import spin_through_destroyed_entities
     from std_msgs.msg import String
 
-    node, executor = graph
-    got, pub = _deliveries(node, "alive")
-    sub = _destroyed_while_adding(node, "doomed")
     races: list = []
     outcome: dict = {}
 
@@ -105,10 +103,18 @@ def test_spin_goes_on_after_the_race_and_still_delivers(graph):
         time.sleep(0.05)
     assert thread.is_alive(), f"spin thread ended: {outcome}"
     assert got and got[0] == "after the race"
-    assert len(races) == 1 and sub not in node.subscriptions
+    assert len(races) == 1
     executor.shutdown()
     thread.join(5)
     assert not thread.is_alive() and outcome == {"races": 1}
+
+
+def test_spin_goes_on_after_the_race_and_still_delivers(graph):
+    node, executor = graph
+    got, pub = _deliveries(node, "alive")
+    sub = _destroyed_while_adding(node, "doomed")
+    _spin_through_one_race_and_deliver(executor, got, pub)
+    assert sub not in node.subscriptions
 
 
 def _destroyed_before_entry(waitable) -> None:
@@ -161,34 +167,12 @@ def test_plain_spin_dies_of_a_destroyed_action_entity_in_this_rclpy(graph, make)
 
 @pytest.mark.parametrize("make", [_action_server, _action_client], ids=["server", "client"])
 def test_spin_goes_on_after_an_action_entity_is_destroyed_under_it(graph, make):
-    from m2sa_ros.executor_spin import spin_through_destroyed_entities
-    from std_msgs.msg import String
-
     node, executor = graph
     got, pub = _deliveries(node, "alive")
     doomed = make(node, "doomed_action")
     _destroyed_before_entry(doomed)
-    races: list = []
-    outcome: dict = {}
-
-    def spin():
-        try:
-            outcome["races"] = spin_through_destroyed_entities(executor, races.append)
-        except BaseException as exc:  # noqa: BLE001 - the assertion below reports it
-            outcome["error"] = exc
-
-    thread = threading.Thread(target=spin, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not got:
-        pub.publish(String(data="after the race"))
-        time.sleep(0.05)
-    assert thread.is_alive(), f"spin thread ended: {outcome}"
-    assert got and got[0] == "after the race"
-    assert len(races) == 1 and doomed not in node.waitables
-    executor.shutdown()
-    thread.join(5)
-    assert not thread.is_alive() and outcome == {"races": 1}
+    _spin_through_one_race_and_deliver(executor, got, pub)
+    assert doomed not in node.waitables
 
 
 def test_an_unrelated_rcl_error_still_ends_the_spin(graph):
