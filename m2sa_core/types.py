@@ -123,6 +123,13 @@ class Target:
         return self.mask_type == MaskType.AMODAL and self.amodal_mask is not None
 
 
+@dataclass(frozen=True)
+class Absence:
+    """An answer that names no target, and the words of what it says is missing ("" if none)."""
+
+    missing: str
+
+
 @dataclass
 class Result:
     """What one command yields: the answer text and its targets."""
@@ -142,6 +149,10 @@ class Result:
     # The command's [SEG] prompts, kept when asked for (``segment(..., keep_prompts=True)``):
     # they re-segment the same targets on later frames without the language model.
     prompts: TrackPrompts | None = None
+    # Set when the answer names no target (no [SEG]): the command asked about something that
+    # is not there, and ``missing`` holds its words when the answer says them
+    # (m2sa_core/inference/absence.py). ``None`` when the answer names targets.
+    absence: Absence | None = None
 
 
 @dataclass(frozen=True)

@@ -34,6 +34,7 @@ from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
 import time
 
+from m2sa_core.inference.absence import absence_of
 from m2sa_core.inference.answer import clean_answer, parse_targets
 from m2sa_core.inference.duplicates import duplicate_targets, remove_from_answer
 from m2sa_core.inference.frame_cache import FrameCache, FrameEntry, image_key
@@ -247,4 +248,5 @@ class SegmenterStages:
         kept = [i for i in range(len(targets)) if i not in dropped]
         return Result(answer=clean_answer(remove_from_answer(raw, dropped)), targets=[targets[i] for i in kept],
                       raw_answer=raw, timings_ms=timings, truncated=not generation.finished,
-                      merged=[targets[i].label for i in dropped], seg_indices=kept)
+                      merged=[targets[i].label for i in dropped], seg_indices=kept,
+                      absence=absence_of(raw))
