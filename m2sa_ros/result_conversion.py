@@ -26,6 +26,13 @@ the same visible mask, so an amodal target's box is its visible surface's, never
 guess at the hidden part; geometry_conversion.py fills those fields. :func:`feedback_result`
 is a result without its masks and points: what a track's feedback carries (interfaces v5),
 the whole result going once, on the result topic.
+
+Every result says its ``outcome`` (interfaces v6), so a planner never has to infer from an
+empty target list whether the node failed or found nothing: ``error_result`` is
+OUTCOME_FAILED, and :func:`result_to_msg` OUTCOME_TARGETS when the result has targets, else
+OUTCOME_ABSENT with the words the answer says are missing (``Result.absence``,
+m2sa_core/inference/absence.py). A success with no targets is never TARGETS: whatever the
+answer said, there is nothing to act on.
 """
 
 from __future__ import annotations
@@ -58,8 +65,11 @@ def _base(header: Any, height: int, width: int, request_id: str, command: str):
 def error_result(error: str, *, request_id: str, command: str, header: Any = None,
                  height: int = 0, width: int = 0, inference_ms: float = 0.0):
     """``success=false`` with a reason; header/size filled when the frame is known."""
+    from m2sa_ros.msg import SegmentationResult
+
     msg = _base(header, height, width, request_id, command)
     msg.success = False
+    msg.outcome = SegmentationResult.OUTCOME_FAILED
     msg.error = error
     msg.inference_ms = float(inference_ms)
     return msg
@@ -130,8 +140,24 @@ def result_to_msg(result: Result, *, request_id: str, command: str, header: Any,
     msg.answer = result.answer
     msg.truncated = bool(getattr(result, "truncated", False))
     msg.success = True
+    msg.outcome, msg.missing = outcome_of(result)
     msg.inference_ms = float(inference_ms)
     return msg
+
+
+def outcome_of(result: Result) -> tuple[int, str]:
+    """
+    Return a successful result's (``outcome``, ``missing``): TARGETS with targets, else ABSENT.
+
+    ``missing`` is the absence's words ("" when the answer names none, or when a result
+    without ``absence`` has no targets: e.g. a model double, or an older m2sa_core).
+    """
+    from m2sa_ros.msg import SegmentationResult
+
+    if result.targets:
+        return SegmentationResult.OUTCOME_TARGETS, ""
+    absence = getattr(result, "absence", None)
+    return SegmentationResult.OUTCOME_ABSENT, absence.missing if absence is not None else ""
 
 
 # A Target's per-pixel and per-point payloads: what feedback_result leaves out.

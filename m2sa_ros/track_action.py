@@ -19,8 +19,9 @@ The first answer goes through the command pipeline like any command, keeping the
 model's [SEG] prompts; every new camera frame after it is re-segmented from those
 prompts with SAM alone (``Segmenter.track``), much cheaper than asking again. The
 frames share the one worker queue with commands, at most one waiting per track, so
-commands still get through. The goal ends once - cancel, timeout, every target lost, a
-failure or the node stopping - with one final result and the reason; the per-track
+commands still get through. The goal ends once - cancel, timeout, every target lost, an
+answer naming no target (interfaces v6: the result's outcome OUTCOME_ABSENT, the reason
+"absent: ..."), a failure or the node stopping - with one final result and the reason; the per-track
 decisions (when a frame is due, when a target is lost) live in tracks.py. A tracked
 frame binds its own depth and goes through the pipeline's one conversion
 (``CommandPipeline.track``), so its targets carry centroids, poses and points like a
@@ -49,7 +50,7 @@ from m2sa_ros.cameras import Camera
 from m2sa_ros.msg import SegmentationResult
 from m2sa_ros.pipeline import CommandPipeline, Request
 from m2sa_ros.result_conversion import feedback_result
-from m2sa_ros.tracks import CANCELLED, ERROR_PREFIX, LOST, TIMEOUT, Track, TrackSettings
+from m2sa_ros.tracks import ABSENT_PREFIX, CANCELLED, ERROR_PREFIX, LOST, TIMEOUT, Track, TrackSettings
 from m2sa_ros.worker import Job
 
 
@@ -110,7 +111,8 @@ class TrackGoals:
         def start_tracking(msg: SegmentationResult) -> None:
             if msg.success and prompts and prompts[0][0] is not None:
                 feedback = TrackGoal.Feedback(result=feedback_result(msg), frame_seq=0)
-                track.answered(prompts[0][0], prompts[0][1], msg, lambda: goal_handle.publish_feedback(feedback))
+                track.answered(prompts[0][0], prompts[0][1], msg, lambda: goal_handle.publish_feedback(feedback),
+                               missing=msg.missing)
             elif goal_handle.is_cancel_requested:
                 track.end(CANCELLED, last=msg)
             else:
@@ -134,10 +136,10 @@ class TrackGoals:
         return self._end_goal(goal_handle, final, track.frames, track.reason)
 
     def _end_goal(self, goal_handle: Any, msg: SegmentationResult, frames: int, reason: str) -> Any:
-        """Set the goal's status from the reason: cancelled, succeeded (timeout, lost) or aborted."""
+        """Set the goal's status from the reason: cancelled, succeeded (timeout, lost, absent) or aborted."""
         if reason == CANCELLED and goal_handle.is_cancel_requested:
             goal_handle.canceled()
-        elif reason in (TIMEOUT, LOST):
+        elif reason in (TIMEOUT, LOST) or reason.startswith(ABSENT_PREFIX):
             goal_handle.succeed()
         else:
             goal_handle.abort()

@@ -19,8 +19,9 @@ A track is one command answered by the full model, then followed on new camera f
 with ``Segmenter.track`` (SAM alone). The node owns the plumbing (goal handles, the
 worker, publishing); this module owns the decisions: is a frame due (new, not too soon
 after the last one, none of this track's frames already waiting), which sequence number
-a tracked result gets, when the track ends (cancel, timeout, every target lost, the node
-stopping, an error) and that it ends exactly once, with the first reason given.
+a tracked result gets, when the track ends (cancel, timeout, every target lost, an answer
+naming no target, the node stopping, an error) and that it ends exactly once, with the
+first reason given.
 
 Fairness with ordinary commands comes from :meth:`Track.want_frame`: a track never has
 more than one frame waiting in the worker's queue, so a command queued behind tracked
@@ -42,8 +43,14 @@ from m2sa_core.lost_rule import LostRule
 
 CANCELLED = "cancelled"
 TIMEOUT = "timeout"
-LOST = "lost"  # every target lost, or an answer naming no target (nothing to follow)
+LOST = "lost"  # every target lost
+ABSENT_PREFIX = "absent: "  # the answer named no target: nothing to follow (interfaces v6)
 ERROR_PREFIX = "error: "
+
+
+def absent_reason(missing: str) -> str:
+    """Return the reason of a track whose answer named no target, saying what is missing when known."""
+    return f"{ABSENT_PREFIX}no {missing} in view" if missing else f"{ABSENT_PREFIX}the answer names no target"
 
 
 @dataclass(frozen=True)
@@ -121,11 +128,14 @@ class Track:
         with self._lock:
             return self._queued
 
-    def answered(self, prompts: Any, frame_key: Any, answer: Any, deliver: Callable[[], None]) -> bool:
+    def answered(self, prompts: Any, frame_key: Any, answer: Any, deliver: Callable[[], None],
+                 missing: str = "") -> bool:
         """
         Return the command's answer: deliver it as frame 0 and start following; False if already ended.
 
-        An answer naming no target ends the track at once with :data:`LOST`.
+        An answer naming no target ends the track at once, its reason :func:`absent_reason`
+        of ``missing`` (the result's words for what is not there): there is nothing to
+        follow, and the planner must not wait for frames that will not come.
         """
         with self._lock:
             if self.ended.is_set():
@@ -134,7 +144,7 @@ class Track:
             deliver()
             self._tracking = True
             if len(prompts) == 0:
-                self._end(LOST)
+                self._end(absent_reason(missing))
             return True
 
     def want_frame(self, frame_key: Any, now: float) -> bool:

@@ -21,7 +21,9 @@ and can run a callback while it "thinks" (e.g. 30 Hz depth arriving meanwhile).
 :class:`TrackingBoxes` also tracks (the ``track`` action), :class:`SlowBoxes` reports
 stages and generates until told or cancelled (a planner's round trip), and
 :class:`SceneSegmenter` answers with whatever targets the test sets (a synthetic scene's
-masks, for the 3-D geometry).
+masks, for the 3-D geometry), and :class:`AbsentBoxes` answers a command about something
+not in view as a model that learned to refuse does (no [SEG], a sentence naming the missing
+thing).
 
 :class:`ScriptedSegmenter` is the other kind: the real tiny M2SA model with random
 weights (the ``tiny`` fixture of tests/ros/conftest.py), whose greedy decoding a forward
@@ -106,6 +108,36 @@ class TrackingBoxes(BoxSegmenter):
                           score=self.track_score, mask_type=t.mask_type) for t in prompts.targets]
         index = 0 if previous is None else previous.frame_index + 1
         return Result(answer=prompts.answer, targets=targets), TrackState(torch.zeros((len(targets), 1, 1, 1)), index)
+
+
+class AbsentBoxes(TrackingBoxes):
+    """
+    Answers a command naming ``missing`` with no [SEG] and ``absent_answer(missing)``; others as TrackingBoxes.
+
+    The Result is what m2sa_core's stages make of such an answer: no targets, and the
+    absence read back from the sentence by ``absence_of``. ``answer`` replaces the sentence
+    (e.g. one that follows no template, as real M2SA weights would say it).
+    """
+
+    def __init__(self, missing: str = "microwave", answer: str | None = None) -> None:
+        super().__init__()
+        self.missing = missing
+        self.answer = answer
+        self.absent_calls = 0
+
+    def segment(self, image, command, keep_prompts: bool = False, **kwargs):
+        from m2sa_core.inference.absence import absence_of, absent_answer
+        from m2sa_core.types import TrackPrompts
+
+        if self.missing not in command:
+            return super().segment(image, command, keep_prompts=keep_prompts, **kwargs)
+        self.calls += 1
+        self.absent_calls += 1
+        raw = absent_answer(self.missing) if self.answer is None else self.answer
+        result = Result(answer=raw, raw_answer=raw, absence=absence_of(raw))
+        if keep_prompts:  # as Segmenter keeps them: none, for an answer with no [SEG]
+            result.prompts = TrackPrompts.from_result(result, np.zeros((0, 0)), command)
+        return result
 
 
 class SlowBoxes(BoxSegmenter):

@@ -47,7 +47,7 @@ def _result_with_two_targets():
     h, w = 480, 640
     result = SegmentationResult(height=h, width=w, request_id="r-1", command="turn on the TV",
                                 answer="Press the television_set_1's button and the remote_control_1's button.",
-                                success=True, inference_ms=123.5)
+                                success=True, inference_ms=123.5, outcome=SegmentationResult.OUTCOME_TARGETS)
     result.header.frame_id = "camera_color_optical_frame"
     result.header.stamp.sec = 42
     result.header.stamp.nanosec = 7
@@ -114,6 +114,7 @@ def test_segmentation_result_with_two_targets_arrives_intact(ros_context):
     assert mask[60:110, 50:120].all() and mask.sum() == 255 * 50 * 70
     assert got.targets[0].granularity == got.targets[0].GRANULARITY_PART == 1
     assert got.header.frame_id == "camera_color_optical_frame" and got.header.stamp.sec == 42
+    assert (got.outcome, got.missing) == (SegmentationResult.OUTCOME_TARGETS, "")  # v6
 
 
 def test_segment_service_round_trip(ros_context):

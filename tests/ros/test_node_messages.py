@@ -144,10 +144,41 @@ def test_centroid_markers_for_rviz():
 def test_error_result():
     from m2sa_ros.result_conversion import error_result
 
+    from m2sa_ros.msg import SegmentationResult
+
     msg = error_result("queue full: 4 commands already waiting (max_queue)", request_id="r9", command="c",
                        height=48, width=64)
     assert (msg.success, msg.error, msg.request_id, msg.height, msg.width, list(msg.targets)) == (
         False, "queue full: 4 commands already waiting (max_queue)", "r9", 48, 64, [])
+    assert (msg.outcome, msg.missing) == (SegmentationResult.OUTCOME_FAILED, "")  # v6
+
+
+def test_outcome_says_targets_absent_or_failed_and_what_is_missing():
+    """Interfaces v6: targets, an answer naming none (with or without the missing words), a failure."""
+    from m2sa_core.inference.absence import absence_of, absent_answer
+    from m2sa_ros.msg import SegmentationResult as Msg
+    from m2sa_ros.result_conversion import feedback_result, result_to_msg
+
+    assert (Msg.OUTCOME_UNSET, Msg.OUTCOME_TARGETS, Msg.OUTCOME_ABSENT, Msg.OUTCOME_FAILED) == (0, 1, 2, 3)
+    assert Msg().outcome == Msg.OUTCOME_UNSET  # what a field left alone (a pre-v6 node) reads as
+
+    def convert(result: Result):
+        return result_to_msg(result, request_id="r", command="c", header=None, image_shape=(6, 8),
+                             inference_ms=1.0)
+
+    found = convert(_result())
+    assert (found.success, found.outcome, found.missing) == (True, Msg.OUTCOME_TARGETS, "")
+    for sentence, words in ((absent_answer("microwave"), "microwave"),
+                            (absent_answer("mug_1's handle", 2), "mug_1's handle"),
+                            ("Sorry, I cannot help with that.", "")):  # no [SEG], no known sentence
+        absent = convert(Result(answer=sentence, raw_answer=sentence, absence=absence_of(sentence)))
+        assert (absent.success, absent.error, list(absent.targets)) == (True, "", [])
+        assert (absent.outcome, absent.missing, absent.answer) == (Msg.OUTCOME_ABSENT, words, sentence)
+        light = feedback_result(absent)  # what a track's feedback carries says the same
+        assert (light.outcome, light.missing) == (Msg.OUTCOME_ABSENT, words)
+    # A success with no targets is never TARGETS, even from a model that set no absence.
+    bare = convert(Result(answer="It is the mug_1."))
+    assert (bare.outcome, bare.missing) == (Msg.OUTCOME_ABSENT, "")
 
 
 def test_stats_and_levels():

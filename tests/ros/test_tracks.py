@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from m2sa_core.inference.tracking import TrackState
 from m2sa_core.types import Granularity, Result, Target
-from m2sa_ros.tracks import CANCELLED, LOST, TIMEOUT, Track, TrackSet, TrackSettings
+from m2sa_ros.tracks import ABSENT_PREFIX, absent_reason, CANCELLED, LOST, TIMEOUT, Track, TrackSet, TrackSettings
 import numpy as np
 import pytest
 import torch
@@ -97,9 +97,16 @@ def test_lost_after_n_low_frames_in_a_row_and_a_good_frame_resets_the_count():
     assert track.reason == LOST and track.frames == 4
 
 
-def test_an_answer_with_no_target_ends_lost_at_once():
-    track = _answered(TrackSettings(), targets=0)
-    assert track.reason == LOST and not track.want_frame("f1", 0.0)
+def test_an_answer_with_no_target_ends_at_once_saying_what_is_missing():
+    track = Track("r1", "press the microwave's start button", TrackSettings(), 0.0)
+    sent: list[str] = []
+    assert track.answered([], "f0", "answer", lambda: sent.append("answer"), missing="microwave")
+    assert sent == ["answer"] and track.last == "answer"  # the answer still goes out, as frame 0
+    assert not track.active and track.reason == "absent: no microwave in view"
+    assert not track.want_frame("f1", 0.0) and not track.end(LOST) and track.reason.startswith(ABSENT_PREFIX)
+    # An answer that names no target and says nothing of what is missing (weights that never learned to refuse).
+    silent = _answered(TrackSettings(), targets=0)
+    assert silent.reason == absent_reason("") == "absent: the answer names no target"
 
 
 def test_timeout_cancel_and_one_end_with_the_first_reason():
