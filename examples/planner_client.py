@@ -32,19 +32,27 @@ What a planner does with the node, in one readable file:
   centre of the target's box face towards the camera), the approach direction (the
   box's z axis: the visible surface's normal, pointing towards the camera; the tool
   moves along its reverse), the box's size and the target's points (a PointCloud2 for
-  GPD, Contact-GraspNet or a MoveIt grasp generator).
+  GPD, Contact-GraspNet or a MoveIt grasp generator);
+* read the result's ``outcome`` first (interfaces v6): ``targets`` is something to act on;
+  ``absent`` means the answer names no target - the command asked about something not in
+  view ("press the microwave's start button" with no microwave), ``missing`` says what -
+  and the planner must not act, but re-plan or ask; ``failed`` is an error (retry or
+  report); ``unset`` is a node older than v6, where success and an empty target list are
+  all there is to go on (:func:`outcome_of`).
 
     python3 examples/planner_client.py "I want to turn on the TV" --namespace /front_camera
     python3 examples/planner_client.py "what can I cut bread with?" --cancel-after 0.5
     python3 examples/planner_client.py "I want to turn on the TV" --brief   # the answer only
     python3 examples/planner_client.py "I want to turn on the TV" --frame base_link  # node: target_frame:=base_link
+    python3 examples/planner_client.py "press the microwave's start button"   # none in view: nothing to act on
 
 The 3-D values are in the result's ``geometry_frame_id``: the optical frame, or the node's
 ``target_frame`` (tf2 at the image's stamp). ``--frame base_link`` says the planner needs
 them in base_link: a result in another frame (no target_frame on the node, or its
 transform missing or late: ``transform_error``) is then refused, exit status 1.
 
-Exit status: 0 when the goal succeeded or was cancelled as asked (--cancel-after), and when
+Exit status: 0 when the goal succeeded (an absent target included: the node answered, and
+said there is nothing to act on) or was cancelled as asked (--cancel-after), and when
 no action server answered (said on stderr: no goal was sent); 1 when the goal was rejected or
 aborted; 130 on Ctrl-C. The executor's
 thread is stopped and joined before the action client, the node and the context go, in
@@ -93,8 +101,36 @@ class Outcome:
     frame_id: str = ""
     geometry_frame_id: str = ""  # the frame of the 3-D values (v4): frame_id, or the node's target_frame
     transform_error: str = ""  # why they are not in the node's target_frame (v4)
+    outcome: str = ""  # v6: "targets", "absent" or "failed" (outcome_of)
+    missing: str = ""  # v6, with "absent": what the answer says is not there ("" when it names nothing)
     targets: list[GraspTarget] = field(default_factory=list)
     feedback: list[tuple[str, str]] = field(default_factory=list)
+
+
+def outcome_of(result: Any) -> str:
+    """
+    Return what a planner may do with a SegmentationResult: "targets", "absent" or "failed".
+
+    ``outcome`` says it (interfaces v6). A node older than v6 leaves it OUTCOME_UNSET;
+    then a failure is ``success`` false, and a success with no targets is taken as absent:
+    there is nothing to act on either way.
+    """
+    from m2sa_ros.msg import SegmentationResult
+
+    names = {SegmentationResult.OUTCOME_TARGETS: "targets", SegmentationResult.OUTCOME_ABSENT: "absent",
+             SegmentationResult.OUTCOME_FAILED: "failed"}
+    outcome = getattr(result, "outcome", SegmentationResult.OUTCOME_UNSET)
+    if outcome in names:
+        return names[outcome]
+    if not result.success:
+        return "failed"
+    return "targets" if result.targets else "absent"
+
+
+def nothing_to_act_on(outcome: Outcome) -> str:
+    """Return the line a planner logs for an absent target instead of acting: what is not in view."""
+    what = f"no {outcome.missing} in view" if outcome.missing else "the answer names no target"
+    return f"nothing to act on: {what} (re-plan or ask)"
 
 
 def grasp_targets(result: Any) -> list[GraspTarget]:
@@ -183,6 +219,7 @@ class PlannerClient:
         outcome.frame_id = result.header.frame_id
         outcome.geometry_frame_id = getattr(result, "geometry_frame_id", "") or result.header.frame_id
         outcome.transform_error = getattr(result, "transform_error", "")
+        outcome.outcome, outcome.missing = outcome_of(result), getattr(result, "missing", "")
         if result.request_id != request_id:  # the node echoes the id on every path
             outcome.error = f"result for request '{result.request_id}', expected '{request_id}'"
             outcome.status = "aborted"
@@ -204,6 +241,10 @@ def describe(outcome: Outcome) -> str:
              + (f" ({outcome.error})" if outcome.error else "")]
     if outcome.answer:
         lines.append(f"  answer: {outcome.answer}" + (" [truncated]" if outcome.truncated else ""))
+    if outcome.outcome:
+        lines.append(f"  outcome: {outcome.outcome}")
+    if outcome.outcome == "absent":
+        lines.append(f"  {nothing_to_act_on(outcome)}")
     if outcome.transform_error:
         lines.append(f"  3-D values stay in {outcome.geometry_frame_id}: {outcome.transform_error}")
     for t in outcome.targets:
@@ -246,6 +287,8 @@ def describe_brief(outcome: Outcome) -> str:
     lines = [f"request {outcome.request_id}: {outcome.status}" + (f" ({outcome.error})" if outcome.error else "")]
     if outcome.answer:
         lines.append(f"  answer: {outcome.answer}" + (" [truncated]" if outcome.truncated else ""))
+    if outcome.outcome == "absent":
+        lines.append(f"  {nothing_to_act_on(outcome)}")
     if outcome.transform_error:
         lines.append(f"  3-D values stay in {outcome.geometry_frame_id}: {outcome.transform_error}")
     for t in outcome.targets:

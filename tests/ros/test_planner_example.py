@@ -16,7 +16,8 @@
 examples/planner_client.py against a live node.
 
 Request ids, feedback, masks, centroids and the press point and approach direction
-in one round trip, and cancel.
+in one round trip, and cancel; a command about something not in view is an outcome with
+nothing to act on, and says what is missing (interfaces v6).
 
 The script is also run as a user runs it, a process of its own talking to the node
 over DDS: its exit status and what it prints, with and without a cancel, in brief and
@@ -27,7 +28,7 @@ from __future__ import annotations
 
 import importlib.util
 
-from fake_models import SlowBoxes
+from fake_models import AbsentBoxes, SlowBoxes
 from node_harness import CX, CY, FX, FY, give_a_frame_with_depth, planner_node, spinning
 from node_process import PLANNER_EXAMPLE, run_planner_script
 import pytest
@@ -132,6 +133,54 @@ def test_script_cancel_is_a_clean_exit_0(live_node):
     first = done.stdout.splitlines()[0]
     assert first.startswith("request grasp-52: canceled (cancelled"), done.stdout
     assert "press/grasp" not in done.stdout  # a cancelled goal has no targets
+
+
+def test_an_absent_target_is_nothing_to_act_on_and_the_script_says_what_is_missing(ros_context):
+    from m2sa_core.inference.absence import absent_answer
+    from rclpy.node import Node
+
+    node = planner_node(ros_context, AbsentBoxes("microwave"), "/arm_camera")
+    client = Node("planner", context=ros_context)
+    try:
+        with spinning(ros_context, node, client, threads=8):
+            give_a_frame_with_depth(node)
+            example = _load_example()
+            planner = example.PlannerClient(client, "/arm_camera")
+            assert planner.wait_for_server(30)
+            outcome = planner.segment("press the microwave's start button", request_id="press-1", timeout_s=60)
+            assert (outcome.status, outcome.outcome, outcome.missing, outcome.targets) == (
+                "succeeded", "absent", "microwave", [])
+            assert example.describe(outcome).splitlines()[1:] == [
+                f"  answer: {absent_answer('microwave')}", "  outcome: absent",
+                "  nothing to act on: no microwave in view (re-plan or ask)"]
+            present = planner.segment("the mug", request_id="grasp-60", timeout_s=60)
+            assert (present.outcome, present.missing, len(present.targets)) == ("targets", "", 1)
+            assert "  outcome: targets" in example.describe(present).splitlines()
+
+            done = run_planner_script("press the microwave's start button", "--namespace", "/arm_camera",
+                                      "--request-id", "press-2", "--brief")
+            assert done.returncode == 0, done.stdout + done.stderr  # answered: there is nothing to do
+            assert done.stdout.splitlines() == [
+                "request press-2: succeeded", f"  answer: {absent_answer('microwave')}",
+                "  nothing to act on: no microwave in view (re-plan or ask)"], done.stdout
+    finally:
+        client.destroy_node()
+        node.close()
+
+
+def test_outcome_of_a_node_older_than_v6_falls_back_to_success_and_targets():
+    from m2sa_ros.msg import SegmentationResult, Target
+
+    example = _load_example()
+    old = SegmentationResult(success=True)  # outcome left OUTCOME_UNSET, as a v5 node's reads
+    assert old.outcome == SegmentationResult.OUTCOME_UNSET and example.outcome_of(old) == "absent"
+    old.targets.append(Target(label="mug_1"))
+    assert example.outcome_of(old) == "targets"
+    assert example.outcome_of(SegmentationResult(success=False, error="queue full")) == "failed"
+    for value, name in ((1, "targets"), (2, "absent"), (3, "failed")):
+        assert example.outcome_of(SegmentationResult(success=value != 3, outcome=value)) == name
+    outcome = example.Outcome(request_id="r", status="succeeded", outcome="absent")
+    assert example.nothing_to_act_on(outcome) == "nothing to act on: the answer names no target (re-plan or ask)"
 
 
 def test_script_without_an_action_server_says_so_and_exits_0():
