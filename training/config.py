@@ -54,6 +54,9 @@ class DataSourceConfig:
     # list view without the mixed family's object-and-part answers: drawn again, those teach
     # a model to answer part questions with the object and its part.
     families: list[str] = field(default_factory=list)
+    # Leave out the questions of these families, e.g. [absent]: the commands about what is not
+    # there (family "absent"), which a stage trained before them keeps out to stay what it was.
+    exclude_families: list[str] = field(default_factory=list)
 
 
 @dataclass

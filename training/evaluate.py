@@ -34,6 +34,19 @@ visible one, or the complete one when the command asks for the complete shape). 
 them, on data that has the ground truth: visible gIoU/cIoU, amodal gIoU/cIoU over all
 targets and over occluded ones only (the amodal mask has pixels outside the visible
 one), and mask-type accuracy (R2SM, the synthetic world's amodal questions).
+
+Commands about something that is not there (a record whose meta says what is ``missing``:
+no targets, a refusal for an answer) never enter gIoU/cIoU, the answer errors or the target
+and amodal breakdowns, so a world with them scores its present commands exactly as the same
+world without them. Each split reports instead, beside gIoU/cIoU (``m2sa_core.evaluation.rejection``):
+``absent_rejected`` (the share of absent commands rejected, ``absent_rejected_count`` of
+``absent_commands``), ``present_rejected`` (the share of present commands wrongly rejected,
+``present_rejected_count`` of ``present_commands``), ``absent_named`` (generative: of the
+absent commands rejected, the share whose answer names the record's missing words) and
+``absent_by_kind`` (category, part, instance, property). Rejected means, generative: the free
+answer holds no [SEG]; teacher-forced: for a present command, the argmax at the first gold
+[SEG] position is not [SEG]; for an absent one, the argmax is [SEG] at no position of the fed
+absent answer. A share with nothing to count (a split without absent commands) is null.
 """
 
 from __future__ import annotations
@@ -53,11 +66,15 @@ from m2sa_core.evaluation.answer_errors import AnswerErrorCounter
 from m2sa_core.evaluation.answer_errors import markdown as answer_errors_markdown
 from m2sa_core.evaluation.answer_errors import markdown_by_number, markdown_by_question, report_by_question
 from m2sa_core.evaluation.metrics import AmodalEvaluator, format_report, pair_masks, SegmentationEvaluator, SplitReport
+from m2sa_core.evaluation.rejection import is_absent, missing_of, RejectionCounter, same_words
+from m2sa_core.evaluation.rejection import markdown as rejection_markdown
+from m2sa_core.evaluation.rejection import teacher_forced_rejects
 from m2sa_core.evaluation.target_breakdown import markdown as targets_markdown
 from m2sa_core.evaluation.target_breakdown import score_targets
 from m2sa_core.evaluation.target_breakdown import summarise as summarise_targets
 from m2sa_core.evaluation.target_breakdown import target_kind
 from m2sa_core.inference import DEFAULT_MAX_NEW_TOKENS, dtype_from_name, DTYPE_NAMES, Segmenter
+from m2sa_core.inference.absence import absence_of
 from m2sa_core.model.batch import collate
 from m2sa_core.model.quantization import MODES as QUANTIZATION_MODES
 from m2sa_core.prompt import sanitize_command
@@ -119,6 +136,7 @@ class Predictions:
     amodal: list[np.ndarray]
     mask_types: list[str]
     scores: list[float] | None = None  # the model's predicted IoU of each requested mask (Target.score or amodal_score)
+    rejected: bool | None = None  # teacher-forced: the fed answer rejected (m2sa_core.evaluation.rejection)
 
 
 @torch.no_grad()
@@ -142,7 +160,8 @@ def teacher_forced_predictions(segmenter: Segmenter, builder: SampleBuilder, rec
     chosen = [(a, sa) if t == MaskType.AMODAL else (v, sv)
               for v, a, sv, sa, t in zip(visible, amodal, visible_scores, amodal_scores, types)]
     requested, scores = [mask for mask, _ in chosen], [score for _, score in chosen]
-    return Predictions(requested, visible, amodal, types, scores)
+    rejected = teacher_forced_rejects(out.logits[0], batch["labels"][0], builder.seg_token_id, is_absent(record))
+    return Predictions(requested, visible, amodal, types, scores, rejected)
 
 
 @torch.no_grad()
@@ -185,7 +204,8 @@ def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, spl
                      progress: bool = True, amodal: AmodalEvaluator | None = None,
                      answers: AnswerErrorCounter | None = None,
                      answer_log: list[dict] | None = None,
-                     target_log: list[dict] | None = None) -> dict[str, SplitReport]:
+                     target_log: list[dict] | None = None,
+                     rejections: RejectionCounter | None = None) -> dict[str, SplitReport]:
     """
     Score ``records`` (this rank takes every world_size-th one) and all-reduce the sums.
 
@@ -196,6 +216,9 @@ def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, spl
     the counts alone cannot say which questions a mistake comes from. With ``target_log``
     given, one entry per ground-truth target of this rank: its kind, size and the IoU it
     was given (:mod:`m2sa_core.evaluation.target_breakdown`), which the split averages hide.
+    With ``rejections`` given (built with the same ``splits``), whether each command was
+    rejected. An absent command (:func:`m2sa_core.evaluation.rejection.is_absent`) goes to
+    ``rejections`` and the answer log alone: none of the masks' scores sees it.
     """
     evaluator = SegmentationEvaluator(protocol, splits=sorted(set(splits)))
     builder = SampleBuilder.for_model(segmenter.tokenizer, segmenter.model.config, evaluation=True)
@@ -212,6 +235,16 @@ def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, spl
             result, predictions = generative_predictions(segmenter, image, eval_command(builder, record),
                                                          str(record.image_path))
             truncated += int(result.truncated)
+            predictions.rejected = absence_of(result.raw_answer) is not None
+        if show_dir is not None and shown < show and result is not None:
+            _save_overlay(show_dir, index, image, record, result)
+            shown += 1
+        if is_absent(record):
+            _add_absent(record, index, predictions, result, rejections, answer_log)
+            continue
+        if rejections is not None:
+            rejections.add_present(predictions.rejected, split=record.split)
+        if result is not None:
             if answers is not None:
                 kind = answers.add(result.targets, record.targets, split=record.split)
                 if answer_log is not None:
@@ -229,9 +262,6 @@ def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, spl
                                                       scores=predictions.scores)]
         if amodal is not None:
             score_amodal(amodal, predictions, record, gts)
-        if show_dir is not None and shown < show and result is not None:
-            _save_overlay(show_dir, index, image, record, result)
-            shown += 1
     if truncated:
         log.warning("%d answers reached max_new_tokens=%d before their end (trailing targets may be missing)",
                     truncated, segmenter.max_new_tokens)
@@ -240,7 +270,25 @@ def evaluate_records(segmenter: Segmenter, records: Sequence, protocol: str, spl
         amodal.all_reduce()
     if answers is not None:
         answers.all_reduce(splits)
+    if rejections is not None:
+        rejections.all_reduce()
     return evaluator.report()
+
+
+def _add_absent(record, index: int, predictions: Predictions, result, rejections: RejectionCounter | None,
+                answer_log: list[dict] | None) -> None:
+    """Count one absent command's rejection, and log its free answer (kind "absent rejected" or "absent segmented")."""
+    missing = missing_of(record)
+    said = result.absence.missing if result is not None and result.absence is not None else ""
+    named = same_words(said, missing["words"])
+    if rejections is not None:
+        rejections.add_absent(missing["kind"], predictions.rejected, named, split=record.split)
+    if answer_log is not None and result is not None:
+        answer_log.append({"index": index, "split": record.split, "image": str(record.image_path),
+                           "question": record.question, "answer": result.answer,
+                           "kind": "absent rejected" if predictions.rejected else "absent segmented",
+                           "predicted": [t.label for t in result.targets], "truth": [],
+                           "missing": dict(missing), "named": said if predictions.rejected else None})
 
 
 def gather_log(entries: list[dict]) -> list[dict]:
@@ -308,8 +356,16 @@ def evaluate_sources(model, tokenizer, sources: Iterable[DataSourceConfig], prot
         records += [dataset[i] for i in range(min(len(dataset), max_items) if max_items else len(dataset))]
     if not records:
         return {}
-    reports = evaluate_records(segmenter, records, protocol, [r.split for r in records], info, progress=False)
-    return {k: v.as_dict() for k, v in reports.items()}
+    splits = [r.split for r in records]
+    rejections = RejectionCounter(protocol, splits=sorted(set(splits)))
+    reports = evaluate_records(segmenter, records, protocol, splits, info, progress=False, rejections=rejections)
+    return with_rejections(reports, rejections)
+
+
+def with_rejections(reports: dict[str, SplitReport], rejections: RejectionCounter) -> dict[str, dict]:
+    """Each split's gIoU/cIoU report with its rejection figures added (the keys of today, then the new ones)."""
+    rejected = rejections.report()
+    return {k: {**v.as_dict(), **rejected.get(k, {})} for k, v in reports.items()}
 
 
 @cli_entry("m2sa-eval")
@@ -364,9 +420,12 @@ def main(argv: list[str] | None = None) -> int:
     answers = AnswerErrorCounter() if protocol == "generative" else None
     answer_log: list[dict] | None = [] if answers is not None else None
     target_log: list[dict] = []
-    reports = evaluate_records(segmenter, records, protocol, [r.split for r in records], info,
+    splits = [r.split for r in records]
+    rejections = RejectionCounter(protocol, splits=sorted(set(splits)))
+    reports = evaluate_records(segmenter, records, protocol, splits, info,
                                show_dir=out.with_suffix("") if args.show else None, show=args.show, amodal=amodal,
-                               answers=answers, answer_log=answer_log, target_log=target_log)
+                               answers=answers, answer_log=answer_log, target_log=target_log,
+                               rejections=rejections)
     if answer_log is not None:
         answer_log = gather_log(answer_log)
     target_log = gather_log(target_log)
@@ -376,11 +435,11 @@ def main(argv: list[str] | None = None) -> int:
         payload = {"model": str(args.model), "protocol": protocol, "data": args.data,
                    "device": str(segmenter.device), "dtype": str(segmenter.dtype).removeprefix("torch."),
                    "duplicate_iou": segmenter.duplicate_iou,
-                   "splits": {k: v.as_dict() for k, v in reports.items()}, "amodal": amodal_report}
+                   "splits": with_rejections(reports, rejections), "amodal": amodal_report}
         if answers is not None:
             payload["answer_errors"] = answers.report()
             payload["answers_by_number"] = answers.report_by_number()
-            payload["answers_by_question"] = report_by_question(answer_log)
+            payload["answers_by_question"] = report_by_question([e for e in answer_log if "missing" not in e])
         payload["targets"] = summarise_targets(target_log)
         out.write_text(json.dumps(payload, indent=2))
         if answer_log is not None:  # each free answer, its targets and its kind of mistake
@@ -388,6 +447,9 @@ def main(argv: list[str] | None = None) -> int:
         # each ground-truth target, what it is and the IoU it was given
         out.with_suffix(".targets.jsonl").write_text("".join(json.dumps(e) + "\n" for e in target_log))
         table = markdown_table(reports, "M2SA")
+        table += ("\n\nCommands rejected (no target named), per split; absent: the target is not there "
+                  "(null: no such command):\n\n")
+        table += rejection_markdown(rejections.report(), TABLE_TITLES)
         extra = amodal_markdown(amodal_report)
         if extra:
             table += "\n\n" + extra

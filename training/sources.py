@@ -61,7 +61,7 @@ def open_source(src: DataSourceConfig, strict: bool = False) -> Source:
 
 def _filtered(records, src: DataSourceConfig, name: str):
     """
-    Return the view ``min_instances``, ``min_targets`` and ``families`` ask for.
+    Return the view ``min_instances``, ``min_targets``, ``families`` and ``exclude_families`` ask for.
 
     An empty view is an error naming the filter.
     """
@@ -75,6 +75,10 @@ def _filtered(records, src: DataSourceConfig, name: str):
     if src.families:
         wanted = set(src.families)
         keep.append((f"is of the families {sorted(wanted)} (families)", lambda r: r.meta.get("family") in wanted))
+    if src.exclude_families:
+        unwanted = set(src.exclude_families)
+        keep.append((f"is of none of the families {sorted(unwanted)} (exclude_families)",
+                     lambda r: r.meta.get("family") not in unwanted))
     for what, test in keep:
         read = len(records)
         records = [r for r in records if test(r)]

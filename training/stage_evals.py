@@ -44,15 +44,23 @@ def report_eval(config: TrainConfig, step: int, report: dict[str, dict[str, floa
 
 
 def m2sa_eval(model, tokenizer, config: TrainConfig, step: int, info: DistInfo, writer, builder) -> None:
-    """Log the generative gIoU and cIoU on the eval sources, shared across ranks."""
+    """Log the generative gIoU and cIoU (and the rejections of absent commands) on the eval sources, across ranks."""
     from training.evaluate import evaluate_sources
 
     with eval_mode(model):
         report = evaluate_sources(model, tokenizer, config.eval_data, protocol="generative",
                                   max_items=config.eval_max_items, info=info)
     if info.is_main:
-        line = " ".join(f"{split}: gIoU {r['giou']:.3f} cIoU {r['ciou']:.3f}" for split, r in report.items())
+        line = " ".join(f"{split}: gIoU {r['giou']:.3f} cIoU {r['ciou']:.3f}" + _rejection_words(r)
+                        for split, r in report.items())
         report_eval(config, step, report, line, writer)
+
+
+def _rejection_words(split: dict) -> str:
+    """Return the shares of absent commands rejected and present ones wrongly rejected, when there are absent ones."""
+    if split.get("absent_rejected") is None:
+        return ""
+    return f" absent rejected {split['absent_rejected']:.3f} present rejected {split['present_rejected'] or 0.0:.3f}"
 
 
 def promptable_eval(model, tokenizer, config: TrainConfig, step: int, info: DistInfo, writer, builder) -> None:
