@@ -6,7 +6,8 @@
 #   stage 1b  CLIP + projector: the words of each patch  training/tiny/1b_clip.yaml
 #   stage 2   projector + language model (CLIP frozen)   training/tiny/2_language.yaml
 #   stage 3   M2SA from the pretrained parts       training/tiny/3_m2sa.yaml
-#   eval      held-out splits, both protocols, R2SM and amodal
+#   stage 3b  stage 3's mixture + commands about what is not there  training/tiny/3b_absent.yaml
+#   eval      held-out splits, both protocols, R2SM and amodal (the last stage's model)
 #   export    models/m2sa-tiny-synth (only with --export)
 #
 #   bash scripts/train_tiny.sh [--export] [key=value overrides for every stage, e.g. device=cuda]
@@ -18,8 +19,9 @@
 # starting from the one before it under the same RUNS; DATA and HELD are where the
 # training and held-out worlds go (data/synth, data/heldout: the stage configs read
 # data/synth); BIN is where the m2sa-* commands are (.venv/bin); STAGES the stages, in
-# order (default "1_sam 1b_clip 2_language 3_m2sa"; each starts from the one before it;
-# the evaluations wait for stage 3's model, so STAGES=1_sam trains stage 1 alone);
+# order (default "1_sam 1b_clip 2_language 3_m2sa 3b_absent"; each starts from the one before it;
+# the evaluations wait for stage 3's model, or stage 3b's when STAGES names it, so STAGES=1_sam
+# trains stage 1 alone and STAGES ending in 3_m2sa gives the model before stage 3b);
 # IMAGES the training world's size (default 2000: 1,600 training images, the shipped model's;
 # training/tiny/research/RUNS.md run 27 trains on 8000). Stage 1b reads a larger world of its own,
 # CLIP_DATA (default data/synth16k) at CLIP_IMAGES (default 16000) and CLIP_SEED (default 1): on
@@ -34,7 +36,7 @@ BIN=${BIN:-.venv/bin}
 RUNS=${RUNS:-runs/tiny}
 DATA=${DATA:-data/synth}
 HELD=${HELD:-data/heldout}
-STAGES=${STAGES:-1_sam 1b_clip 2_language 3_m2sa}
+STAGES=${STAGES:-1_sam 1b_clip 2_language 3_m2sa 3b_absent}
 IMAGES=${IMAGES:-2000}
 CLIP_DATA=${CLIP_DATA:-data/synth16k}
 CLIP_IMAGES=${CLIP_IMAGES:-16000}
@@ -73,6 +75,16 @@ world() {  # world NAME DIR IMAGES SEED: the world of that size and seed in DIR
     echo "$stamp" > "$dir/.complete"
   fi
 }
+# Stage 3b trains on the absent questions of the training world and is scored on the held-out
+# world's: a world written before m2sa-synth asked them is written again (the same seed gives the
+# same images and present questions, so the stages before 3b stay what they were).
+absent_questions() {  # absent_questions FILE: false when FILE exists and asks none
+  [[ ! -f $1 ]] || grep -q '"absent"' "$1"
+}
+if [[ " $STAGES " == *" 3b_absent "* ]]; then
+  absent_questions "$DATA/MMR_train.json" || rm -f "$DATA/.complete"
+  absent_questions "$HELD/MMR_test_mixed.json" || rm -f "$HELD/.complete"
+fi
 world data_train "$DATA" "$IMAGES" "$TRAIN_SEED"
 if [[ " $STAGES " == *" 1b_clip "* || " $STAGES " == *" 3_m2sa "* ]]; then  # the stages that read it
   world data_clip "$CLIP_DATA" "$CLIP_IMAGES" "$CLIP_SEED"
@@ -129,11 +141,24 @@ for stage in $STAGES; do
   previous=$stage
 done
 
-MODEL=$RUNS/3_m2sa/final
+FINAL=3_m2sa
+[[ " $STAGES " == *" 3b_absent "* ]] && FINAL=3b_absent
+MODEL=$RUNS/$FINAL/final
 if [[ ! -f $MODEL/model.safetensors ]]; then  # STAGES stopped before stage 3: nothing to score yet
   echo "[train_tiny] stages done: $STAGES; no $MODEL to evaluate yet (run again without STAGES to go on)"
   exit 0
 fi
+# The figures are the scored model's: another stage's go aside to $RUNS/scored/STAGE/, kept, and
+# this one is scored (a RUNS scored before stage 3b existed scored stage 3).
+scored=$(cat "$RUNS/scored_model" 2>/dev/null || echo "$RUNS/3_m2sa/final")
+if [[ $scored != "$MODEL" ]]; then
+  aside="$RUNS/scored/$(basename "$(dirname "$scored")")"
+  mkdir -p "$aside"
+  for old in "$RUNS"/eval_*; do
+    if [[ -e $old ]]; then mv "$old" "$aside/"; fi
+  done
+fi
+echo "$MODEL" > "$RUNS/scored_model"
 for protocol in generative teacher-forced; do
   if [[ ! -f $RUNS/eval_$protocol.json ]]; then
     timed "eval_$protocol" "$BIN/m2sa-eval" --model $MODEL --data "${SPLITS[@]}" --image-root $HELD/images \
