@@ -26,7 +26,12 @@ with the first answers; we do not).
 
 Extra keys the synthetic world writes and this reader understands:
 ``amodal_segmentation`` per annotation (kept as ``amodal_rle``), and ``mask_types`` /
-``question_families`` per image (one entry per question).
+``question_families`` per image (one entry per question). ``missing`` per image, one
+entry per question, marks commands about something the image does not hold: ``null``
+for a present question, ``{"kind": K, "words": W}`` for an absent one, whose answers
+are ``[]`` and whose text answer names W with no ``{seg}``. An absent question becomes a
+record with no targets and ``meta["missing"]``; a record is absent exactly when
+``"missing" in record.meta``. Entries without the list (the MMR release) read as before.
 """
 
 from __future__ import annotations
@@ -51,6 +56,8 @@ from m2sa_core.labels import label_segments, make_label, parse_label_before, spl
 from m2sa_core.types import MASK_TYPES
 
 SEG_PLACEHOLDER = "{seg}"
+# What an absent question may say is missing (docs/DATASETS.md, absent commands).
+MISSING_KINDS = ("category", "part", "instance", "property")
 MMR_SPLITS = ("train", "val", "test_obj_only", "test_part_only", "test_mixed")
 _IMAGE_KEYS = ("coco_url", "neg_category_ids", "not_exhaustive_category_ids")
 
@@ -152,7 +159,7 @@ def _parse_image(entry: Any, index: int, image_root: Path) -> dict[str, Any]:
             f"{len(text_answers)} text_answers; they must match one to one"
         )
     image_path = require_image_file(image_root, file_name, what)
-    for key in ("mask_types", "question_families"):
+    for key in ("mask_types", "question_families", "missing"):
         if key in entry and (not isinstance(entry[key], list) or len(entry[key]) != len(questions)):
             raise ValueError(f"{what}['{key}'] must be a list with one entry per question")
     return {
@@ -166,6 +173,21 @@ def _parse_image(entry: Any, index: int, image_root: Path) -> dict[str, Any]:
     }
 
 
+def _missing(entry: dict, q_index: int) -> dict[str, str] | None:
+    """Return ``{"kind", "words"}`` when question ``q_index`` is about something absent, else None."""
+    if "missing" not in entry or entry["missing"][q_index] is None:
+        return None
+    value = entry["missing"][q_index]
+    where = f"missing[{q_index}]"
+    if not isinstance(value, dict) or set(value) != {"kind", "words"}:
+        raise ValueError(f"{where} must be null or an object with exactly the keys 'kind' and 'words', got {value!r}")
+    if value["kind"] not in MISSING_KINDS:
+        raise ValueError(f"{where}['kind'] must be one of {MISSING_KINDS}, got {value['kind']!r}")
+    if not isinstance(value["words"], str) or not value["words"].strip():
+        raise ValueError(f"{where}['words'] must be a non-empty string, got {value['words']!r}")
+    return {"kind": value["kind"], "words": value["words"]}
+
+
 def _parse_question(entry: dict, image: dict, q_index: int, question: Any, what: str, split: str,
                     source: str) -> SegRecord:
     if not isinstance(question, str) or not question.strip():
@@ -174,7 +196,13 @@ def _parse_question(entry: dict, image: dict, q_index: int, question: Any, what:
     if not isinstance(template, str):
         raise ValueError(f"text_answers[{q_index}] must be a string, got {type(template).__name__}")
     annotations = image["answers"][q_index]
-    if not isinstance(annotations, list) or not annotations:
+    missing = _missing(entry, q_index)
+    if missing is not None:
+        if annotations != []:
+            raise ValueError(f"{what} must be an empty list: missing[{q_index}] says the question's target is absent")
+        if not template.strip():
+            raise ValueError(f"text_answers[{q_index}] must name what is missing (missing[{q_index}]), got ''")
+    elif not isinstance(annotations, list) or not annotations:
         raise ValueError(f"{what} must be a non-empty list of annotations")
     n_seg = template.count(SEG_PLACEHOLDER)
     if n_seg != len(annotations):
@@ -199,6 +227,8 @@ def _parse_question(entry: dict, image: dict, q_index: int, question: Any, what:
         meta["raw_answer"] = raw[q_index]
     if "question_families" in entry:
         meta["family"] = entry["question_families"][q_index]
+    if missing is not None:
+        meta["missing"] = missing
     return SegRecord(
         source=source,
         split=split,

@@ -178,9 +178,32 @@ def test_round_trip_generator_reader_builder(synth_dir, tokenizer):
             assert sample.target_labels == [t.label for t in record.targets]
             if record.source == "r2sm":  # one requested mask: the amodal one only when asked for
                 assert (sample.amodal_masks is not None) == (record.mask_type == "amodal")
+            elif not record.targets:  # an absent command: answered in words alone
+                assert "missing" in record.meta and sample.amodal_masks is None
             else:  # the synthetic world keeps the complete mask of every target
                 assert sample.amodal_masks is not None and (sample.amodal_masks >= sample.masks).all()
             if record.mask_type == "amodal":
                 assert np.array_equal(sample.masks, sample.amodal_masks)
             seen_sources.add(record.source)
     assert seen_sources == {"synthetic", "r2sm", "amodal_reasonseg"}
+
+
+def test_absent_commands_build_as_answers_in_words_with_no_mask(synth_dir, tokenizer):
+    """A command about something the image does not hold trains its answer's words, with no [SEG] and no mask."""
+    builder = SampleBuilder(tokenizer, seed=0)
+    seg_id = tokenizer.convert_tokens_to_ids(SEG_TOKEN)
+    built = 0
+    for split in ("train", "val", "test_obj_only", "test_part_only", "test_mixed"):
+        for record in read_mmr(synth_dir / f"MMR_{split}.json", synth_dir / "images", strict=True):
+            if "missing" not in record.meta:
+                continue
+            sample = builder.build(record)
+            assert sample.answer == record.answer_template and record.meta["missing"]["words"] in sample.answer
+            assert seg_id not in sample.input_ids and tokenizer.unk_token_id not in sample.input_ids, sample.answer
+            assert sample.masks.shape == (0, 256, 256) and sample.amodal_masks is None
+            _, answer_turn = build_conversation(sample.command, sample.answer)
+            n_answer = len(tokenizer(answer_turn, add_special_tokens=False)["input_ids"])
+            assert sample.labels[:-n_answer] == [IGNORE_INDEX] * (len(sample.labels) - n_answer)
+            assert sample.labels[-n_answer:] == sample.input_ids[-n_answer:]  # the sentence is what trains
+            built += 1
+    assert built > 20

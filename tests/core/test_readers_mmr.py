@@ -234,3 +234,56 @@ def test_image_size_differing_from_the_annotation_is_an_error(tmp_path, image_ro
     (rec,) = read_mmr(write(tmp_path, [entry]), image_root)
     with pytest.raises(DataError, match=r"small\.png \(image id 6\) is 3x3, the annotation says 6x8"):
         rec.load_image()
+
+
+# -- absent questions: no annotations, ``missing`` says what is not there --------------------------
+
+def _with_absent(**change) -> dict:
+    """One present question, then one about a microwave the image does not hold."""
+    entry = image_entry(7, "a.png", ["Where is the mug?", "Where is the microwave?"],
+                        [[ann(box(0, 0, 2, 2), "mug", 7)], []],
+                        ["It is the mug_1 {seg}.", "There is no microwave here."],
+                        question_families=["object", "absent"], mask_types=["modal", "modal"],
+                        missing=[None, {"kind": "category", "words": "microwave"}])
+    entry.update(change)
+    return entry
+
+
+def test_absent_question_reads_with_no_targets_and_what_is_missing(tmp_path, image_root):
+    present, absent = read_mmr(write(tmp_path, [_with_absent()]), image_root, strict=True)
+    assert absent.targets == [] and absent.answer_template == "There is no microwave here."
+    assert absent.meta["missing"] == {"kind": "category", "words": "microwave"} and absent.meta["family"] == "absent"
+    assert [t.label for t in present.targets] == ["mug_1"] and "missing" not in present.meta
+    # Without the list (the MMR release), an entry reads as before: its present question alike.
+    release = image_entry(7, "a.png", ["Where is the mug?"], [[ann(box(0, 0, 2, 2), "mug", 7)]],
+                          ["It is the mug_1 {seg}."])
+    (alone,) = read_mmr(write(tmp_path, [release]), image_root, strict=True)
+    assert "missing" not in alone.meta and alone.targets == present.targets
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ({"missing": {"kind": "category"}}, "entry 0['missing'] must be a list with one entry per question"),
+        ({"missing": [None]}, "entry 0['missing'] must be a list with one entry per question"),
+        ({"missing": [None, "microwave"]}, "missing[1] must be null or an object with exactly the keys"),
+        ({"missing": [None, {"kind": "category"}]}, "missing[1] must be null or an object with exactly the keys"),
+        ({"missing": [None, {"kind": "colour", "words": "red mug"}]}, "missing[1]['kind'] must be one of"),
+        ({"missing": [None, {"kind": "category", "words": " "}]}, "missing[1]['words'] must be a non-empty string"),
+        ({"answers": [[ann(box(0, 0, 2, 2), "mug", 7)], [ann(box(0, 0, 2, 2), "mug", 7)]]},
+         "answers[1] must be an empty list: missing[1] says"),
+        ({"text_answers": ["It is the mug_1 {seg}.", "There is no microwave {seg}."]},
+         "text_answers[1] has 1 {seg} placeholders but 0 annotations"),
+        ({"text_answers": ["It is the mug_1 {seg}.", ""]}, "text_answers[1] must name what is missing"),
+        ({"missing": [{"kind": "category", "words": "mug"}, None]}, "answers[0] must be an empty list"),
+        ({"missing": [None, None]}, "answers[1] must be a non-empty list of annotations"),
+    ],
+)
+def test_bad_missing_entries_are_one_line_errors_naming_where(tmp_path, image_root, change, expected):
+    path = write(tmp_path, [_with_absent(**change)])
+    ds = read_mmr(path, image_root)
+    assert len(ds.problems) >= 1 and expected in str(ds.problems[0]), ds.problems
+    assert "\n" not in str(ds.problems[0])
+    with pytest.raises(DataError) as err:
+        read_mmr(path, image_root, strict=True)
+    assert expected in str(err.value) and str(path) in str(err.value) and "image 7" in str(err.value)

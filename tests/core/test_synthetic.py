@@ -96,7 +96,10 @@ def test_files_have_the_mmr_release_keys_and_split_by_granularity(world):
         assert entries, split
         for e in entries:
             assert MMR_KEYS <= set(e)
-            for anns in e["answers"]:
+            for anns, family in zip(e["answers"], e["question_families"]):
+                if family == "absent":  # no targets (test_synthetic_absent.py)
+                    assert anns == []
+                    continue
                 parts = set()
                 for a in anns:
                     assert ANN_KEYS <= set(a) and "amodal_segmentation" in a
@@ -119,7 +122,11 @@ def test_masks_inside_image_amodal_contains_visible_every_seg_annotated(world):
         for e in load(world, f"MMR_{split}.json"):
             h, w = e["height"], e["width"]
             assert (h, w) == (256, 256)
-            for q, template, anns, mask_type in zip(e["questions"], e["text_answers"], e["answers"], e["mask_types"]):
+            for q, template, anns, mask_type, family in zip(e["questions"], e["text_answers"], e["answers"],
+                                                            e["mask_types"], e["question_families"]):
+                if family == "absent":  # no targets (test_synthetic_absent.py)
+                    assert template.count("{seg}") == len(anns) == 0
+                    continue
                 assert template.count("{seg}") == len(anns) >= 1
                 assert 1 <= len(anns) <= 6
                 for before, a in zip(label_segments(template), anns):
@@ -137,7 +144,7 @@ def test_masks_inside_image_amodal_contains_visible_every_seg_annotated(world):
                     assert parsed is not None and (parsed.object_name, parsed.part_name) == (obj, part), before
                     assert obj in CATEGORIES and (not part or part in CATEGORIES[obj].parts)
             families.update(e["question_families"])
-    assert families == {"object", "part", "multi", "mixed", "amodal", "visible"}
+    assert families == {"object", "part", "multi", "mixed", "amodal", "visible", "absent"}
 
 
 def test_some_objects_are_occluded(world):
@@ -271,10 +278,15 @@ def test_level_words_train_asks_each_action_for_the_object_then_its_part(world):
     assert pairs >= len(entries)
 
 
+def _present_questions(entry: dict) -> list[str]:
+    """Return the entry's questions less its absent ones (their phrasings: test_synthetic_absent.py)."""
+    return [q for q, family in zip(entry["questions"], entry["question_families"]) if family != "absent"]
+
+
 def test_val_and_test_use_only_held_out_phrasings(world):
     held_out = _held_out_texts()
-    train_qs = {q for e in load(world, "MMR_train.json") for q in e["questions"]}
-    eval_qs = {q for s in MMR_FILES[1:] for e in load(world, f"MMR_{s}.json") for q in e["questions"]}
+    train_qs = {q for e in load(world, "MMR_train.json") for q in _present_questions(e)}
+    eval_qs = {q for s in MMR_FILES[1:] for e in load(world, f"MMR_{s}.json") for q in _present_questions(e)}
     assert train_qs and eval_qs
     assert not (train_qs & held_out)
     assert eval_qs <= held_out

@@ -28,6 +28,7 @@ import sys
 import time
 
 from m2sa_core.cli_errors import cli_entry
+from m2sa_core.data.synthetic.absent import absent_texts
 from m2sa_core.data.synthetic.questions import (
     AMODAL_ANSWERS,
     AMODAL_PHRASINGS,
@@ -56,7 +57,8 @@ def text_corpus(max_instances: int = 4) -> list[str]:
     Meant for training the tiny model's tokenizer: it covers every phrasing (held-out
     ones included, so val/test text tokenizes without unknown tokens), every spoken
     name, every label ``object_N`` / ``object_N's part``, the answer templates, the
-    LISA-style templates and the conversation's fixed text.
+    LISA-style templates and the conversation's fixed text, and every absent command and
+    the sentences that answer it (:func:`~m2sa_core.data.synthetic.absent.absent_texts`).
     """
     texts: list[str] = [SYSTEM, f"{ROLES[0]}: {ROLES[1]}: {SEP2}"]
     texts.extend(all_template_texts())
@@ -80,12 +82,13 @@ def text_corpus(max_instances: int = 4) -> list[str]:
             text = template.replace("{targets}", join_targets(labels[: min(3, len(labels))]))
             texts.append(text[0].upper() + text[1:])
         texts.append(join_targets(labels))
+    texts.extend(absent_texts(max_instances))
     return list(dict.fromkeys(texts))
 
 
 @cli_entry("m2sa-synth")
 def main(argv: list[str] | None = None) -> int:
-    """``m2sa-synth --out DIR --images N --seed S [--size 256]``."""
+    """``m2sa-synth --out DIR --images N --seed S [--size 256] [--absent-per-image 1]``."""
     parser = argparse.ArgumentParser(prog="m2sa-synth", description=__doc__.strip().splitlines()[0])
     parser.add_argument("--out", required=True, help="output directory (images/ and the JSON files)")
     parser.add_argument("--images", type=int, required=True, help="number of images (80/10/10 %% train/val/test)")
@@ -94,12 +97,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=min(os.cpu_count() or 1, 8),
                         help="processes rendering images side by side (default: this machine's cores, at most 8); "
                              "the files are the same for any number")
+    parser.add_argument("--absent-per-image", type=int, default=1, metavar="N",
+                        help="commands about things the scene does not hold (family 'absent'): N per image in val "
+                             "and in each test file, N of every kind per train image (default 1; 0: none, the "
+                             "files of a world without them)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     args = parser.parse_args(argv)
     start = time.perf_counter()
     try:
         counts = generate_dataset(args.out, args.images, args.seed, args.size, progress=not args.quiet,
-                                  workers=args.workers)
+                                  workers=args.workers, absent_per_image=args.absent_per_image)
     except ValueError as exc:
         parser.error(str(exc))
     for name, n in counts.items():

@@ -25,6 +25,8 @@ project's convention: every target is named right before its ``{seg}``
 Families: ``object`` (one category, object level), ``part`` (one category, one part),
 ``multi`` (several categories, 2-6 targets), ``mixed`` (objects and their parts), and
 the R2SM-style ``amodal`` (complete masks, hidden parts included) and ``visible``.
+Commands about things the scene does not hold (family ``absent``) are drawn in
+:mod:`m2sa_core.data.synthetic.absent`.
 """
 
 from __future__ import annotations
@@ -313,6 +315,8 @@ class Question:
     targets: list[tuple[int, str]]  # (object index in scene.objects, part or "")
     mask_type: str  # "modal" | "amodal"
     function: str
+    # Absent commands only (``absent.py``): {"kind": ..., "words": ...}, with no targets.
+    missing: dict[str, str] | None = None
 
 
 def phrasings_for(phrasings: tuple[str, ...], held_out: bool) -> tuple[str, ...]:

@@ -52,6 +52,13 @@ Files (all image paths relative to ``DIR/images``):
   without any clause of the held-out phrasings (:mod:`wording.level`).
 
 Every annotation also carries ``amodal_segmentation``, the complete mask.
+
+Every MMR file also holds commands about things the scene does not hold (family
+``absent``, :mod:`m2sa_core.data.synthetic.absent`): no annotations, an answer that names
+what is missing, and a ``missing`` list parallel to the questions (``null`` for a present
+question, ``{"kind", "words"}`` for an absent one) in each entry that has one. They are
+drawn from a random stream of their own and follow the image's present questions, so
+that those stay what a world without them holds; ``absent_per_image=0`` writes none.
 """
 
 from __future__ import annotations
@@ -66,6 +73,7 @@ from typing import Any
 
 import cv2
 from m2sa_core.data.rle import encode_mask
+from m2sa_core.data.synthetic.absent import absent_questions, TEST_SPLIT
 from m2sa_core.data.synthetic.knowledge import knowledge_entry, knowledge_questions, object_and_part_questions
 from m2sa_core.data.synthetic.pretraining import conversation_entry, mask_annotation_entry, text_answer
 from m2sa_core.data.synthetic.questions import name_instance, named_view_questions, Question, sample_questions
@@ -167,7 +175,9 @@ def _annotation(gen: GeneratedImage, obj_index: int, part: str, mask_type: str) 
 
 
 def granularity_split(question: Question) -> str:
-    """test_obj_only / test_part_only / test_mixed by the targets' granularity."""
+    """test_obj_only / test_part_only / test_mixed by the targets' granularity (an absent command's by its form)."""
+    if question.missing is not None:
+        return TEST_SPLIT[question.function]
     parts = {bool(p) for _, p in question.targets}
     if parts == {False}:
         return "test_obj_only"
@@ -178,7 +188,7 @@ def mmr_entry(gen: GeneratedImage, questions: list[Question]) -> dict[str, Any]:
     """One image entry with the MMR release keys (plus mask_types, question_families)."""
     h, w = gen.scene.image.shape[:2]
     present = {CATEGORY_IDS[o.category] for o in gen.scene.objects}
-    return {
+    entry = {
         "file_name": gen.file_name,
         "height": h,
         "width": w,
@@ -193,6 +203,9 @@ def mmr_entry(gen: GeneratedImage, questions: list[Question]) -> dict[str, Any]:
         "mask_types": [q.mask_type for q in questions],
         "question_families": [q.family for q in questions],
     }
+    if any(q.missing is not None for q in questions):
+        entry["missing"] = [q.missing for q in questions]
+    return entry
 
 
 def r2sm_entry(gen: GeneratedImage) -> dict[str, Any] | None:
@@ -249,18 +262,26 @@ class ImageEntries:
     amodal: dict[str, Any] | None = None
 
 
-def image_entries(out_dir: Path, seed: int, n_images: int, size: int, index: int) -> ImageEntries:
+# The random stream of each image's absent commands (after the worded files' 3-7).
+ABSENT_STREAM = 8
+
+
+def image_entries(out_dir: Path, seed: int, n_images: int, size: int, index: int,
+                  absent_per_image: int = 1) -> ImageEntries:
     """
     Render image ``index``, write its PNG and return its entries of every file.
 
-    A pure function of ``(seed, index, n_images, size)``: every random stream it draws is
-    seeded from them, so images can be made in any order, by any number of processes.
+    A pure function of ``(seed, index, n_images, size, absent_per_image)``: every random
+    stream it draws is seeded from them, so images can be made in any order, by any
+    number of processes.
     """
     gen = generate_image(seed, index, n_images, size)
     cv2.imwrite(str(out_dir / "images" / gen.file_name), gen.scene.image[:, :, ::-1])
     entries = ImageEntries(gen.split)
+    rng = np.random.default_rng(np.random.SeedSequence([seed, index, ABSENT_STREAM]))
+    absent = absent_questions(gen.scene, rng, gen.split, index, absent_per_image)
     if gen.split in ("train", "val"):
-        entries.mmr[gen.split] = mmr_entry(gen, gen.questions)
+        entries.mmr[gen.split] = mmr_entry(gen, gen.questions + absent.get(gen.split, []))
         entries.mask_entry = mask_annotation_entry(gen.scene, gen.image_id, gen.file_name)
         if gen.split == "train":
             answers = [(q.question, text_answer(q.answer)) for q in gen.questions]
@@ -283,14 +304,17 @@ def image_entries(out_dir: Path, seed: int, n_images: int, size: int, index: int
     for q in gen.questions:
         if q.family in TEST_FAMILIES:
             by_split.setdefault(granularity_split(q), []).append(q)
-    entries.mmr = {name: mmr_entry(gen, qs) for name, qs in by_split.items()}
+    for name, qs in absent.items():
+        by_split.setdefault(name, []).extend(qs)
+    entries.mmr = {name: mmr_entry(gen, by_split[name]) for name in MMR_FILES if name in by_split}
     entries.r2sm, entries.amodal = r2sm_entry(gen), amodal_reasonseg_entry(gen)
     return entries
 
 
-def _entries_in_order(out_dir: Path, seed: int, n_images: int, size: int, workers: int) -> Iterator[ImageEntries]:
+def _entries_in_order(out_dir: Path, seed: int, n_images: int, size: int, workers: int,
+                      absent_per_image: int = 1) -> Iterator[ImageEntries]:
     """Every image's entries in index order, made by ``workers`` processes (1: this one)."""
-    make = partial(image_entries, out_dir, seed, n_images, size)
+    make = partial(image_entries, out_dir, seed, n_images, size, absent_per_image=absent_per_image)
     if workers <= 1 or n_images < 2 * workers:
         yield from map(make, range(n_images))
         return
@@ -301,13 +325,16 @@ def _entries_in_order(out_dir: Path, seed: int, n_images: int, size: int, worker
 
 
 def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: int = 256,
-                     progress: bool = False, workers: int = 1) -> dict[str, int]:
+                     progress: bool = False, workers: int = 1, absent_per_image: int = 1) -> dict[str, int]:
     """
     Write the whole dataset under ``out_dir``; returns the number of questions per file.
 
     ``workers`` processes render the images side by side; the files are byte for byte
     those of one process (each image is drawn from its own seed, and its entries are
-    gathered in index order).
+    gathered in index order). ``absent_per_image`` absent commands go to each val and
+    test file per image, and that many rounds of every kind to train
+    (:func:`m2sa_core.data.synthetic.absent.absent_questions`); 0 writes none, and the
+    files are then those of a world without them.
     """
     if n_images < 1:
         raise ValueError(f"n_images must be at least 1, got {n_images}")
@@ -315,6 +342,8 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
         raise ValueError(f"size must be at least 128 pixels for the objects to fit, got {size}")
     if workers < 1:
         raise ValueError(f"workers must be at least 1, got {workers}")
+    if absent_per_image < 0:
+        raise ValueError(f"absent_per_image must be 0 or more, got {absent_per_image}")
     out_dir = Path(out_dir)
     (out_dir / "images").mkdir(parents=True, exist_ok=True)
     mmr: dict[str, list] = {name: [] for name in MMR_FILES}
@@ -322,7 +351,7 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
     masks: dict[str, list] = {"train": [], "val": []}
     conversations_train, knowledge_train, knowledge_seg_train = [], [], []
     worded_train: dict[str, list] = {name: [] for name, _, _ in WORDED_TRAIN_FILES}
-    entries_of_images = _entries_in_order(out_dir, seed, n_images, size, workers)
+    entries_of_images = _entries_in_order(out_dir, seed, n_images, size, workers, absent_per_image)
     if progress:
         from tqdm import tqdm
 
