@@ -42,8 +42,10 @@ world without them. Each split reports instead, beside gIoU/cIoU (``m2sa_core.ev
 ``absent_rejected`` (the share of absent commands rejected, ``absent_rejected_count`` of
 ``absent_commands``), ``present_rejected`` (the share of present commands wrongly rejected,
 ``present_rejected_count`` of ``present_commands``), ``absent_named`` (generative: of the
-absent commands rejected, the share whose answer names the record's missing words) and
-``absent_by_kind`` (category, part, instance, property). Rejected means, generative: the free
+absent commands rejected, the share whose answer names the record's missing words),
+``absent_first_token`` (teacher-forced: the share of absent commands whose argmax at the
+answer's first position is the gold refusal's first token) and ``absent_by_kind`` (category,
+part, instance, property). Rejected means, generative: the free
 answer holds no [SEG]; teacher-forced: for a present command, the argmax at the first gold
 [SEG] position is not [SEG]; for an absent one, the argmax is [SEG] at no position of the fed
 absent answer. A share with nothing to count (a split without absent commands) is null.
@@ -68,7 +70,7 @@ from m2sa_core.evaluation.answer_errors import markdown_by_number, markdown_by_q
 from m2sa_core.evaluation.metrics import AmodalEvaluator, format_report, pair_masks, SegmentationEvaluator, SplitReport
 from m2sa_core.evaluation.rejection import is_absent, missing_of, RejectionCounter, same_words
 from m2sa_core.evaluation.rejection import markdown as rejection_markdown
-from m2sa_core.evaluation.rejection import teacher_forced_rejects
+from m2sa_core.evaluation.rejection import teacher_forced_first_token, teacher_forced_rejects
 from m2sa_core.evaluation.target_breakdown import markdown as targets_markdown
 from m2sa_core.evaluation.target_breakdown import score_targets
 from m2sa_core.evaluation.target_breakdown import summarise as summarise_targets
@@ -136,7 +138,8 @@ class Predictions:
     amodal: list[np.ndarray]
     mask_types: list[str]
     scores: list[float] | None = None  # the model's predicted IoU of each requested mask (Target.score or amodal_score)
-    rejected: bool | None = None  # teacher-forced: the fed answer rejected (m2sa_core.evaluation.rejection)
+    rejected: bool | None = None  # the command rejected (m2sa_core.evaluation.rejection)
+    first_token: bool | None = None  # teacher-forced: the argmax at the answer's first position is the gold token
 
 
 @torch.no_grad()
@@ -160,8 +163,9 @@ def teacher_forced_predictions(segmenter: Segmenter, builder: SampleBuilder, rec
     chosen = [(a, sa) if t == MaskType.AMODAL else (v, sv)
               for v, a, sv, sa, t in zip(visible, amodal, visible_scores, amodal_scores, types)]
     requested, scores = [mask for mask, _ in chosen], [score for _, score in chosen]
-    rejected = teacher_forced_rejects(out.logits[0], batch["labels"][0], builder.seg_token_id, is_absent(record))
-    return Predictions(requested, visible, amodal, types, scores, rejected)
+    logits, labels = out.logits[0], batch["labels"][0]
+    rejected = teacher_forced_rejects(logits, labels, builder.seg_token_id, is_absent(record))
+    return Predictions(requested, visible, amodal, types, scores, rejected, teacher_forced_first_token(logits, labels))
 
 
 @torch.no_grad()
@@ -282,7 +286,8 @@ def _add_absent(record, index: int, predictions: Predictions, result, rejections
     said = result.absence.missing if result is not None and result.absence is not None else ""
     named = same_words(said, missing["words"])
     if rejections is not None:
-        rejections.add_absent(missing["kind"], predictions.rejected, named, split=record.split)
+        rejections.add_absent(missing["kind"], predictions.rejected, named, bool(predictions.first_token),
+                              split=record.split)
     if answer_log is not None and result is not None:
         answer_log.append({"index": index, "split": record.split, "image": str(record.image_path),
                            "question": record.question, "answer": result.answer,

@@ -33,6 +33,12 @@ What "rejected" means under each protocol:
   absent command is rejected when the argmax is ``[SEG]`` at no position of its gold absent
   answer (the end token included), so the model would name no target along the refusal
   it is fed. Naming is not measured here (the words are fed): ``absent_named`` is null.
+  That rule is lenient where a tokenizer puts a token before every ``[SEG]`` (the tiny
+  model's writes " " then ``[SEG]``): the fed refusal replaces that token's successor, so
+  a model that never learned to refuse still predicts no ``[SEG]`` along it. Beside it,
+  ``absent_first_token`` is the share of absent commands whose argmax at the answer's first
+  position is the gold answer's first token: the model would begin the refusal itself
+  (teacher-forced only; null generative, where the free answer says it).
 
 Absent rejection is also broken down by the kind of absence (:data:`ABSENT_KINDS`), since
 "a part the mug lacks" and "a category the scene lacks" fail for different reasons. A
@@ -56,8 +62,9 @@ import numpy as np
 ABSENT_KINDS: tuple[str, ...] = ("category", "part", "instance", "property")
 
 # One row per split: present commands, present rejected, absent commands, absent rejected,
-# absent rejected naming the missing words, then commands and rejected per kind.
-_FIXED = 5
+# absent rejected naming the missing words, absent whose first answer token is the refusal's,
+# then commands and rejected per kind.
+_FIXED = 6
 _COLUMNS = _FIXED + 2 * len(ABSENT_KINDS)
 
 
@@ -106,6 +113,23 @@ def teacher_forced_rejects(logits, labels, seg_token_id: int, absent: bool) -> b
     return predicted[seg[0]] != seg_token_id
 
 
+def teacher_forced_first_token(logits, labels) -> bool:
+    """
+    Return whether the argmax at the answer's first position is the gold answer's first token.
+
+    ``logits`` [L', V] and ``labels`` [L] of one sample, aligned as in
+    :func:`teacher_forced_rejects`: for an absent command, whether the model would begin
+    the refusal rather than an answer naming targets.
+    """
+    logits = logits.detach().float().cpu().numpy() if hasattr(logits, "detach") else np.asarray(logits, float)
+    labels = labels.detach().cpu().numpy() if hasattr(labels, "detach") else np.asarray(labels)
+    offset = logits.shape[0] - labels.shape[0]
+    first = next((j for j in range(1, len(labels)) if labels[j] != IGNORE_INDEX), None)
+    if first is None or offset < 0:
+        raise ValueError(f"logits {logits.shape} and labels {labels.shape}: no answer token to compare")
+    return int(logits[offset + first - 1].argmax()) == int(labels[first])
+
+
 def _share(part: float, whole: float) -> float | None:
     return part / whole if whole else None
 
@@ -138,8 +162,14 @@ class RejectionCounter:
         row[0] += 1
         row[1] += bool(rejected)
 
-    def add_absent(self, kind: str, rejected: bool, named: bool = False, split: str = "all") -> None:
-        """One absent command of ``kind``; ``named`` when its refusal says the record's missing words."""
+    def add_absent(self, kind: str, rejected: bool, named: bool = False, first_token: bool = False,
+                   split: str = "all") -> None:
+        """
+        One absent command of ``kind``.
+
+        ``named`` (generative) when its refusal says the record's missing words;
+        ``first_token`` (teacher-forced) when the model would begin the gold refusal.
+        """
         if kind not in ABSENT_KINDS:
             raise ValueError(f"absent command of kind {kind!r}: expected one of {ABSENT_KINDS}")
         row = self._row(split)
@@ -147,11 +177,12 @@ class RejectionCounter:
         row[2] += 1
         row[3] += bool(rejected)
         row[4] += bool(rejected and named)
+        row[5] += bool(first_token)
         row[_FIXED + 2 * k] += 1
         row[_FIXED + 2 * k + 1] += bool(rejected)
 
     def _report_row(self, row: np.ndarray) -> dict[str, Any]:
-        present, present_rejected, absent, absent_rejected, named = (int(v) for v in row[:_FIXED])
+        present, present_rejected, absent, absent_rejected, named, first = (int(v) for v in row[:_FIXED])
         generative = self.protocol == "generative"
         by_kind = {}
         for k, kind in enumerate(ABSENT_KINDS):
@@ -167,6 +198,8 @@ class RejectionCounter:
             "absent_rejected_count": absent_rejected,
             "absent_named": _share(named, absent_rejected) if generative else None,
             "absent_named_count": named if generative else None,
+            "absent_first_token": None if generative else _share(first, absent),
+            "absent_first_token_count": None if generative else first,
             "absent_by_kind": by_kind,
         }
 
@@ -210,15 +243,15 @@ def _percent(share: float | None) -> str:
 
 
 def markdown(report: Mapping[str, Mapping[str, Any]], titles: Mapping[str, str] | None = None) -> str:
-    """One row per split: absent rejected, present wrongly rejected, absent named right, by kind."""
+    """One row per split: absent rejected, present wrongly rejected, absent named right (or begun), by kind."""
     titles = titles or {}
     head = ("| split | absent rejected % | absent | present wrongly rejected % | present | absent named right % | "
-            + " | ".join(f"{kind} rejected %" for kind in ABSENT_KINDS) + " |")
-    lines = [head, "|---|" + "---:|" * (5 + len(ABSENT_KINDS))]
+            "refusal begun % | " + " | ".join(f"{kind} rejected %" for kind in ABSENT_KINDS) + " |")
+    lines = [head, "|---|" + "---:|" * (6 + len(ABSENT_KINDS))]
     for split, r in report.items():
         kinds = " | ".join(f"{_percent(r['absent_by_kind'][k]['rejected'])} ({r['absent_by_kind'][k]['commands']})"
                            for k in ABSENT_KINDS)
         lines.append(f"| {titles.get(split, split)} | {_percent(r['absent_rejected'])} | {r['absent_commands']} | "
                      f"{_percent(r['present_rejected'])} | {r['present_commands']} | {_percent(r['absent_named'])} | "
-                     f"{kinds} |")
+                     f"{_percent(r['absent_first_token'])} | {kinds} |")
     return "\n".join(lines)

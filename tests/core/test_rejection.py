@@ -21,6 +21,7 @@ from m2sa_core.evaluation.rejection import (
     markdown,
     RejectionCounter,
     same_words,
+    teacher_forced_first_token,
     teacher_forced_rejects,
 )
 from m2sa_core.prompt import IGNORE_INDEX
@@ -77,11 +78,16 @@ def test_without_absent_commands_the_absent_figures_are_null_not_zero():
     assert "| n/a |" in markdown(counter.report())
 
 
-def test_teacher_forced_reports_no_naming_since_the_words_are_fed():
+def test_teacher_forced_reports_no_naming_since_the_words_are_fed_but_how_often_the_refusal_begins():
     counter = RejectionCounter("teacher_forced")
-    counter.add_absent("part", rejected=True, named=True, split="val")
+    counter.add_absent("part", rejected=True, named=True, first_token=True, split="val")
+    counter.add_absent("category", rejected=True, named=True, first_token=False, split="val")
     val = counter.report()["val"]
     assert val["absent_rejected"] == 1.0 and val["absent_named"] is None and val["absent_named_count"] is None
+    assert (val["absent_first_token"], val["absent_first_token_count"]) == (0.5, 1)
+    generative = RejectionCounter("generative")
+    generative.add_absent("part", rejected=True, first_token=True, split="val")
+    assert generative.report()["val"]["absent_first_token"] is None
 
 
 def test_an_unknown_kind_or_split_is_refused():
@@ -134,6 +140,13 @@ def test_teacher_forced_absent_rejected_unless_seg_is_argmax_at_some_answer_posi
     assert not teacher_forced_rejects(_logits([0, 3, 4, 5, SEG, 0]), labels, SEG, absent=True)
     # The prompt is not the answer: [SEG] predicted inside it does not count.
     assert teacher_forced_rejects(_logits([SEG, 3, 4, 5, 2, 0]), labels, SEG, absent=True)
+
+
+def test_teacher_forced_first_token_compares_the_first_answer_position_with_the_gold_token():
+    labels = np.array([IGNORE_INDEX, IGNORE_INDEX, 3, 4, 5, 2])
+    assert teacher_forced_first_token(_logits([0, 3, 0, 0, 0, 0], extra_front=4), labels)
+    assert not teacher_forced_first_token(_logits([0, 4, 4, 5, 2, 0], extra_front=4), labels)
+    assert not teacher_forced_first_token(_logits([3, 0, 4, 5, 2, 0]), labels)  # one position early
 
 
 def test_teacher_forced_rule_needs_an_answer_and_a_seg_for_a_present_command():

@@ -158,15 +158,18 @@ def test_teacher_forced_figures_come_from_each_fed_answer(tmp_path, tokenizer, m
     records = [a, b, _absent(a, "category", "microwave"), _absent(b, "instance", "third mug")]
     rejected = {a.question: True, b.question: False, "Where is the microwave?": True,
                 "Where is the third mug?": False}
+    begun = {"Where is the microwave?": True}
 
     def fed(segmenter, builder, record):
         masks = [t.mask(H, W) for t in record.targets]
-        return Predictions(masks, masks, masks, ["modal"] * len(masks), rejected=rejected[record.question])
+        return Predictions(masks, masks, masks, ["modal"] * len(masks), rejected=rejected[record.question],
+                           first_token=begun.get(record.question, False))
 
     monkeypatch.setattr(evaluate, "teacher_forced_predictions", fed)
     val = _run(tokenizer, records, "teacher_forced")["val"]
     assert (val["present_rejected"], val["absent_rejected"]) == (0.5, 0.5)
     assert val["absent_named"] is None  # the words are fed, not said
+    assert val["absent_first_token"] == 0.5
     assert val["giou"] == 1.0 and val["samples"] == 2
 
 
@@ -213,6 +216,14 @@ def test_teacher_forced_rule_on_a_tiny_models_logits(tmp_path, tokenizer, tiny):
             assert teacher_forced_predictions(tiny, builder, absent).rejected is absent_rejected, forced
         finally:
             handle.remove()
+    # The refusal is begun when the first answer position's argmax is its first token.
+    first = builder.build(absent).labels
+    first = next(t for t in first if t != -100)
+    handle = _forcing(tiny, first)
+    try:
+        assert teacher_forced_predictions(tiny, builder, absent).first_token is True
+    finally:
+        handle.remove()
     # [SEG] as the argmax at the last answer position alone is enough to name a target.
     handle = _forcing(tiny, seg, at_end=True)
     try:
