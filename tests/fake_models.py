@@ -116,20 +116,24 @@ class AbsentBoxes(TrackingBoxes):
 
     The Result is what m2sa_core's stages make of such an answer: no targets, and the
     absence read back from the sentence by ``absence_of``. ``answer`` replaces the sentence
-    (e.g. one that follows no template, as real M2SA weights would say it).
+    (e.g. one that follows no template, as real M2SA weights would say it); ``refuse``
+    lists the words whose commands are answered so (default: ``missing`` alone), e.g. to
+    reject a command whose target is there.
     """
 
-    def __init__(self, missing: str = "microwave", answer: str | None = None) -> None:
+    def __init__(self, missing: str = "microwave", answer: str | None = None,
+                 refuse: tuple[str, ...] | None = None) -> None:
         super().__init__()
         self.missing = missing
         self.answer = answer
+        self.refuse = (missing,) if refuse is None else tuple(refuse)
         self.absent_calls = 0
 
     def segment(self, image, command, keep_prompts: bool = False, **kwargs):
         from m2sa_core.inference.absence import absence_of, absent_answer
         from m2sa_core.types import TrackPrompts
 
-        if self.missing not in command:
+        if not any(word in command for word in self.refuse):
             return super().segment(image, command, keep_prompts=keep_prompts, **kwargs)
         self.calls += 1
         self.absent_calls += 1

@@ -194,6 +194,12 @@ def _target_entry(target: Any) -> GroundTruthTarget:
                              segmentation=plain(target.mask_rle), amodal_segmentation=plain(target.amodal_rle))
 
 
+def _missing_entry(record: Any) -> dict[str, str] | None:
+    """Return an absent record's ``{"kind", "words"}`` (its meta's ``missing``, m2sa_core.data.mmr), else None."""
+    missing = getattr(record, "meta", {}).get("missing")
+    return None if missing is None else {"kind": str(missing.get("kind", "")), "words": str(missing.get("words", ""))}
+
+
 def plan_from_records(records: Sequence[Any], rate_hz: float = 1.0, start_ns: int = DEFAULT_START_NS,
                       frame_id: str = DEFAULT_FRAME_ID, image_topic: str = IMAGE_TOPIC,
                       command_topic: str = COMMAND_TOPIC) -> BagPlan:
@@ -227,7 +233,8 @@ def plan_from_records(records: Sequence[Any], rate_hz: float = 1.0, start_ns: in
                 index=len(truth.commands), time_ns=time_ns, image_stamp_ns=stamp, command=record.question,
                 split=record.split, answer=record.answer_template, record_id=record.record_id,
                 height=int(record.height), width=int(record.width),
-                targets=[_target_entry(t) for t in record.targets], mask_type=record.mask_type))
+                targets=[_target_entry(t) for t in record.targets], mask_type=record.mask_type,
+                missing=_missing_entry(record)))
     return BagPlan(frames, commands, truth)
 
 
@@ -417,7 +424,8 @@ def bag_info(bag: str | Path) -> dict[str, Any]:
         splits: dict[str, int] = {}
         for command in truth.commands:
             splits[command.split] = splits.get(command.split, 0) + 1
-        info["ground_truth"] = {"frames": len(truth.frames), "commands": len(truth.commands), "splits": splits}
+        info["ground_truth"] = {"frames": len(truth.frames), "commands": len(truth.commands), "splits": splits,
+                                "absent_commands": sum(1 for c in truth.commands if c.absent)}
     from m2sa_ros.bag.geometry_truth import load_geometry_ground_truth
 
     geometry = load_geometry_ground_truth(bag)

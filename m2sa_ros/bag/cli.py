@@ -134,7 +134,9 @@ def main(argv: list[str] | None = None) -> int:
             gt = summary["ground_truth"]
             print(f"{out}: {summary['storage']}, {gt['frames']} frames, {gt['commands']} commands "
                   f"({', '.join(f'{k} {v}' for k, v in sorted(gt['splits'].items()))}), "
-                  f"{summary['duration_s']:.1f} s; ground truth in {ground_truth_path(out)}{_depth_note(out, summary)}")
+                  + (f"{gt['absent_commands']} about something not in view, " if gt["absent_commands"] else "")
+                  + f"{summary['duration_s']:.1f} s; ground truth in {ground_truth_path(out)}"
+                  + _depth_note(out, summary))
         else:
             print(json.dumps(bag_info(args.bag), indent=2))
     except (BagError, DataError, ValueError) as exc:

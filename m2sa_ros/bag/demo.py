@@ -21,11 +21,15 @@ What a newcomer runs first. It exercises the whole product the way a robot uses 
    shipped model was not trained on) with functional, multi-target, part-level
    questions;
 2. ``m2sa-bag make`` records them as a rosbag2 (camera images, registered depth and
-   camera_info + commands + ground truth, the targets' 3-D truth too);
+   camera_info + commands + ground truth, the targets' 3-D truth too), with a few
+   commands about something not in view ("press the microwave's start button" on a
+   counter without one): the world's own absent questions, or when its files have none,
+   commands about household things it never draws;
 3. ``m2sa-bag-eval`` starts the perception node on ``models/m2sa-tiny-synth`` (the
    shipped checkpoint; the untrained ``tiny`` preset with a loud warning when it is
    missing), replays the bag over DDS and scores the node's answers (masks, and the
-   targets' boxes and normals against the 3-D truth);
+   targets' boxes and normals against the 3-D truth) and counts the absent commands the
+   node rejected (outcome ABSENT) and the present ones it wrongly rejected;
 4. a table command -> answer -> targets (IoU) and the summary metrics are printed, and
    runs/demo/report.md, report.json and overlays/ stay for a closer look.
 
@@ -36,6 +40,7 @@ set) so a demo never talks to a robot on the same network.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 from pathlib import Path
 import shutil
@@ -53,6 +58,14 @@ DEMO_SEED = 2026  # not the training seed (0): scenes the shipped model has neve
 TEST_FILES = ("MMR_test_obj_only.json", "MMR_test_part_only.json", "MMR_test_mixed.json")
 R2SM_FILE = "r2sm_test.json"
 AMODAL_COMMANDS = 4  # R2SM commands that ask for the complete shape of a partly hidden object
+ABSENT_COMMANDS = 4  # commands about something not in view: the node should answer OUTCOME_ABSENT
+# Household things the synthetic world never draws (m2sa_core/data/synthetic/shapes.py's
+# CATEGORIES): a command about one asks for something absent from every scene. Used when
+# the world's test files hold no absent questions of their own.
+OUT_OF_WORLD_COMMANDS = (("press the microwave's start button", "microwave"),
+                         ("open the fridge door", "fridge"),
+                         ("switch on the kettle", "kettle"),
+                         ("hand me the stapler", "stapler"))
 
 
 def _step(text: str) -> None:
@@ -76,8 +89,15 @@ def results_table(report: dict[str, Any], width: int = 120) -> str:
             lines.append("     -> NO RESULT")
         elif not cmd["success"]:
             lines.append(_shorten(f"     -> error: {cmd['error']}", width))
+        elif cmd.get("outcome") == "absent":
+            said = f"no {cmd['missing']} in view" if cmd.get("missing") else "names no target"
+            lines.append(_shorten(f"     -> ABSENT ({said}): {cmd['answer'] or '(empty answer)'}", width))
         else:
             lines.append(_shorten(f"     -> {cmd['answer'] or '(empty answer)'}", width))
+        if cmd.get("expected_absent"):
+            verdict = "rejected" if cmd.get("outcome") == "absent" else "NOT rejected"
+            lines.append(_shorten(f"        expected: nothing (no {cmd.get('expected_missing') or '?'} in view): "
+                                  f"{verdict}", width))
         for target in cmd["targets"]:
             iou = "-" if target["iou"] is None else f"{target['iou']:.2f}"
             lines.append(_shorten(f"        {target['label']:<40} IoU {iou}  score {target['score']:.2f}", width))
@@ -87,6 +107,41 @@ def results_table(report: dict[str, Any], width: int = 120) -> str:
         for problem in cmd["problems"]:
             lines.append(_shorten(f"        ! {problem}", width))
     return "\n".join(lines)
+
+
+def absent_records(records: list[Any], n: int) -> list[Any]:
+    """
+    Return ``n`` commands about something not in view, on the demo's test scenes.
+
+    The world's own absent questions (a record whose meta says what is ``missing``) when
+    its files hold some, taken in turn from each split; else commands about a household
+    thing the world never draws, each on the image of a present object-level record (an
+    object category the scene does not hold goes to obj_only, as the world files it).
+    """
+    if n <= 0:
+        return []
+    own = [r for r in records if "missing" in r.meta]
+    if own:
+        by_split: dict[str, list[Any]] = {}
+        for record in own:
+            by_split.setdefault(record.split, []).append(record)
+        queues = list(by_split.values())
+        taken: list[Any] = []
+        while len(taken) < n and any(queues):
+            for queue in queues:
+                if queue and len(taken) < n:
+                    taken.append(queue.pop(0))
+        return taken
+    from m2sa_core.inference.absence import absent_answer
+
+    present = [r for r in records if "missing" not in r.meta]
+    hosts = [r for r in present if "obj_only" in r.split] or present
+    made = []
+    for i, (host, (command, words)) in enumerate(zip(hosts, OUT_OF_WORLD_COMMANDS[:n])):
+        made.append(dataclasses.replace(host, question=command, answer_template=absent_answer(words), targets=[],
+                                        question_index=10_000 + i, mask_type=None,
+                                        meta={**host.meta, "missing": {"kind": "category", "words": words}}))
+    return made
 
 
 def run_demo(out: Path = DEFAULT_OUT, model_path: Path | None = None, images: int = 100, commands: int = 36,
@@ -126,13 +181,16 @@ def run_demo(out: Path = DEFAULT_OUT, model_path: Path | None = None, images: in
     synth_main(["--out", str(out / "data"), "--images", str(images), "--seed", str(seed), "--quiet"])
 
     _step(f"2/3 m2sa-bag make: up to {commands} commands on the test scenes (a few asking for complete "
-          f"shapes) -> {out / 'bag'}")
+          f"shapes, a few about something not in view) -> {out / 'bag'}")
     # Mostly MMR-style questions, plus a few R2SM commands that ask for the complete shape
     # of a partly hidden object (the node then answers with the amodal mask).
     records = [r for name in TEST_FILES for r in read_dataset(out / "data" / name).records]
     amodal = [r for r in read_dataset(out / "data" / R2SM_FILE).records if r.mask_type == "amodal"]
     n_amodal = min(AMODAL_COMMANDS, len(amodal), max(commands // 6, 0))
-    selected = records[: commands - n_amodal] + amodal[:n_amodal]
+    # About one command in nine, and one already in a run of three.
+    absent = absent_records(records, min(ABSENT_COMMANDS, max(commands // 9, 1 if commands >= 3 else 0)))
+    present = [r for r in records if "missing" not in r.meta]
+    selected = present[: commands - n_amodal - len(absent)] + amodal[:n_amodal] + absent
     plan = plan_from_records(selected, rate_hz=1.0)
     # Registered depth and camera_info beside every frame (mild sensor artefacts), and the
     # 3-D ground truth the targets' boxes and normals are scored against.

@@ -25,7 +25,11 @@ What a robotics team runs on its own recordings (docs/BAG_REPLAY.md):
    recording every SegmentationResult into an output bag stamped in bag time;
 3. score the results against the bag's ground truth with the generative protocol
    (Hungarian matching, gIoU, cIoU, target-count accuracy, per split), with latency
-   percentiles and the number of commands that got no result (must be 0); with depth
+   percentiles and the number of commands that got no result (must be 0); with
+   commands about something not in view in the ground truth (``missing``), the share
+   of them the node rejected (outcome ABSENT) and of present commands it wrongly
+   rejected, per split, the masks scored on present commands only
+   (``m2sa_ros.bag.absence_scoring``); with depth
    in the bag, the depth and camera_info are replayed too and the matched targets' 3-D
    errors (centroid, box centre, normal, size, share with a pose) are scored per split
    against ``geometry_ground_truth.json`` (``m2sa_ros.bag.geometry_scoring``);
@@ -72,6 +76,7 @@ import sys
 from typing import Any, TypeVar
 
 from m2sa_core.cli_errors import cli_entry
+from m2sa_ros.bag.absence_scoring import score_absence
 from m2sa_ros.bag.bag_io import bag_info
 from m2sa_ros.bag.geometry_report import geometry_report
 from m2sa_ros.bag.geometry_scoring import GeometryScores, score_geometry
@@ -200,9 +205,12 @@ def evaluate_bag(bag: str | Path, out_dir: str | Path, *, node_args: Sequence[st
                 predictions[o.index] = prediction_from_msg(o.result)
             except ValueError as exc:  # e.g. a mask that is not mono8: scored as no masks, and said
                 o.problems.append(f"unreadable result: {exc}")
-    scores = None
+    scores, absence = None, None
     if truth is not None:
-        scores = score_predictions(truth, predictions, exclude=[o.index for o in outcomes if not o.image_in_bag])
+        left_out = [o.index for o in outcomes if not o.image_in_bag]
+        scores = score_predictions(truth, predictions, exclude=left_out)
+        if any(c.absent for c in truth.commands):
+            absence = score_absence(truth, predictions, exclude=left_out)
     settings = {"rate_factor": rate_factor, "namespace": namespace, "node_started": start_node,
                 "node_command": node.command if node is not None else None, "settle_s": settle_s,
                 "max_in_flight": max_in_flight, "result_timeout_s": result_timeout_s,
@@ -214,7 +222,7 @@ def evaluate_bag(bag: str | Path, out_dir: str | Path, *, node_args: Sequence[st
     elif geometry_note is None:
         geometry_note = ("no 3-D ground truth (the bag has no geometry_ground_truth.json: recorded without "
                          "depth, or not from synthetic data)")
-    report = build_report(bag, truth, outcomes, scores, settings, foreign)
+    report = build_report(bag, truth, outcomes, scores, settings, foreign, absence)
     report["geometry"] = geometry_report(geometry, geometry_scores, geometry_note, bad_depth)
     written = write_overlays(out_dir, bag, truth, outcomes, predictions, scores, image_topic) if overlays else []
     (out_dir / "report.json").write_text(json.dumps(report, indent=1, default=json_default), encoding="utf-8")

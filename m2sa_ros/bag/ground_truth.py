@@ -17,9 +17,13 @@ The ground truth of a bag: sidecar JSON files inside the bag directory.
 
 ROS tools ignore them; the bag tools read them to score the node's answers:
 
-* ``BAG/ground_truth.json`` (format version 1): frames keyed by image stamp (ns) and one
-  entry per command message, in bag order, with the image stamp it refers to, its
-  split, the reference answer and every target's RLE mask. A sidecar rather than a
+* ``BAG/ground_truth.json`` (format version 1, or 2 when a command is about something
+  not in view): frames keyed by image stamp (ns) and one entry per command message, in
+  bag order, with the image stamp it refers to, its split, the reference answer and
+  every target's RLE mask; version 2 adds ``missing`` to a command whose answer should
+  name no target (``{"kind": ..., "words": ...}``, as the synthetic world's records say;
+  ``null`` for the others). A bag with no such command is still written as version 1,
+  which older readers (that refuse keys they do not know) read as before. A sidecar rather than a
   topic because a SegmentationResult cannot carry splits, RLE or amodal masks
   compactly, and because a team's own bags (recorded on the robot) get their ground
   truth annotated afterwards, as a file.
@@ -45,10 +49,12 @@ IMAGE_TOPIC = "/camera/image_raw"
 COMMAND_TOPIC = "/m2sa/command"
 GROUND_TRUTH_FILE = "ground_truth.json"
 GROUND_TRUTH_FORMAT = "m2sa_ros/bag_ground_truth"
-GROUND_TRUTH_VERSION = 1
+GROUND_TRUTH_VERSION = 2  # what a bag with absent commands is written as; one without stays version 1
+GROUND_TRUTH_VERSIONS = (1, 2)  # read
 TRACKING_GROUND_TRUTH_FILE = "tracking_ground_truth.json"
 TRACKING_GROUND_TRUTH_FORMAT = "m2sa_ros/bag_tracking_ground_truth"
-TRACKING_GROUND_TRUTH_VERSION = 1
+TRACKING_GROUND_TRUTH_VERSION = 2  # what a bag with absent commands is written as; one without stays version 1
+GROUND_TRUTH_VERSIONS = (1, 2)  # read
 
 
 class BagError(ValueError):
@@ -92,6 +98,14 @@ class GroundTruthCommand:
     width: int
     targets: list[GroundTruthTarget] = field(default_factory=list)
     mask_type: str | None = None  # "modal" | "amodal" when the text decides (R2SM); None otherwise
+    # Version 2: the command is about something not in view, and its answer should name no
+    # target: {"kind": "category" | "part" | "instance" | "property", "words": what is missing}.
+    missing: dict[str, str] | None = None
+
+    @property
+    def absent(self) -> bool:
+        """Tell whether the command expects an answer naming no target (OUTCOME_ABSENT)."""
+        return self.missing is not None
 
     def masks(self) -> np.ndarray:
         """Boolean [n, H, W] ground-truth masks in answer order."""
@@ -122,14 +136,20 @@ class GroundTruth:
     sources: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
+        """Return the sidecar's JSON: version 2 when a command is absent, else version 1 without ``missing``."""
+        absent = any(c.absent for c in self.commands)
+        commands = [asdict(c) for c in self.commands]
+        if not absent:
+            for entry in commands:
+                del entry["missing"]
         return {
             "format": GROUND_TRUTH_FORMAT,
-            "version": GROUND_TRUTH_VERSION,
+            "version": GROUND_TRUTH_VERSION if absent else 1,
             "image_topic": self.image_topic,
             "command_topic": self.command_topic,
             "sources": self.sources,
             "frames": {str(k): asdict(v) for k, v in sorted(self.frames.items())},
-            "commands": [asdict(c) for c in self.commands],
+            "commands": commands,
         }
 
     def save(self, path: str | Path) -> Path:
@@ -138,16 +158,21 @@ class GroundTruth:
     @classmethod
     def from_json(cls, data: Any, where: str = "ground truth") -> "GroundTruth":
         """Parse and check a sidecar; BagError naming ``where`` and the entry on bad input."""
-        check_sidecar_header(data, GROUND_TRUTH_FORMAT, GROUND_TRUTH_VERSION, "ground-truth", where)
+        check_sidecar_header(data, GROUND_TRUTH_FORMAT, GROUND_TRUTH_VERSIONS, "ground-truth", where)
         try:
             frames = {int(k): GroundTruthFrame(**v) for k, v in data.get("frames", {}).items()}
             commands = []
             for i, entry in enumerate(data.get("commands", [])):
                 entry = dict(entry)
+                if data["version"] < 2 and "missing" in entry:
+                    raise BagError(f"{where}: command {i} has 'missing', which needs version 2")
                 entry["targets"] = [GroundTruthTarget(**t) for t in entry.get("targets", [])]
                 command = GroundTruthCommand(**entry)
                 if command.index != i:
                     raise BagError(f"{where}: command {i} has index {command.index}; commands must be in bag order")
+                if command.absent and command.targets:
+                    raise BagError(f"{where}: command {i} names what is missing and has targets; an absent "
+                                   "command has none")
                 commands.append(command)
         except (TypeError, ValueError) as exc:
             if isinstance(exc, BagError):
@@ -180,12 +205,14 @@ def write_sidecar_json(path: str | Path, data: Any) -> Path:
     return path
 
 
-def check_sidecar_header(data: Any, fmt: str, version: int, what: str, where: str) -> None:
+def check_sidecar_header(data: Any, fmt: str, version: int | tuple[int, ...], what: str, where: str) -> None:
     """Raise a one-line BagError naming ``where`` unless ``data`` is a ``what`` sidecar of ``fmt`` at ``version``."""
     if not isinstance(data, dict) or data.get("format") != fmt:
         raise BagError(f"{where}: not an m2sa_ros {what} file (format must be '{fmt}')")
-    if data.get("version") != version:
-        raise BagError(f"{where}: version {data.get('version')!r} is not supported (expected {version})")
+    versions = version if isinstance(version, tuple) else (version,)
+    if data.get("version") not in versions:
+        raise BagError(f"{where}: version {data.get('version')!r} is not supported (expected "
+                       f"{' or '.join(map(str, versions))})")
 
 
 def sidecar_to_load(bag: str | Path, file_name: str, override: str | Path | None) -> Path | None:

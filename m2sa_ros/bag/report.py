@@ -12,7 +12,13 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The report of a bag evaluation: Markdown, JSON payload, overlays and a contact sheet."""
+"""
+The report of a bag evaluation: Markdown, JSON payload, overlays and a contact sheet.
+
+With commands about something not in view in the ground truth, the report has an
+``absence`` section per split (absence_scoring: the share of absent commands the node
+rejected, of present ones it wrongly rejected) beside the masks' scores on present commands.
+"""
 
 from __future__ import annotations
 
@@ -24,7 +30,7 @@ from m2sa_ros.bag.bag_io import read_frames
 from m2sa_ros.bag.geometry_report import geometry_markdown, geometry_summary_line
 from m2sa_ros.bag.ground_truth import GroundTruth, GroundTruthCommand
 from m2sa_ros.bag.replay import Outcome
-from m2sa_ros.bag.scoring import percentiles, Prediction, Scores
+from m2sa_ros.bag.scoring import outcome_of_msg, percentiles, Prediction, Scores
 import numpy as np
 
 MIN_PANEL_HEIGHT = 384  # overlay panels of smaller frames are enlarged to at least this
@@ -35,9 +41,19 @@ def _fmt(value: float, digits: int = 4) -> str:
     return "-" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{value:.{digits}f}"
 
 
+def _percent(value: float | None) -> str:
+    return "-" if value is None else f"{100 * value:.1f} %"
+
+
 def build_report(bag: Path, truth: GroundTruth | None, outcomes: list[Outcome], scores: Scores | None,
-                 settings: dict[str, Any], foreign_results: int) -> dict[str, Any]:
-    """Everything report.json holds (report.md is rendered from it)."""
+                 settings: dict[str, Any], foreign_results: int,
+                 absence: dict[str, Any] | None = None) -> dict[str, Any]:
+    """
+    Everything report.json holds (report.md is rendered from it).
+
+    ``absence`` is absence_scoring's counts per split, given when the ground truth has
+    commands about something not in view.
+    """
     answered = [o for o in outcomes if o.result is not None]
     commands = []
     for o in outcomes:
@@ -61,6 +77,12 @@ def build_report(bag: Path, truth: GroundTruth | None, outcomes: list[Outcome], 
             "success": bool(result.success) if result is not None else False,
             "error": result.error if result is not None else "",
             "answer": result.answer if result is not None else "",
+            # v6: what the result says ("targets", "absent", "failed"; "" without a result) and
+            # the words it gives for what is missing; what the ground truth expects.
+            "outcome": outcome_of_msg(result) if result is not None else "",
+            "missing": getattr(result, "missing", "") if result is not None else "",
+            "expected_absent": bool(gt is not None and gt.absent),
+            "expected_missing": (gt.missing or {}).get("words", "") if gt is not None else "",
             "request_id": result.request_id if result is not None else "",
             "latency_ms": None if result is None else o.latency_ms,
             "inference_ms": None if result is None else float(result.inference_ms),
@@ -87,6 +109,7 @@ def build_report(bag: Path, truth: GroundTruth | None, outcomes: list[Outcome], 
         "settings": settings,
         "counts": counts,
         "metrics": {k: r.as_dict() for k, r in scores.reports.items()} if scores is not None else {},
+        "absence": {k: c.as_dict() for k, c in absence.items()} if absence else {},
         "latency_ms": percentiles([o.latency_ms for o in answered]),
         "inference_ms": percentiles([float(o.result.inference_ms) for o in answered if o.result.success]),
         "commands": commands,
@@ -114,6 +137,7 @@ def render_markdown(report: dict[str, Any], overlays: list[str]) -> str:
         lines.append("")
     else:
         lines += ["No ground truth: answers and latency only.", ""]
+    lines += absence_markdown(report.get("absence"))
     lines += geometry_markdown(report.get("geometry"))
     lines += ["## Latency (ms)", "", "| | " + " | ".join(report["latency_ms"]) + " |",
               "|---|" + "---|" * len(report["latency_ms"])]
@@ -127,9 +151,13 @@ def render_markdown(report: dict[str, Any], overlays: list[str]) -> str:
               "|---|---|---|---|---|---|---|"]
     for cmd in report["commands"]:
         answer = cmd["answer"] if cmd["success"] else f"*error: {cmd['error'] or 'no result'}*"
+        if cmd.get("outcome") == "absent":
+            answer += f" *(absent{': ' + cmd['missing'] if cmd.get('missing') else ''})*"
         targets = ", ".join(f"{t['label']} ({_fmt(t['iou'], 2) if t['iou'] is not None else '-'})"
                             for t in cmd["targets"]) or "-"
         missed = ", ".join(cmd["ground_truth"][g] for g in cmd["missed_ground_truth"]) or "-"
+        if cmd.get("expected_absent"):
+            missed = f"expected absent: {cmd.get('expected_missing') or '?'}"
         ms = _fmt(cmd["latency_ms"], 0) if cmd["latency_ms"] is not None else "-"
         lines.append(f"| {cmd['index']} | {cmd['split']} | {_md(cmd['command'])} | {_md(answer)} | {_md(targets)} | "
                      f"{_md(missed)} | {ms} |")
@@ -137,6 +165,27 @@ def render_markdown(report: dict[str, Any], overlays: list[str]) -> str:
         lines += ["", "## Overlays", "", "![contact sheet](overlays/contact_sheet.png)", "",
                   "Left: ground truth, right: the node's answer; one file per command in `overlays/`."]
     return "\n".join(lines) + "\n"
+
+
+def absence_markdown(absence: dict[str, Any] | None) -> list[str]:
+    """Return the section on commands about something not in view; none when the ground truth has none."""
+    if not absence:
+        return []
+    lines = ["## Commands about something not in view", "",
+             "An absent command is rejected when its result says OUTCOME_ABSENT (a success naming no "
+             "target); the scores above are on the present commands alone.", "",
+             "| split | absent commands | rejected | present commands | wrongly rejected |", "|---|---|---|---|---|"]
+    for split, c in absence.items():
+        lines.append(f"| {split} | {c['absent']} | {c['rejected']} ({_percent(c['rejected_share'])}) | "
+                     f"{c['present']} | {c['wrongly_rejected']} ({_percent(c['wrongly_rejected_share'])}) |")
+    return lines + [""]
+
+
+def absence_summary_lines(absence: dict[str, Any] | None) -> list[str]:
+    """Return one terminal line per split: absent commands rejected, present ones wrongly rejected."""
+    return [f"{split:<16} absent rejected {c['rejected']}/{c['absent']} ({_percent(c['rejected_share'])}), "
+            f"present wrongly rejected {c['wrongly_rejected']}/{c['present']} "
+            f"({_percent(c['wrongly_rejected_share'])})" for split, c in (absence or {}).items()]
 
 
 def _md(text: str) -> str:
@@ -197,7 +246,8 @@ def command_overlay(image: np.ndarray, command: GroundTruthCommand | None, text:
                                                      else f"error: {prediction.error}")
     lines = _wrap(f"command: {text}", body.shape[1]) + _wrap(f"answer: {answer}", body.shape[1])
     if command is not None:
-        lines += _wrap("expected: " + (", ".join(t.label for t in command.targets) or "nothing"), body.shape[1])
+        nothing = f"nothing (no {command.missing.get('words', '')} in view)" if command.absent else "nothing"
+        lines += _wrap("expected: " + (", ".join(t.label for t in command.targets) or nothing), body.shape[1])
     return np.concatenate([_caption(body.shape[1], lines), body], axis=0)
 
 
@@ -260,6 +310,7 @@ def summary_text(report: dict[str, Any]) -> str:
              f"answered on another frame {c['answered_on_another_frame']}"]
     if report["metrics"]:
         lines.append(format_report({k: SplitReport(**v) for k, v in report["metrics"].items()}))
+    lines += absence_summary_lines(report.get("absence"))
     geometry = geometry_summary_line(report.get("geometry"))
     if geometry:
         lines.append(geometry)

@@ -18,6 +18,8 @@ Scoring the node's answers against a bag's ground truth (generative protocol).
 Predictions come from result messages (the node) or from ``Result`` objects (a direct
 Segmenter run); both are scored the same way: Hungarian matching on IoU, gIoU, cIoU and
 target-count accuracy per split, each target on the shape its ``mask_type`` asks for.
+Commands about something not in view (ground truth ``missing``) are left out of the masks'
+figures and counted by ``absence_scoring`` instead, from each prediction's ``outcome``.
 """
 
 from __future__ import annotations
@@ -51,6 +53,8 @@ class Prediction:
     # Per target, its 3-D geometry when the result carried one (m2sa_ros/Target v3:
     # centroid, pose, size), else None; None for a Segmenter run (no depth).
     poses: list["PredictedPose"] | None = None
+    # What the result says of the command (interfaces v6): "targets", "absent" or "failed".
+    outcome: str = "targets"
 
     def requested_masks(self) -> np.ndarray:
         """
@@ -122,7 +126,26 @@ def prediction_from_msg(msg: Any) -> Prediction:
     poses = [PredictedPose.from_target(t) for t in msg.targets]
     return Prediction(answer=msg.answer, masks=stack, labels=[t.label for t in msg.targets],
                       scores=[float(t.score) for t in msg.targets], success=bool(msg.success), error=msg.error,
-                      amodal_masks=amodal, mask_types=types, poses=poses)
+                      amodal_masks=amodal, mask_types=types, poses=poses, outcome=outcome_of_msg(msg))
+
+
+def outcome_of_msg(msg: Any) -> str:
+    """
+    Return a SegmentationResult's outcome as a word: "targets", "absent" or "failed".
+
+    From ``outcome`` (interfaces v6); a result of an older node (OUTCOME_UNSET) by its
+    success and targets, as docs/ROS_INTERFACE.md tells planners to read it.
+    """
+    from m2sa_ros.msg import SegmentationResult
+
+    outcome = int(getattr(msg, "outcome", SegmentationResult.OUTCOME_UNSET))
+    if outcome == SegmentationResult.OUTCOME_FAILED or not msg.success:
+        return "failed"
+    if outcome == SegmentationResult.OUTCOME_ABSENT:
+        return "absent"
+    if outcome == SegmentationResult.OUTCOME_TARGETS:
+        return "targets"
+    return "targets" if len(msg.targets) else "absent"
 
 
 def prediction_from_result(result: Any, height: int, width: int) -> Prediction:
@@ -132,7 +155,8 @@ def prediction_from_result(result: Any, height: int, width: int) -> Prediction:
     amodal = [None if t.amodal_mask is None else np.asarray(t.amodal_mask, dtype=bool) for t in result.targets]
     return Prediction(answer=result.answer, masks=stack, labels=[t.label for t in result.targets],
                       scores=[float(t.score) for t in result.targets], amodal_masks=amodal,
-                      mask_types=[t.mask_type for t in result.targets])
+                      mask_types=[t.mask_type for t in result.targets],
+                      outcome="targets" if result.targets else "absent")
 
 
 # --------------------------------------------------------------------------- scoring
@@ -169,6 +193,9 @@ def score_predictions(truth: GroundTruth, predictions: dict[int, Prediction | No
     ``exclude`` leaves commands out (e.g. those whose image is not in the bag: a data
     problem, not the node's). ``extra_splits`` names further splits each command also
     counts in (tracking scores a frame under its frame index and under "after_first").
+    A command about something not in view (``command.absent``) is not in the masks'
+    figures: its predicted targets are each scored IoU 0 in its CommandScore (there is
+    nothing they could match), and ``absence_scoring`` counts whether it was rejected.
     """
     from m2sa_core.evaluation.metrics import match_masks, SegmentationEvaluator
 
@@ -193,9 +220,11 @@ def score_predictions(truth: GroundTruth, predictions: dict[int, Prediction | No
         for p, g in matching.pairs:
             target_ious[p] = float(matching.iou[p, g])
             matched[p] = g
-        entries = evaluator.add(masks, gt, split=command.split or "all")
-        for split in extra_splits(command) if extra_splits is not None else ():
-            evaluator.add(masks, gt, split=split)
+        entries: Sequence[float] = []
+        if not command.absent:
+            entries = evaluator.add(masks, gt, split=command.split or "all")
+            for split in extra_splits(command) if extra_splits is not None else ():
+                evaluator.add(masks, gt, split=split)
         scored[command.index] = CommandScore(command.index, command.split, target_ious, matched,
                                              list(matching.unmatched_gt), [float(v) for v in entries])
     return Scores(evaluator.report(), scored)
