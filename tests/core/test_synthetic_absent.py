@@ -28,7 +28,9 @@ import json
 from pathlib import Path
 import re
 
+import cv2
 from m2sa_core.data.mmr import read_mmr
+from m2sa_core.data.rle import decode_rle
 from m2sa_core.data.synthetic import main, text_corpus
 from m2sa_core.data.synthetic.absent import (
     AbsentAsker,
@@ -238,7 +240,9 @@ def test_present_questions_are_those_of_a_world_without_absent_ones(worlds):
         return {p.relative_to(world).as_posix(): hashlib.sha256(p.read_bytes()).hexdigest()
                 for p in sorted(world.rglob("*")) if p.is_file() and not p.name.startswith("MMR_")}
 
-    assert digests(on) == digests(off)
+    with_twins = digests(on)
+    assert with_twins.pop("absent_twins_train.json") and "absent_twins_train.json" not in digests(off)
+    assert with_twins == digests(off)
     for split in MMR_FILES:
         assert not any("missing" in e for e in load(off, split))
         with_absent = load(on, split)
@@ -265,9 +269,9 @@ def test_reader_round_trip_keeps_present_records_and_reads_absent_ones(worlds):
 
 
 def test_cli_flag_sets_how_many_and_zero_writes_none(tmp_path, capsys):
-    assert main(["--out", str(tmp_path / "one"), "--images", "10", "--seed", "1", "--size", "128", "--quiet"]) == 0
-    assert main(["--out", str(tmp_path / "none"), "--images", "10", "--seed", "1", "--size", "128", "--quiet",
-                 "--absent-per-image", "0"]) == 0
+    common = ["--images", "10", "--seed", "1", "--size", "128", "--workers", "1", "--quiet"]
+    assert main(["--out", str(tmp_path / "one"), *common]) == 0
+    assert main(["--out", str(tmp_path / "none"), *common, "--absent-per-image", "0"]) == 0
     for split in MMR_FILES:
         assert any("missing" in e for e in load(tmp_path / "one", split)), split
         assert not any("missing" in e for e in load(tmp_path / "none", split)), split
@@ -283,3 +287,73 @@ def test_text_corpus_holds_every_absent_phrasing_and_answer(worlds):
     for split in MMR_FILES:
         for question, answer, _ in absent_rows(load(on, split)):
             assert answer in corpus and question in corpus, (question, answer)
+    for entry in json.loads((on / "absent_twins_train.json").read_text()):
+        assert set(entry["questions"]) <= corpus
+
+
+def test_absent_twins_ask_the_train_phrasings_about_what_is_there(worlds):
+    """
+    The part, instance and property phrasings asked of train images about things they hold, with their masks.
+
+    An ordinal names the instance at that place from the left, a colour the instances that
+    show it while the others show none of it, a part one of the named object's own; no
+    held-out phrasing.
+    """
+    on, _ = worlds
+    masks = {e["image_id"]: {a["label"]: a for a in e["annotations"]}
+             for e in json.loads((on / "masks_train.json").read_text())["images"]}
+    train_ids = {e["image_id"] for e in load(on, "train")}
+    held_out = [_pattern(p) for p in (PART_PHRASINGS[-1], INSTANCE_PHRASINGS[-1], PROPERTY_PHRASINGS[-1])]
+    entries = json.loads((on / "absent_twins_train.json").read_text())
+    assert entries and {e["image_id"] for e in entries} <= train_ids
+    kinds = set()
+    for entry in entries:
+        image = masks[entry["image_id"]]
+        pixels = cv2.imread(str(on / "images" / entry["file_name"]))[:, :, ::-1]
+        for question, answer, anns, family in zip(entry["questions"], entry["text_answers"], entry["answers"],
+                                                  entry["question_families"], strict=True):
+            assert not any(p.fullmatch(question) for p in held_out), question
+            labels = re.findall(r"the (\S+(?: \S+)?) \{seg\}", answer)
+            assert [a["segmentation"] for a in anns] == [image[lab]["segmentation"] for lab in labels]
+            kind, slots = _asked(question)
+            kinds.add(kind)
+            if kind == "instance":
+                (label,) = labels
+                assert label == f"{image[label]['category_name']}_{ORDINALS.index(slots['ordinal']) + 1}"
+                assert CATEGORY_OF_NAME[slots["name"]] == image[label]["category_name"] and family == "object"
+            elif kind == "part":
+                (label,) = labels
+                parsed = parse_label_before(label)
+                assert parsed.part_name in CATEGORIES[parsed.object_name].parts and family == "part"
+                assert slots["part"] == parsed.part_name.replace("_", " "), question
+                ordinal, _, name = slots["name"].partition(" ")
+                if ordinal in ORDINALS and name in CATEGORY_OF_NAME:  # one of several, by its place
+                    assert parsed.instance == ORDINALS.index(ordinal) + 1
+                else:
+                    assert len([a for a in image.values() if a["category_name"] == parsed.object_name]) == 1
+            else:
+                category = CATEGORY_OF_NAME[slots["name"]]
+                named = set(labels)
+                assert named and family == "object"
+                for label, a in image.items():
+                    if a["category_name"] != category:
+                        continue
+                    share = _of_colour(_hsv(pixels[decode_rle(a["segmentation"])][::3].astype(float)),
+                                       slots["colour"]).mean()
+                    assert (share > 0.25) if label in named else (share < 0.02), (question, label, share)
+    assert kinds == {"instance", "part", "property"}
+
+
+def _asked(question: str) -> tuple[str, dict[str, str]]:
+    """Return the absent kind whose train phrasing ``question`` is, and what fills its slots."""
+    for kind, phrasings in (("part", PART_PHRASINGS), ("instance", INSTANCE_PHRASINGS),
+                            ("property", PROPERTY_PHRASINGS)):
+        for phrasing in phrasings[:-1]:
+            pattern = re.escape(phrasing)
+            for slot in ("name", "part", "ordinal", "colour"):
+                pattern = pattern.replace(re.escape("{" + slot + "}"), f"(?P<{slot}>.+?)")
+            match = re.fullmatch(pattern, question)
+            if match and (kind != "instance" or match["ordinal"] in ORDINALS) \
+                    and (kind != "property" or match["name"] in CATEGORY_OF_NAME):
+                return kind, match.groupdict()
+    raise AssertionError(f"not a train phrasing of the part, instance or property kinds: {question!r}")

@@ -146,8 +146,13 @@ def spoken_part(part: str) -> str:
     return part.replace("_", " ")
 
 
-def colour_share(image: np.ndarray, obj: SceneObject, colour: str) -> float:
-    """Share of ``obj``'s visible pixels that are of ``colour`` (a key of :data:`COLOURS`)."""
+def colour_share(image: np.ndarray, obj: SceneObject, colour: str, window: float = HUE_WINDOW) -> float:
+    """
+    Return the share of ``obj``'s visible pixels that are of ``colour`` (a key of :data:`COLOURS`).
+
+    A chromatic pixel is of the colour within ``window`` degrees of its hue: wide to call a
+    colour absent, narrow to call it an object's own.
+    """
     pixels = image[obj.visible]
     if not len(pixels):
         return 0.0
@@ -160,7 +165,7 @@ def colour_share(image: np.ndarray, obj: SceneObject, colour: str) -> float:
         of_colour = val < 70
     else:
         distance = np.abs((hue - centre + 180.0) % 360.0 - 180.0)
-        of_colour = (sat >= 100) & (val >= 80) & (distance <= HUE_WINDOW)
+        of_colour = (sat >= 100) & (val >= 80) & (distance <= window)
     return float(of_colour.mean())
 
 
@@ -342,11 +347,13 @@ def absent_questions(scene: Scene, rng: np.random.Generator, split: str, index: 
 
 def absent_texts(max_instances: int = 4) -> list[str]:
     """
-    Every absent command and answer the world can write (labels up to ``max_instances``).
+    Return every absent command and answer the world can write (labels up to ``max_instances``).
 
     For the tokenizer's corpus (:func:`m2sa_core.data.synthetic.text_corpus`): held-out
-    phrasings and the held-out answer sentence included. The category kind's commands are
-    the functions' and the mixed family's phrasings, which the corpus holds already.
+    phrasings and the held-out answer sentence included, and the same phrasings about the
+    category's own parts (:mod:`~m2sa_core.data.synthetic.wording.absent_twins`). The
+    category kind's commands are the functions' and the mixed family's phrasings, which
+    the corpus holds already.
     """
     from m2sa_core.inference.absence import absent_answer, ABSENT_ANSWERS
 
@@ -356,11 +363,11 @@ def absent_texts(max_instances: int = 4) -> list[str]:
         labels = [make_label(category, k, part) for k in range(1, max_instances + 1) for part in lacking]
         for name in spec.spoken:
             words = [name]
-            for part in lacking:
+            for part in dict.fromkeys(lacking + list(spec.parts)):  # its own parts: wording.absent_twins
                 for named in [name] + [f"{ordinal} {name}" for ordinal in ORDINALS[:max_instances]]:
                     texts.extend(p.replace("{part}", spoken_part(part)).replace("{name}", named)
                                  for p in PART_PHRASINGS)
-            for ordinal in ORDINALS[1:]:
+            for ordinal in ORDINALS:  # "first": wording.absent_twins
                 texts.extend(p.replace("{ordinal}", ordinal).replace("{name}", name) for p in INSTANCE_PHRASINGS)
                 words.append(f"{ordinal} {name}")
             for colour in COLOURS:

@@ -49,7 +49,10 @@ Files (all image paths relative to ``DIR/images``):
   (:mod:`wording.view_twins`);
 * ``level_words_train.json``: per category in view, one of its part's actions asked for
   the object that has the part and then for the part itself, worded from a lexicon
-  without any clause of the held-out phrasings (:mod:`wording.level`).
+  without any clause of the held-out phrasings (:mod:`wording.level`);
+* ``absent_twins_train.json`` (with the absent commands only): the absent commands' own
+  train phrasings asked about an instance, a colour or a part the scene holds, with its
+  masks (:mod:`wording.absent_twins`).
 
 Every annotation also carries ``amodal_segmentation``, the complete mask.
 
@@ -79,6 +82,7 @@ from m2sa_core.data.synthetic.pretraining import conversation_entry, mask_annota
 from m2sa_core.data.synthetic.questions import name_instance, named_view_questions, Question, sample_questions
 from m2sa_core.data.synthetic.scene import render_scene, Scene
 from m2sa_core.data.synthetic.shapes import CATEGORIES
+from m2sa_core.data.synthetic.wording.absent_twins import absent_twin_questions
 from m2sa_core.data.synthetic.wording.level import worded_level_questions
 from m2sa_core.data.synthetic.wording.mixed import worded_mixed_questions
 from m2sa_core.data.synthetic.wording.view import worded_view_questions
@@ -117,6 +121,15 @@ WORDED_TRAIN_FILES: tuple[tuple[str, int, WordedQuestions], ...] = (
     ("view_twins_train.json", 6, _per_question(twin_view_questions)),
     ("level_words_train.json", 7, _per_image(worded_level_questions)),
 )
+# Written with the absent commands only (absent_per_image > 0): their own phrasings asked
+# about things the scene holds (wording.absent_twins). Stream 8 is the absent commands'.
+ABSENT_TWINS_FILE: tuple[str, int, WordedQuestions] = ("absent_twins_train.json", 9,
+                                                       _per_image(absent_twin_questions))
+
+
+def worded_train_files(absent_per_image: int) -> tuple[tuple[str, int, WordedQuestions], ...]:
+    """Return the worded train files a world writes: the absent commands' twins only with them."""
+    return WORDED_TRAIN_FILES + ((ABSENT_TWINS_FILE,) if absent_per_image > 0 else ())
 
 
 def split_of(index: int, n_images: int) -> str:
@@ -294,7 +307,7 @@ def image_entries(out_dir: Path, seed: int, n_images: int, size: int, index: int
             # Drawn after the worded items, which stay those of earlier versions.
             both = object_and_part_questions(gen.scene, rng)
             entries.knowledge_seg = mmr_entry(gen, [it for it in items if isinstance(it, Question)] + both)
-            for name, stream, worded in WORDED_TRAIN_FILES:
+            for name, stream, worded in worded_train_files(absent_per_image):
                 rng = np.random.default_rng(np.random.SeedSequence([seed, index, stream]))
                 questions = worded(gen.scene, gen.questions, rng)
                 if questions:
@@ -350,7 +363,7 @@ def generate_dataset(out_dir: str | Path, n_images: int, seed: int = 0, size: in
     r2sm, amodal = [], []
     masks: dict[str, list] = {"train": [], "val": []}
     conversations_train, knowledge_train, knowledge_seg_train = [], [], []
-    worded_train: dict[str, list] = {name: [] for name, _, _ in WORDED_TRAIN_FILES}
+    worded_train: dict[str, list] = {name: [] for name, _, _ in worded_train_files(absent_per_image)}
     entries_of_images = _entries_in_order(out_dir, seed, n_images, size, workers, absent_per_image)
     if progress:
         from tqdm import tqdm
