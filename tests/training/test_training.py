@@ -206,8 +206,11 @@ def test_sharded_evaluation_gives_the_single_process_numbers(tmp_path, synth):
         assert two.returncode == 0, two.stderr[-3000:]
         a = json.loads((tmp_path / f"one-{protocol}.json").read_text())["splits"]
         b = json.loads((tmp_path / f"two-{protocol}.json").read_text())["splits"]
-        assert a == b
-        assert a["all"]["samples"] >= 3, "too few questions were evaluated for the comparison to mean much"
+        assert a == b  # gIoU/cIoU and the rejections of absent commands alike
+        # The first questions of a file may ask about absent things, scored apart from gIoU.
+        assert a["all"]["samples"] + a["all"]["absent_commands"] >= 3 and a["all"]["samples"] >= 2, \
+            "too few questions were evaluated for the comparison to mean much"
+        assert a["all"]["present_commands"] == a["all"]["samples"]  # absent commands are in no gIoU
         # every ground-truth target's IoU, gathered from the ranks, and its summary
         targets = [(tmp_path / f"{n}-{protocol}.targets.jsonl").read_text().splitlines() for n in ("one", "two")]
         assert targets[0] == targets[1]
@@ -232,10 +235,14 @@ def test_sharded_evaluation_gives_the_single_process_numbers(tmp_path, synth):
             logged = [(tmp_path / f"{n}-generative.answers.jsonl").read_text().splitlines() for n in ("one", "two")]
             assert logged[0] == logged[1]
             entries = [json.loads(line) for line in logged[0]]
-            assert [e["index"] for e in entries] == list(range(a["all"]["samples"]))
-            kinds = {s: sum(1 for e in entries if e["split"] == s) for s in errors if s != "all"}
+            questions = a["all"]["samples"] + a["all"]["absent_commands"]
+            assert [e["index"] for e in entries] == list(range(questions))
+            present = [e for e in entries if "missing" not in e]  # absent commands: logged, in no error count
+            kinds = {s: sum(1 for e in present if e["split"] == s) for s in errors if s != "all"}
             assert kinds == {s: sum(k.values()) for s, k in errors.items() if s != "all"}
-            assert all(e["kind"] in errors["all"] and e["truth"] and e["question"] for e in entries)
+            assert all(e["kind"] in errors["all"] and e["truth"] and e["question"] for e in present)
+            assert all(e["kind"] in ("absent rejected", "absent segmented") and not e["truth"]
+                       for e in entries if "missing" in e)
 
 
 def test_questions_per_image_trains_on_groups_of_one_image(tmp_path, synth):
