@@ -23,14 +23,41 @@ twice, ``tracking.py`` follows a command's targets on later frames with SAM alon
 imports only what lies below it: the segmenter uses all the others, nothing uses it.
 """
 
-from m2sa_core.inference.frame_cache import FrameCache, FrameEntry, image_key
-from m2sa_core.inference.segmenter import default_dtype, dtype_from_name, DTYPE_NAMES, Segmenter, STAGES
-from m2sa_core.inference.settings import DECODERS, DEFAULT_MAX_NEW_TOKENS, InferenceSettings
-from m2sa_core.inference.stages import DecodedMasks, SegmenterStages
-from m2sa_core.model.m2sa import FrameFeatures
-from m2sa_core.types import Cancelled
+from __future__ import annotations
 
-# Cancelled: the node imports it from here; the rest for callers of the stages.
-__all__ = ["Cancelled", "DECODERS", "DEFAULT_MAX_NEW_TOKENS", "DTYPE_NAMES", "DecodedMasks", "FrameCache",
-           "FrameEntry", "FrameFeatures", "InferenceSettings", "STAGES", "Segmenter", "SegmenterStages",
-           "default_dtype", "dtype_from_name", "image_key"]
+from importlib import import_module
+from typing import Any
+
+# Each public name and the module that holds it, imported on first use (PEP 562): a caller
+# of the light modules (``answer``, ``absence``, which the data generator uses) does not
+# pay for torch and transformers, which the segmenter and its stages import.
+_EXPORTS = {
+    "Cancelled": "m2sa_core.types",  # the node imports it from here
+    "DECODERS": "m2sa_core.inference.settings",
+    "DEFAULT_MAX_NEW_TOKENS": "m2sa_core.inference.settings",
+    "DTYPE_NAMES": "m2sa_core.inference.segmenter",
+    "DecodedMasks": "m2sa_core.inference.stages",
+    "FrameCache": "m2sa_core.inference.frame_cache",
+    "FrameEntry": "m2sa_core.inference.frame_cache",
+    "FrameFeatures": "m2sa_core.model.m2sa",
+    "InferenceSettings": "m2sa_core.inference.settings",
+    "STAGES": "m2sa_core.inference.segmenter",
+    "Segmenter": "m2sa_core.inference.segmenter",
+    "SegmenterStages": "m2sa_core.inference.stages",
+    "default_dtype": "m2sa_core.inference.segmenter",
+    "dtype_from_name": "m2sa_core.inference.segmenter",
+    "image_key": "m2sa_core.inference.frame_cache",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _EXPORTS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(import_module(_EXPORTS[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_EXPORTS))

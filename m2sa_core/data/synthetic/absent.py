@@ -64,6 +64,7 @@ from m2sa_core.data.synthetic.questions import (
 from m2sa_core.data.synthetic.scene import Scene, SceneObject
 from m2sa_core.data.synthetic.shapes import CATEGORIES
 from m2sa_core.data.synthetic.wording.lexicon import held_out_clauses
+from m2sa_core.inference.absence import absent_answer, ABSENT_ANSWERS
 from m2sa_core.labels import make_label
 import numpy as np
 
@@ -199,10 +200,6 @@ class AbsentAsker:
         return _pick(self.rng, phrasings_for(phrasings, self.held_out))
 
     def _answer(self, words: str) -> str:
-        # Imported here: m2sa_core.inference's package imports the model stack (torch), which
-        # the world's import, and each process that renders images, would otherwise pay.
-        from m2sa_core.inference.absence import absent_answer, ABSENT_ANSWERS
-
         # The last sentence is held out of the train split.
         index = len(ABSENT_ANSWERS) - 1 if self.held_out else int(self.rng.integers(len(ABSENT_ANSWERS) - 1))
         return absent_answer(words, index)
@@ -355,8 +352,6 @@ def absent_texts(max_instances: int = 4) -> list[str]:
     category kind's commands are the functions' and the mixed family's phrasings, which
     the corpus holds already.
     """
-    from m2sa_core.inference.absence import absent_answer, ABSENT_ANSWERS
-
     texts: list[str] = []
     for category, spec in CATEGORIES.items():
         lacking = lacking_parts(category)
