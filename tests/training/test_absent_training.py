@@ -171,13 +171,13 @@ def world(tmp_path_factory) -> Path:
 
 
 def _with_absent_questions(read):
-    """Wrap a reader so that MMR files without absent questions get one per image (a world with them is kept)."""
+    """Wrap a reader so that MMR files without absent questions get one per image first (one with them is kept)."""
     def reader(path, image_root, strict):
         records = list(read(path, image_root, strict))
         if not Path(path).name.startswith("MMR_") or any("missing" in r.meta for r in records):
             return records
         firsts = {r.image_path: r for r in reversed(records)}
-        return records + [_absent(r, "microwave") for r in firsts.values()]
+        return [_absent(r, "microwave") for r in firsts.values()] + records  # first, where max_items reads
 
     return reader
 
@@ -200,3 +200,12 @@ def test_stage_3b_trains_a_few_steps_from_a_stage_3_model(world, tmp_path, monke
     evals = sorted((tmp_path / "run").glob("eval_step*.json"))
     val = json.loads(evals[-1].read_text())["val"]
     assert val["absent_commands"] >= 1 and val["present_commands"] >= 1  # both eval sources, one split
+
+
+def test_the_ablation_scores_the_present_questions_of_a_world_with_absent_ones(world, monkeypatch):
+    from training import ablation
+
+    present = ablation.score(SHIPPED_MODEL, world, max_items=2)
+    real = sources.resolve_reader
+    monkeypatch.setattr(sources, "resolve_reader", lambda kind: _with_absent_questions(real(kind)))
+    assert ablation.score(SHIPPED_MODEL, world, max_items=2) == present  # no mask to score, nothing changes
