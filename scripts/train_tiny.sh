@@ -26,7 +26,8 @@
 # training/tiny/research/RUNS.md run 27 trains on 8000). Stage 1b reads a larger world of its own,
 # CLIP_DATA (default data/synth16k) at CLIP_IMAGES (default 16000) and CLIP_SEED (default 1): on
 # 1,600 scenes alone CLIP learns which mug is the second by heart instead of by rule (RUNS.md,
-# runs 27, 30 and 74); stage 3 draws that world's part and several-instance questions too.
+# runs 27, 30 and 74); stage 3 (and 3b, which keeps its mixture) draws that world's part and
+# several-instance questions too.
 # Its seed is neither the training world's (0) nor the held-out world's (7): image k of a
 # world is drawn from (seed, k), so a larger world of seed 0 holds the training world's val
 # and test images in its own training split (RUNS.md, run 34).
@@ -86,7 +87,7 @@ if [[ " $STAGES " == *" 3b_absent "* ]]; then
   absent_questions "$HELD/MMR_test_mixed.json" || rm -f "$HELD/.complete"
 fi
 world data_train "$DATA" "$IMAGES" "$TRAIN_SEED"
-if [[ " $STAGES " == *" 1b_clip "* || " $STAGES " == *" 3_m2sa "* ]]; then  # the stages that read it
+if [[ " $STAGES " == *" 1b_clip "* || " $STAGES " == *" 3_m2sa "* || " $STAGES " == *" 3b_absent "* ]]; then  # the stages that read it
   world data_clip "$CLIP_DATA" "$CLIP_IMAGES" "$CLIP_SEED"
 fi
 if [[ ! -f $HELD/.complete ]]; then

@@ -196,6 +196,9 @@ def test_stages_1b_and_3_read_a_larger_world_of_its_own_seed_written_only_when_t
                 if call[0] == "m2sa-synth"]
     assert [call[call.index("--out") + 1] for call in run(STAGES="3_m2sa", RUNS=str(tmp_path / "runs" / "three"))
             if call[0] == "m2sa-synth"] == [str(tmp_path / "synth16k")]
+    (tmp_path / "synth16k" / ".complete").unlink()  # stage 3b keeps stage 3's mixture, so it reads it too
+    assert [call[call.index("--out") + 1] for call in run(STAGES="3b_absent", RUNS=str(tmp_path / "runs" / "3b"))
+            if call[0] == "m2sa-synth"] == [str(tmp_path / "synth16k")]
 
 
 @pytest.mark.parametrize("seed", ["0", "7"])
