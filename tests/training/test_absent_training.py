@@ -151,11 +151,14 @@ def test_stage_3b_keeps_stage_3s_mixture_adds_the_absent_questions_and_starts_fr
     assert absent.model.init_from == f"{three.out_dir}/final"
     assert (absent.objective, absent.model.trainable_policy, absent.model.freeze, absent.model.loss_weights) == (
         three.objective, three.model.trainable_policy, three.model.freeze, three.model.loss_weights)
-    *kept, added = absent.data
+    *kept, added, twins = absent.data
     assert kept == three.data  # the present mixture, rates and filters, as stage 3 trains it
     assert added.families == ["absent"] and added.path == three.data[0].path
-    share = added.rate / sum(src.rate for src in absent.data)
-    assert 0.1 <= share <= 0.3  # refusals are learned, present targets still make most of the step
+    # The absent phrasings asked about what is there, so that only the image says "not there".
+    assert twins.path.endswith("absent_twins_train.json") and 0 < twins.rate < added.rate
+    total = sum(src.rate for src in absent.data)
+    assert 0.1 <= added.rate / total <= 0.3  # refusals are learned, present targets still make most of the step
+    assert sum(src.rate for src in kept) / total >= 0.7
     assert 600 <= absent.optim.max_steps <= 1000 and absent.optim.lr < three.optim.lr
     # Stage 3 and the tokenizer every stage keeps read the same texts as before absent questions existed.
     assert three.data[0].exclude_families == ["absent"]
