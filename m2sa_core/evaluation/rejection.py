@@ -54,12 +54,13 @@ from collections.abc import Mapping, Sequence
 import re
 from typing import Any
 
+from m2sa_core.data.mmr import MISSING_KINDS
 from m2sa_core.evaluation.metrics import PROTOCOLS
 from m2sa_core.prompt import IGNORE_INDEX
 import numpy as np
 
-# The kinds of absence the synthetic world asks about (a record's meta["missing"]["kind"]).
-ABSENT_KINDS: tuple[str, ...] = ("category", "part", "instance", "property")
+# The kinds of absence a record's meta["missing"]["kind"] may name: the reader's, so they cannot drift.
+ABSENT_KINDS: tuple[str, ...] = MISSING_KINDS
 
 # One row per split: present commands, present rejected, absent commands, absent rejected,
 # absent rejected naming the missing words, absent whose first answer token is the refusal's,
