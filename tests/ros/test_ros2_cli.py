@@ -108,13 +108,38 @@ def _state(shell: dict[str, str], fqn: str) -> str:
     return got.stdout.strip()
 
 
-def _active(shell: dict[str, str], fqn: str) -> None:
-    """Bring the node to active with the CLI, from wherever the lifecycle test left it."""
-    if _state(shell, fqn) == "unconfigured [1]":
-        _lifecycle(shell, "set", fqn, "configure")
-    if _state(shell, fqn) == "inactive [2]":
-        _lifecycle(shell, "set", fqn, "activate")
-    assert _state(shell, fqn) == "active [3]"
+def _active(context: Any, fqn: str) -> None:
+    """
+    Bring the node to active from wherever the lifecycle test left it, in-process.
+
+    No ``ros2 lifecycle`` verb is under test here (the lifecycle test proves them), and each
+    is a process of its own, which costs seconds.
+    """
+    from lifecycle_msgs.msg import State, Transition
+    from lifecycle_msgs.srv import ChangeState, GetState
+    from rclpy.node import Node
+
+    probe = Node("cli_lifecycle_probe", context=context)
+    try:
+        with spinning(context, probe, threads=1):
+            get_state = probe.create_client(GetState, f"{fqn}/get_state")
+            change_state = probe.create_client(ChangeState, f"{fqn}/change_state")
+            assert get_state.wait_for_service(timeout_sec=60) and change_state.wait_for_service(timeout_sec=60)
+
+            def state() -> int:
+                future = get_state.call_async(GetState.Request())
+                wait_until(future.done, 60, f"{fqn}'s lifecycle state")
+                return future.result().current_state.id
+
+            for when, transition in ((State.PRIMARY_STATE_UNCONFIGURED, Transition.TRANSITION_CONFIGURE),
+                                     (State.PRIMARY_STATE_INACTIVE, Transition.TRANSITION_ACTIVATE)):
+                if state() == when:
+                    future = change_state.call_async(ChangeState.Request(transition=Transition(id=transition)))
+                    wait_until(future.done, 120, f"{fqn}'s transition {transition}")
+                    assert future.result().success, transition
+            assert state() == State.PRIMARY_STATE_ACTIVE
+    finally:
+        probe.destroy_node()
 
 
 def test_lifecycle_set_and_get_take_the_waiting_node_to_active(shell, node):
@@ -194,10 +219,6 @@ def _set(shell: dict[str, str], fqn: str, name: str, value: str) -> str:
     return (out.stdout + out.stderr).strip()
 
 
-def _get(shell: dict[str, str], fqn: str, name: str) -> str:
-    return ros2(shell, "param", "get", fqn, name, *FIND_NODE).stdout.strip()
-
-
 @contextmanager
 def _parameter_client(context: Any, fqn: str) -> Iterator[Any]:
     """
@@ -223,15 +244,17 @@ def test_param_set_applies_converts_and_refuses_with_the_reason(shell, node, mod
     from rclpy.parameter import Parameter
 
     fqn, run = node
-    _active(shell, fqn)
+    _active(module_context, fqn)
     with _parameter_client(module_context, fqn) as client:
         try:
+            # What the node then holds is read in-process: `ros2 param get` is proven above.
             assert _set(shell, fqn, "mask_threshold", "0.25") == "Set parameter successful"
-            assert _get(shell, fqn, "mask_threshold") == "Double value is: 0.25"
+            assert held_parameters(client, ["mask_threshold"]) == {"mask_threshold": 0.25}
             run.wait_for_line("applied mask_threshold=0.25", timeout=10)  # a runtime parameter, applied at once
             # ros2cli sends "1" as an integer; the node stores it as the double it is declared as.
             assert _set(shell, fqn, "mask_threshold", "1") == "Set parameter successful"
-            assert _get(shell, fqn, "mask_threshold") == "Double value is: 1.0"
+            [held] = held_parameters(client, ["mask_threshold"]).values()
+            assert type(held) is float and held == 1.0, held
 
             # (parameter, value, what rclpy's refusal says, how the node's log names it, the value kept)
             refused = [("mask_threshold", "500.0", "out of range", "mask_threshold=500.0", 1.0),
@@ -317,7 +340,7 @@ def test_action_send_goal_shows_feedback_and_ctrl_c_cancels_the_goal(shell, node
     from rclpy.qos import qos_profile_action_status_default
 
     fqn, run = node
-    _active(shell, fqn)
+    _active(module_context, fqn)
     ns = fqn.rsplit("/", 1)[0]
     # On the module's context: one DDS participant fewer. With LOCALHOST discovery Fast DDS
     # announces a participant to the first four participant indexes of the domain only, so
@@ -363,9 +386,9 @@ def test_action_send_goal_shows_feedback_and_ctrl_c_cancels_the_goal(shell, node
     run.wait_for_line(f"action command {request_id} 'I want to turn on the TV': cancelled", timeout=10)
 
 
-def test_service_call_answers_on_the_cameras_frame(shell, node):
+def test_service_call_answers_on_the_cameras_frame(shell, node, module_context):
     fqn, _run = node
-    _active(shell, fqn)
+    _active(module_context, fqn)
     ns = fqn.rsplit("/", 1)[0]
     camera = LaunchProcess(["m2sa-camera", "--synthetic", "--namespace", ns, "--rate", "5"], shell)
     try:
