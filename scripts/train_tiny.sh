@@ -19,9 +19,10 @@
 # starting from the one before it under the same RUNS; DATA and HELD are where the
 # training and held-out worlds go (data/synth, data/heldout: the stage configs read
 # data/synth); BIN is where the m2sa-* commands are (.venv/bin); STAGES the stages, in
-# order (default "1_sam 1b_clip 2_language 3_m2sa 3b_absent"; each starts from the one before it;
-# the evaluations wait for stage 3's model, or stage 3b's when STAGES names it, so STAGES=1_sam
-# trains stage 1 alone and STAGES ending in 3_m2sa gives the model before stage 3b);
+# order (default "1_sam 1b_clip 2_language 3_m2sa", the shipped model's; each starts from the one
+# before it; the evaluations wait for stage 3's model, or stage 3b's when STAGES names it, so
+# STAGES=1_sam trains stage 1 alone; stage 3b is opt-in, STAGES="3_m2sa 3b_absent" after stage 3,
+# until its recipe meets its targets: RUNS.md, run 76);
 # IMAGES the training world's size (default 2000: 1,600 training images, the shipped model's;
 # training/tiny/research/RUNS.md run 27 trains on 8000). Stage 1b reads a larger world of its own,
 # CLIP_DATA (default data/synth16k) at CLIP_IMAGES (default 16000) and CLIP_SEED (default 1): on
@@ -37,7 +38,7 @@ BIN=${BIN:-.venv/bin}
 RUNS=${RUNS:-runs/tiny}
 DATA=${DATA:-data/synth}
 HELD=${HELD:-data/heldout}
-STAGES=${STAGES:-1_sam 1b_clip 2_language 3_m2sa 3b_absent}
+STAGES=${STAGES:-1_sam 1b_clip 2_language 3_m2sa}
 IMAGES=${IMAGES:-2000}
 CLIP_DATA=${CLIP_DATA:-data/synth16k}
 CLIP_IMAGES=${CLIP_IMAGES:-16000}

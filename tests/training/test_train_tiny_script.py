@@ -92,13 +92,13 @@ def test_each_stage_starts_from_the_previous_stage_of_the_same_run(pipeline):
     calls = run("device=cpu")
     trains = [call for call in calls if call[0] == "m2sa-train"]
     assert [_option(call, "out_dir") for call in trains] == [
-        f"{runs}/1_sam", f"{runs}/1b_clip", f"{runs}/2_language", f"{runs}/3_m2sa", f"{runs}/3b_absent"]
+        f"{runs}/1_sam", f"{runs}/1b_clip", f"{runs}/2_language", f"{runs}/3_m2sa"]  # 3b is opt-in (run 76)
     # Under RUNS, not the default runs/tiny: a second run must never build on the first's stages.
     assert [_option(call, "model.init_from") for call in trains] == [
-        None, f"{runs}/1_sam/final", f"{runs}/1b_clip/final", f"{runs}/2_language/final", f"{runs}/3_m2sa/final"]
+        None, f"{runs}/1_sam/final", f"{runs}/1b_clip/final", f"{runs}/2_language/final"]
     assert all(call[-1] == "device=cpu" for call in trains)  # the caller's overrides reach every stage
     evals = [call for call in calls if call[0] == "m2sa-eval"]
-    assert len(evals) == 4 and all(call[call.index("--model") + 1] == f"{runs}/3b_absent/final" for call in evals)
+    assert len(evals) == 4 and all(call[call.index("--model") + 1] == f"{runs}/3_m2sa/final" for call in evals)
     assert not [call for call in calls if call[0] == "m2sa-export"]
 
 
@@ -107,9 +107,9 @@ def test_a_finished_pipeline_runs_nothing_again_and_exports_on_request(pipeline)
     run()
     again = run("--export")
     assert [call[0] for call in again] == ["m2sa-export"]
-    assert again[0][again[0].index("--model") + 1] == f"{runs}/3b_absent/final"
+    assert again[0][again[0].index("--model") + 1] == f"{runs}/3_m2sa/final"
     assert {line.split("\t")[0] for line in (runs / "timings.tsv").read_text().splitlines()} >= {
-        "1_sam", "1b_clip", "2_language", "3_m2sa", "3b_absent", "eval_generative"}
+        "1_sam", "1b_clip", "2_language", "3_m2sa", "eval_generative"}
 
 
 def test_stages_named_in_stages_run_in_order_each_from_the_one_before(pipeline):
@@ -129,21 +129,21 @@ def test_stages_that_stop_before_stage_3_evaluate_nothing_and_a_later_call_goes_
     calls = run()
     trains = [call for call in calls if call[0] == "m2sa-train"]
     assert [call[call.index("--config") + 1] for call in trains] == [
-        f"training/tiny/{stage}.yaml" for stage in ("1b_clip", "2_language", "3_m2sa", "3b_absent")]
+        f"training/tiny/{stage}.yaml" for stage in ("1b_clip", "2_language", "3_m2sa")]
     assert _option(trains[0], "model.init_from") == f"{runs}/1_sam/final"
     assert [call for call in calls if call[0] == "m2sa-eval"]
 
 
 def test_stage_3b_is_scored_after_stage_3_and_stage_3s_figures_are_kept_aside(pipeline):
     run, runs = pipeline
-    before = run(STAGES="1_sam 1b_clip 2_language 3_m2sa")  # the model before stage 3b
+    before = run()  # the shipped recipe: the model before stage 3b
     assert {call[call.index("--model") + 1] for call in before if call[0] == "m2sa-eval"} == {f"{runs}/3_m2sa/final"}
-    calls = run()
+    calls = run(STAGES="3_m2sa 3b_absent")
     assert [_option(call, "out_dir") for call in calls if call[0] == "m2sa-train"] == [f"{runs}/3b_absent"]
     evals = [call for call in calls if call[0] == "m2sa-eval"]
     assert len(evals) == 4 and {call[call.index("--model") + 1] for call in evals} == {f"{runs}/3b_absent/final"}
     assert (runs / "scored" / "3_m2sa" / "eval_generative.json").is_file()  # stage 3's figures, kept
-    assert not [call for call in run() if call[0] == "m2sa-eval"]  # scored once
+    assert not [call for call in run(STAGES="3_m2sa 3b_absent") if call[0] == "m2sa-eval"]  # scored once
 
 
 def test_worlds_that_ask_no_absent_question_are_written_again_for_stage_3b(pipeline, tmp_path):
@@ -221,7 +221,7 @@ def test_the_stages_configs_are_checked_against_every_evaluation_image_before_an
     assert names.index("m2sa-overlap") < names.index("m2sa-train")
     (check,) = [call for call in calls if call[0] == "m2sa-overlap"]
     configs = check[check.index("--config") + 1: check.index("--against")]
-    assert configs == [f"training/tiny/{s}.yaml" for s in ("1_sam", "1b_clip", "2_language", "3_m2sa", "3b_absent")]
+    assert configs == [f"training/tiny/{s}.yaml" for s in ("1_sam", "1b_clip", "2_language", "3_m2sa")]
     against = check[check.index("--against") + 1:]
     synth, held = tmp_path / "synth", tmp_path / "heldout"
     assert {f"{synth}/MMR_val.json", f"{synth}/MMR_test_mixed.json", f"{held}/MMR_test_part_only.json",
@@ -239,7 +239,7 @@ def test_a_stage_that_would_train_on_an_evaluation_image_stops_the_pipeline_befo
         ["m2sa-synth"] * 3 + ["m2sa-overlap"])
 
 
-STAGE_BATCHES = {"1_sam": 8, "1b_clip": 32, "2_language": 16, "3_m2sa": 8, "3b_absent": 8}  # training/tiny/*.yaml
+STAGE_BATCHES = {"1_sam": 8, "1b_clip": 32, "2_language": 16, "3_m2sa": 8}  # training/tiny/*.yaml
 
 
 def test_ranks_train_every_stage_as_data_parallel_processes_that_split_its_batch(pipeline):
@@ -249,7 +249,7 @@ def test_ranks_train_every_stage_as_data_parallel_processes_that_split_its_batch
     trains = [call for call in calls if call[0] == "torchrun"]
     assert [_option(call, "out_dir") for call in trains] == [f"{runs}/{stage}" for stage in STAGE_BATCHES]
     assert [_option(call, "model.init_from") for call in trains] == [
-        None, f"{runs}/1_sam/final", f"{runs}/1b_clip/final", f"{runs}/2_language/final", f"{runs}/3_m2sa/final"]
+        None, f"{runs}/1_sam/final", f"{runs}/1b_clip/final", f"{runs}/2_language/final"]
     for call, (stage, batch) in zip(trains, STAGE_BATCHES.items()):
         assert call[call.index("--nproc-per-node") + 1] == "2"
         assert call[call.index("-m") + 1] == "training.train" and "--resume" in call
@@ -266,7 +266,7 @@ def test_ranks_train_every_stage_as_data_parallel_processes_that_split_its_batch
 def test_a_callers_batch_is_the_steps_batch_and_is_split_among_the_ranks(pipeline):
     run, _ = pipeline
     trains = [call for call in run("optim.batch_size=4", RANKS="2") if call[0] == "torchrun"]
-    assert len(trains) == 5 and all(_option(call, "optim.batch_size") == "2" for call in trains)
+    assert len(trains) == 4 and all(_option(call, "optim.batch_size") == "2" for call in trains)
 
 
 def test_the_callers_threads_per_rank_are_kept(pipeline):
