@@ -37,9 +37,9 @@ from dataclasses import dataclass
 # Where a bug lives: the parts of the package whose tests the check proves.
 NODE = "node"  # m2sa_ros: the node, the pipeline, its parameters, tracks and tf
 GEOMETRY = "geometry"  # m2sa_core/geometry and m2sa_ros's depth step
-CONVERSION = "conversion"  # m2sa_ros/*_conversion.py, the masks' encoding and the label image
+CONVERSION = "conversion"  # m2sa_ros/*_conversion.py, the masks' encoding, the label image, the answer's absence
 LAUNCH = "launch"  # launch/perception.launch.py
-CLI = "cli"  # m2sa_ros/bag, m2sa_ros/desk_camera.py, m2sa_ros/main.py, training's CLIs
+CLI = "cli"  # m2sa_ros/bag, m2sa_ros/desk_camera.py, m2sa_ros/main.py, training's CLIs, m2sa-eval's figures
 AREAS = (NODE, GEOMETRY, CONVERSION, LAUNCH, CLI)
 
 
@@ -109,8 +109,8 @@ BUGS: tuple[PlantedBug, ...] = (
         "track-answered-twice", NODE,
         "a cancelled track goal is answered twice (cancelled, then aborted)",
         "m2sa_ros/track_action.py",
-        "elif reason in (TIMEOUT, LOST):",
-        "if reason in (TIMEOUT, LOST):",
+        "elif reason in (TIMEOUT, LOST) or reason.startswith(ABSENT_PREFIX):",
+        "if reason in (TIMEOUT, LOST) or reason.startswith(ABSENT_PREFIX):",
         ("tests/ros/test_node_track.py::test_answer_then_tracked_frames_without_the_language_model_then_cancel",)),
     PlantedBug(
         "late-depth-not-rebound", NODE,
@@ -385,4 +385,25 @@ BUGS: tuple[PlantedBug, ...] = (
         "full[y:y + h, x:x + w] = crop > 0",
         "full[x:x + h, y:y + w] = crop > 0",
         ("tests/ros/test_mask_encoding.py",)),
+    PlantedBug(
+        "absent-answer-reported-as-targets", CONVERSION,
+        "an answer naming no target is sent as OUTCOME_TARGETS: a planner reads 'no microwave here' as found",
+        "m2sa_ros/result_conversion.py",
+        "return SegmentationResult.OUTCOME_ABSENT, absence.missing",
+        "return SegmentationResult.OUTCOME_TARGETS, absence.missing",
+        ("tests/ros/test_node_messages.py::test_outcome_says_targets_absent_or_failed_and_what_is_missing",)),
+    PlantedBug(
+        "seg-answer-read-as-absent", CONVERSION,
+        "an answer that names a target with [SEG] is read as an absence: every result says nothing is there",
+        "m2sa_core/inference/absence.py",
+        "if SEG_TOKEN in raw_answer:",
+        "if SEG_TOKEN not in raw_answer:",
+        ("tests/core/test_absence.py",)),
+    PlantedBug(
+        "present-rejections-not-counted", CLI,
+        "m2sa-eval never counts a present command as wrongly rejected: a model that refuses everything looks safe",
+        "m2sa_core/evaluation/rejection.py",
+        "row[1] += bool(rejected)",
+        "row[1] += 0",
+        ("tests/core/test_rejection.py",)),
 )
