@@ -181,16 +181,17 @@ def run_demo(out: Path = DEFAULT_OUT, model_path: Path | None = None, images: in
     synth_main(["--out", str(out / "data"), "--images", str(images), "--seed", str(seed), "--quiet"])
 
     _step(f"2/3 m2sa-bag make: up to {commands} commands on the test scenes (a few asking for complete "
-          f"shapes, a few about something not in view) -> {out / 'bag'}")
+          f"shapes), and a few about something not in view -> {out / 'bag'}")
     # Mostly MMR-style questions, plus a few R2SM commands that ask for the complete shape
     # of a partly hidden object (the node then answers with the amodal mask).
     records = [r for name in TEST_FILES for r in read_dataset(out / "data" / name).records]
     amodal = [r for r in read_dataset(out / "data" / R2SM_FILE).records if r.mask_type == "amodal"]
     n_amodal = min(AMODAL_COMMANDS, len(amodal), max(commands // 6, 0))
-    # About one command in nine, and one already in a run of three.
+    # Besides those, about one command in nine asks about something not in view (one already
+    # in a run of three): the commands with targets stay the ones a demo without them asks.
     absent = absent_records(records, min(ABSENT_COMMANDS, max(commands // 9, 1 if commands >= 3 else 0)))
     present = [r for r in records if "missing" not in r.meta]
-    selected = present[: commands - n_amodal - len(absent)] + amodal[:n_amodal] + absent
+    selected = present[: commands - n_amodal] + amodal[:n_amodal] + absent
     plan = plan_from_records(selected, rate_hz=1.0)
     # Registered depth and camera_info beside every frame (mild sensor artefacts), and the
     # 3-D ground truth the targets' boxes and normals are scored against.
@@ -217,7 +218,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model-path", type=Path, default=None,
                         help=f"checkpoint directory (default {DEFAULT_MODEL.relative_to(REPO)})")
     parser.add_argument("--images", type=int, default=100, help="synthetic scenes to render (10%% are test scenes)")
-    parser.add_argument("--commands", type=int, default=36, help="commands in the bag (at most)")
+    parser.add_argument("--commands", type=int, default=36,
+                        help="commands with targets in the bag (at most); about one in nine more ask about "
+                             "something not in view")
     parser.add_argument("--rate-factor", type=float, default=4.0, help="replay speed relative to the recording")
     parser.add_argument("--storage", choices=("mcap", "sqlite3"), default="mcap")
     parser.add_argument("--seed", type=int, default=DEMO_SEED)

@@ -53,8 +53,7 @@ GROUND_TRUTH_VERSION = 2  # what a bag with absent commands is written as; one w
 GROUND_TRUTH_VERSIONS = (1, 2)  # read
 TRACKING_GROUND_TRUTH_FILE = "tracking_ground_truth.json"
 TRACKING_GROUND_TRUTH_FORMAT = "m2sa_ros/bag_tracking_ground_truth"
-TRACKING_GROUND_TRUTH_VERSION = 2  # what a bag with absent commands is written as; one without stays version 1
-GROUND_TRUTH_VERSIONS = (1, 2)  # read
+TRACKING_GROUND_TRUTH_VERSION = 1
 
 
 class BagError(ValueError):

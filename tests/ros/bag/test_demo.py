@@ -122,16 +122,17 @@ def test_demo_end_to_end_small(tmp_path, capsys):
     printed = capsys.readouterr().out
     assert code == 0, printed
     report = json.loads((out / "report.json").read_text())
-    assert report["counts"]["commands"] == 3 and report["counts"]["commands_without_result"] == 0
+    # Three commands with targets, and one about something not in view besides them.
+    assert report["counts"]["commands"] == 4 and report["counts"]["commands_without_result"] == 0
     for cmd in report["commands"]:
         assert f"#{cmd['index']}" in printed and cmd["command"][:30] in printed
     assert "gIoU" in printed and "latency ms" in printed
-    # One of the three is about something not in view; the report counts it whatever the model
+    # The fourth is about something not in view; the report counts it whatever the model
     # answers (the shipped model's refusals are its own: no figure is pinned here).
     absent = [c for c in report["commands"] if c["expected_absent"]]
     assert len(absent) == 1 and absent[0]["outcome"] in ("absent", "targets"), absent
     overall = report["absence"].get("all") or next(iter(report["absence"].values()))
-    assert (overall["absent"], overall["present"]) == (1, 2) and overall["rejected"] in (0, 1)
+    assert (overall["absent"], overall["present"]) == (1, 3) and overall["rejected"] in (0, 1)
     assert overall["rejected"] == (absent[0]["outcome"] == "absent")
     assert "absent rejected" in printed and f"expected: nothing (no {absent[0]['expected_missing']}" in printed
     assert "## Commands about something not in view" in (out / "report.md").read_text()
@@ -149,7 +150,7 @@ def test_demo_end_to_end_small(tmp_path, capsys):
     assert "3-D (" in printed and "mm" in printed.split("3-D (")[1].splitlines()[0]
     md = (out / "report.md").read_text()
     assert "## 3-D geometry" in md and "| split | pairs | with pose | centroid (mm) |" in md
-    assert len(list((out / "overlays").glob("cmd_*.png"))) == 3
+    assert len(list((out / "overlays").glob("cmd_*.png"))) == 4
     # A second run starts clean instead of failing on the previous outputs.
     assert main(["--out", str(out), "--images", "20", "--commands", "1", "--rate-factor", "10"]) == 0
     assert json.loads((out / "report.json").read_text())["counts"]["commands"] == 1
