@@ -209,6 +209,15 @@ class Replayer:
             SegmentationResult, f"{ns}/result", self._on_result,
             QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE), raw=True)
         self._result_type = SegmentationResult
+        # The node's own count of the readers its result writer has matched (/diagnostics,
+        # result_subscribers): seeing the node's writer here does not mean that writer already
+        # sends to this reader, since each participant discovers the other on its own, and a
+        # volatile writer drops a result for a reader it has not matched.
+        from diagnostic_msgs.msg import DiagnosticArray
+
+        self._status_prefix = f"{ns}/"
+        self._node_result_readers: int | None = None  # None: no status from the node yet
+        self.diagnostics_sub = self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
         self._cond = threading.Condition()
         self._pending: list[Outcome] = []
         self.foreign_results = 0
@@ -281,16 +290,34 @@ class Replayer:
             if self._writer is not None:
                 self._writer.write(connection, bag_ns if bag_ns is not None else time.time_ns(), raw)
 
+    def _on_diagnostics(self, msg: Any) -> None:
+        readers = [int(kv.value) for status in msg.status if status.name.startswith(self._status_prefix)
+                   for kv in status.values if kv.key == "result_subscribers"]
+        spoke = any(status.name.startswith(self._status_prefix) for status in msg.status)
+        with self._cond:
+            if readers:
+                self._node_result_readers = max(readers)
+            elif spoke and self._node_result_readers is None:
+                self._node_result_readers = -1  # a node that does not count them: matched on our side only
+
     def wait_for_node(self, node: NodeProcess | None) -> None:
-        """Until the node's image/command subscriptions and result publisher are matched."""
+        """
+        Until the node's image/command subscriptions and result publisher are matched, both ways.
+
+        Our side is read from our endpoints; the node's result writer, from the node's own
+        /diagnostics (result_subscribers): a result sent before that writer matched this
+        reader would be lost.
+        """
         deadline = time.monotonic() + self.options.startup_timeout_s
         while time.monotonic() < deadline:
             depth_pub = self.compressed_depth_pub if self.compressed_depth else self.depth_pub
             depth_ready = not self.expect_depth or (depth_pub.get_subscription_count() > 0
                                                     and self.camera_info_pub.get_subscription_count() > 0)
+            with self._cond:
+                readers = self._node_result_readers
             if (self.image_pub.get_subscription_count() > 0 and self.command_pub.get_subscription_count() > 0
-                    and self.result_sub.get_publisher_count() > 0 and depth_ready):
-                time.sleep(0.2)  # let the reliable endpoints finish matching both ways
+                    and self.result_sub.get_publisher_count() > 0 and depth_ready
+                    and readers is not None and readers != 0):
                 return
             if node is not None:
                 node.check_starting()  # a configure failure or an exit ends the wait at once
@@ -301,6 +328,9 @@ class Replayer:
         if self.compressed_depth and self.compressed_depth_pub.get_subscription_count() == 0:
             depth = (f"; nothing listens on {self.compressed_depth_pub.topic_name}: the bag's depth is "
                      "compressedDepth, a node needs -p use_compressed_depth:=true")
+        if self._node_result_readers is None and self.result_sub.get_publisher_count() > 0:
+            depth += (f"; no /diagnostics from a node under {self.options.namespace} (its diagnostics_period, or "
+                      "ROS_DOMAIN_ID): this tool waits for the node to say its result writer has matched this reader")
         raise TimeoutError(f"no active perception node {where} after {self.options.startup_timeout_s:.0f} s "
                            f"(topics {self.image_pub.topic_name}, {self.command_pub.topic_name}, "
                            f"{self.result_sub.topic_name}){depth}{tail}")
