@@ -94,8 +94,10 @@ $(VENV)/.ros-src-stamp: $(VENV)/.ros-stamp scripts/build_ros_src.sh scripts/fetc
 # DDS domain of its own (tests/conftest.py). TEST_WORKERS=0 runs everything in one process.
 # The files go out in the collection's order, which puts the slow ones first (tests/conftest.py);
 # xdist's default re-sorts them by their number of tests, which left a 60 s file of one test to
-# start last while the other worker sat idle.
-TEST_WORKERS ?= auto
+# start last while the other worker sat idle. One worker more than the cores: a worker often
+# waits on a child process or on DDS discovery, and on 2 cores two workers kept them 77 % busy
+# (578 s), three 90 % (519 s; docs/TESTING.md, "Where the time goes").
+TEST_WORKERS ?= $(shell echo $$(( $$(nproc) + 1 )))
 XDIST := -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder
 
 test: setup
