@@ -24,6 +24,7 @@ field the same.
 
 from __future__ import annotations
 
+import copy
 from types import SimpleNamespace
 
 import cv2
@@ -154,10 +155,12 @@ def test_feedback_result_leaves_out_masks_and_points_and_keeps_the_rest():
                         inference_ms=3.0, full_frame_masks=True)
     msg.targets[0].points = points_to_cloud(np.ones((50, 3), np.float32), header)
     msg.targets[0].has_pose, msg.targets[0].size.x = True, 0.2
-    before = serialize_message(msg)
+    # Compared as messages, not as bytes: CDR's alignment padding is not zeroed by the
+    # serializer, so two serializations of one message can differ in it.
+    before = copy.deepcopy(msg)
     light = feedback_result(msg)
-    assert serialize_message(msg) == before  # the whole result is left as it was
-    assert len(serialize_message(light)) < len(before) // 5
+    assert msg == before  # the whole result is left as it was
+    assert len(serialize_message(light)) < len(serialize_message(msg)) // 5
     empty = TargetMsg()
     for name in TargetMsg.get_fields_and_field_types():
         want = getattr(empty, name) if name in HEAVY_TARGET_FIELDS else getattr(msg.targets[0], name)
