@@ -35,6 +35,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 import math
+from typing import Any
 
 import numpy as np
 from scipy.optimize import linear_sum_assignment
@@ -86,6 +87,22 @@ def mask_iou(pred: np.ndarray, gt: np.ndarray, ignore: np.ndarray | None = None)
     """Return the IoU of two boolean masks; 1.0 when both are empty."""
     inter, union = intersection_union(pred, gt, ignore)
     return 1.0 if union == 0 else inter / union
+
+
+def all_reduce_state(evaluator: Any) -> None:
+    """
+    Sum ``evaluator.state()`` over all ``torch.distributed`` processes and load it back.
+
+    A no-op when no process group is initialised. The evaluators keep their counts as one
+    flat tensor so that one collective sums them all; every process must hold the same layout.
+    """
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return
+    state = evaluator.state()
+    dist.all_reduce(state)
+    evaluator.load_state(state)
 
 
 class IoUAccumulator:
@@ -351,13 +368,7 @@ class SegmentationEvaluator:
 
         Every process must have been built with the same ``splits``.
         """
-        import torch.distributed as dist
-
-        if not (dist.is_available() and dist.is_initialized()):
-            return
-        state = self.state()
-        dist.all_reduce(state)
-        self.load_state(state)
+        all_reduce_state(self)
 
 
 def format_report(reports: dict[str, SplitReport]) -> str:
@@ -463,13 +474,7 @@ class AmodalEvaluator:
 
     def all_reduce(self) -> None:
         """Sum over all ``torch.distributed`` processes (no-op when not initialised)."""
-        import torch.distributed as dist
-
-        if not (dist.is_available() and dist.is_initialized()):
-            return
-        state = self.state()
-        dist.all_reduce(state)
-        self.load_state(state)
+        all_reduce_state(self)
 
     def report(self) -> dict[str, dict[str, float | int | None]]:
         """JSON-ready scores; parts without ground truth report ``None`` rather than NaN."""

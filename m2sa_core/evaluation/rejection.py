@@ -55,7 +55,7 @@ import re
 from typing import Any
 
 from m2sa_core.data.mmr import MISSING_KINDS
-from m2sa_core.evaluation.metrics import PROTOCOLS
+from m2sa_core.evaluation.metrics import all_reduce_state, PROTOCOLS
 from m2sa_core.prompt import IGNORE_INDEX
 import numpy as np
 
@@ -230,13 +230,7 @@ class RejectionCounter:
 
     def all_reduce(self) -> None:
         """Sum over all ``torch.distributed`` processes (no-op when not initialised); same ``splits`` on each."""
-        import torch.distributed as dist
-
-        if not (dist.is_available() and dist.is_initialized()):
-            return
-        state = self.state()
-        dist.all_reduce(state)
-        self.load_state(state)
+        all_reduce_state(self)
 
 
 def _percent(share: float | None) -> str:
