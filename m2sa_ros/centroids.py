@@ -18,11 +18,8 @@ The depth and camera_info buffers: the last few of each, looked up by the colour
 Depth and camera_info arrive on their own topics; :class:`StampedBuffer` keeps the last
 few and finds the one nearest to the colour image's stamp; depth_binding.bind_depth
 checks that the pair fits the colour image before a command's masks are measured with
-it. Pure Python: rclpy is never imported.
-
-The centroid itself (``mask_centroid``, ``erode_mask``) moved to
-m2sa_core/geometry/centroid.py and ``Intrinsics`` lives in m2sa_core/camera.py; their
-old names here still import, with a DeprecationWarning, for one release.
+it. Pure Python: rclpy is never imported. The centroid itself (``mask_centroid``,
+``erode_mask``) is in m2sa_core/geometry/centroid.py, ``Intrinsics`` in m2sa_core/camera.py.
 """
 
 from __future__ import annotations
@@ -30,26 +27,9 @@ from __future__ import annotations
 from collections import deque
 import threading
 import time
-from typing import Any, Callable, Generic, TypeVar
-import warnings
+from typing import Callable, Generic, TypeVar
 
 T = TypeVar("T")
-
-_MOVED = {"mask_centroid": "m2sa_core.geometry.centroid", "erode_mask": "m2sa_core.geometry.centroid",
-          "Intrinsics": "m2sa_core.camera"}
-
-
-def __getattr__(name: str) -> Any:
-    """Return the moved names, from their new modules, with a DeprecationWarning (PEP 562)."""
-    if name not in _MOVED:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    warnings.warn(f"m2sa_ros.centroids.{name} moved to {_MOVED[name]}; import it from there "
-                  "(the old path goes in the next release)", DeprecationWarning, stacklevel=2)
-    if name == "Intrinsics":
-        from m2sa_core.camera import Intrinsics
-        return Intrinsics
-    from m2sa_core.geometry import centroid
-    return getattr(centroid, name)
 
 
 class StampedBuffer(Generic[T]):

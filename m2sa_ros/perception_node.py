@@ -30,7 +30,7 @@ lifecycle and the wiring; each concern it wires is a module of its own:
 * inputs: the keep-latest image, converted once in its own callback group, never
   waiting on the model (latest_frame.py); depth and camera_info buffers (centroids.py),
   bound to a command's frame and measuring its targets' centroids and 3-D geometry
-  (depth_binding.py, target_geometry.py, geometry_conversion.py);
+  (depth_binding.py, m2sa_core/geometry/target.py, geometry_conversion.py);
 * every accepted command - topic (plain or with a request id), service or action -
   yields exactly one SegmentationResult with the command's request id and the source
   image's header (pipeline.py); service and action callbacks wait for it, within a cap

@@ -46,7 +46,6 @@ from __future__ import annotations
 import json
 from pathlib import Path
 from typing import Any
-import warnings
 
 from m2sa_ros.bag.bag_io import BagPlan, DEFAULT_FRAME_ID, DEFAULT_START_NS, PlannedCommand, PlannedFrame, write_bag
 from m2sa_ros.bag.ground_truth import (
@@ -60,21 +59,6 @@ from m2sa_ros.bag.ground_truth import (
     TrackingGroundTruth,
 )
 import numpy as np
-
-# The tracking sidecar moved to m2sa_ros.bag.ground_truth; these names are handed on, with
-# a DeprecationWarning, for one release.
-_MOVED_TO_GROUND_TRUTH = ("TRACKING_GROUND_TRUTH_FILE", "TRACKING_GROUND_TRUTH_FORMAT",
-                          "TRACKING_GROUND_TRUTH_VERSION", "load_tracking_ground_truth")
-
-
-def __getattr__(name: str) -> Any:
-    if name in _MOVED_TO_GROUND_TRUTH:
-        from m2sa_ros.bag import ground_truth
-
-        warnings.warn(f"m2sa_ros.bag.sequences.{name} moved to m2sa_ros.bag.ground_truth.{name}",
-                      DeprecationWarning, stacklevel=2)
-        return getattr(ground_truth, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # --------------------------------------------------------------------------- rendering

@@ -12,12 +12,10 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""The stamp-matching buffer of depth and camera_info, its wait for a late item, and the moved geometry's old paths."""
+"""The stamp-matching buffer of depth and camera_info and its wait for a late item."""
 
 from __future__ import annotations
 
-import importlib
-import sys
 import threading
 
 from m2sa_ros.centroids import StampedBuffer
@@ -36,31 +34,6 @@ def test_stamped_buffer_nearest_within_tolerance():
     assert buf.nearest(460, 50) is None
     with pytest.raises(ValueError):
         StampedBuffer(capacity=0)
-
-
-def test_the_moved_geometry_still_imports_from_its_old_paths_with_a_warning():
-    """
-    m2sa_ros.centroids' centroid and m2sa_ros.target_geometry moved to m2sa_core.geometry.
-
-    Code written against the old names keeps running for one release and is told where to go.
-    """
-    from m2sa_core.camera import Intrinsics
-    from m2sa_core.geometry import centroid, registered_depth, target, voxel_grid
-
-    with pytest.warns(DeprecationWarning, match="m2sa_core.geometry.centroid"):
-        from m2sa_ros.centroids import mask_centroid
-    assert mask_centroid is centroid.mask_centroid
-    with pytest.warns(DeprecationWarning, match="m2sa_core.camera"):
-        from m2sa_ros.centroids import Intrinsics as old_intrinsics
-    assert old_intrinsics is Intrinsics
-    with pytest.raises(ImportError):
-        from m2sa_ros.centroids import no_such_name  # noqa: F401
-    sys.modules.pop("m2sa_ros.target_geometry", None)  # its warning comes at import
-    with pytest.warns(DeprecationWarning, match="m2sa_ros.target_geometry moved to m2sa_core.geometry"):
-        old = importlib.import_module("m2sa_ros.target_geometry")
-    assert old.target_geometry is target.target_geometry and old.register_depth is registered_depth.register_depth
-    assert old.DepthMismatch is registered_depth.DepthMismatch and old.voxel_downsample is voxel_grid.voxel_downsample
-    assert old.TargetGeometry is target.TargetGeometry and old.GeometryParams is target.GeometryParams
 
 
 def _waiter(buf: StampedBuffer[str], stamp: int, tolerance: int, timeout: float) -> tuple[threading.Thread, dict]:

@@ -19,8 +19,8 @@ Every ``import`` and ``from ... import`` counts, wherever it stands: at module l
 inside a function (a lazy import still ties the two modules) and under
 ``if TYPE_CHECKING:`` (a circle closed only for the type checker is still a circle for
 a reader, and the first refactor that needs the name at run time makes it real), and so
-does ``importlib.import_module("a.literal.name")`` (or ``__import__``), the lazy import
-of a deprecated re-export. The graph is read with ``ast``, so nothing is imported. An import of a package's face
+does ``importlib.import_module("a.literal.name")`` (or ``__import__``), a lazy import
+by name. The graph is read with ``ast``, so nothing is imported. An import of a package's face
 (``from m2sa_core.inference import Segmenter``) is an edge to its ``__init__.py``;
 importing a submodule draws no edge to the packages above it (Python runs their
 ``__init__`` first, but a package that hands its submodules' names on is no circle).
