@@ -18,7 +18,7 @@
 What compressedDepth costs the node: decoding one frame's depth, and how small it is.
 
 With ``use_compressed_depth`` the node decodes the depth nearest a command's frame when it
-binds it (m2sa_ros/compressed_depth.py), once per command, on the worker's thread. This
+binds it (m2sa_ros/depth/compressed_depth.py), once per command, on the worker's thread. This
 script encodes synthetic 640x480 registered depth (m2sa_core/data/synthetic/depth.py, the
 bag recorder's ``mild`` sensor artefacts: holes, noise, mixed edges) as
 compressed_depth_image_transport's publisher does with its defaults, for 16UC1 and 32FC1,
@@ -45,10 +45,11 @@ if str(REPO) not in sys.path:
 
 from bench.bench_target_geometry import padded_scene  # noqa: E402
 from bench.common import command_line, host_line, publish_report, RESULTS, RESULTS_HEADER  # noqa: E402
-from m2sa_core.data.synthetic.depth import render_depth, to_16uc1  # noqa: E402
+from m2sa_core.data.synthetic.depth import render_depth  # noqa: E402
+from m2sa_core.geometry.depth_encoding import to_16uc1  # noqa: E402
 from m2sa_ros.bag.depth_recording import ARTEFACT_LEVELS, sensor_depth  # noqa: E402
-from m2sa_ros.compressed_depth import decode_compressed_depth, encode_compressed_depth  # noqa: E402
-from m2sa_ros.image_conversion import depth_to_metres  # noqa: E402
+from m2sa_ros.depth.compressed_depth import decode_compressed_depth, encode_compressed_depth  # noqa: E402
+from m2sa_ros.messages.image_conversion import depth_to_metres  # noqa: E402
 import numpy as np  # noqa: E402
 
 WIDTH, HEIGHT = 640, 480

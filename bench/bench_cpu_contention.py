@@ -82,7 +82,7 @@ def parse_args(argv: Sequence[str] | None) -> argparse.Namespace:
 def worker(args: argparse.Namespace) -> None:
     """One run: load the model, answer the commands on one frame, print the milliseconds as JSON."""
     from m2sa_core.inference import Segmenter
-    from tests.toy_batches import toy_example
+    from m2sa_core.model.batch import toy_example
     import torch
 
     if args.threads:

@@ -19,7 +19,7 @@ What ``target_frame`` costs a result, what it adds to the messages, and how long
 
 With ``target_frame`` set, the node looks the transform up with tf2 at each result's
 image stamp and moves every target's centroid, pose and points into it
-(m2sa_ros/frame_transform.py). This script builds the results the node sends for
+(m2sa_ros/tf/frame_transform.py). This script builds the results the node sends for
 synthetic scenes at 640x480 (the scene at the image height, padded to the width, its
 registered depth: m2sa_core/data/synthetic/depth.py; every visible object and part a
 target, measured as the node measures it) and times, on the worker's thread:
@@ -62,9 +62,9 @@ from m2sa_core.camera import Intrinsics  # noqa: E402
 from m2sa_core.data.synthetic.depth import render_depth  # noqa: E402
 from m2sa_core.geometry.registered_depth import register_depth  # noqa: E402
 from m2sa_core.types import Granularity, Result, Target  # noqa: E402
+from m2sa_ros.tf.frame_transform import transform_msg  # noqa: E402
 import numpy as np  # noqa: E402
 from scipy.spatial.transform import Rotation  # noqa: E402
-from tests.tf_frames import transform_msg  # noqa: E402 - the benchmarks run from the checkout
 
 WIDTH, HEIGHT = 640, 480
 OPTICAL, BASE, ODOM = "camera_color_optical_frame", "base_link", "odom"
@@ -98,8 +98,8 @@ def scene_results(scenes: int, stamp_ns: int) -> list:
     Every visible object and part a target, measured with the scene's registered depth
     (default voxel, points on).
     """
-    from m2sa_ros.depth_binding import TargetMeasure
-    from m2sa_ros.result_conversion import result_to_msg
+    from m2sa_ros.depth.depth_binding import TargetMeasure
+    from m2sa_ros.messages.result_conversion import result_to_msg
     from std_msgs.msg import Header
 
     results = []
@@ -127,7 +127,7 @@ def _ms(values: list[float]) -> tuple[float, float]:
 
 def time_transform(results: list, repeats: int) -> dict:
     """Per result: the lookup, the move and both, median / p95 ms; targets and points per result."""
-    from m2sa_ros.frame_transform import move_result, ResultFrames
+    from m2sa_ros.tf.frame_transform import move_result, ResultFrames
 
     buffer = robot_buffer()
     frames = ResultFrames(lambda _k, _t: None, buffer=buffer)
@@ -160,7 +160,7 @@ def time_waits(waits: int) -> dict:
     And how long after a late sample's arrival the lookup returns: ours against tf2_ros's
     blocking lookup.
     """
-    from m2sa_ros.frame_transform import ResultFrames
+    from m2sa_ros.tf.frame_transform import ResultFrames
     from rclpy.duration import Duration
     from rclpy.time import Time
     import tf2_py
@@ -203,9 +203,9 @@ def time_waits(waits: int) -> dict:
 
 def sizes(results: list) -> dict:
     """Return the serialised bytes: the result in the optical frame and moved, the v4 fields, the views."""
-    from m2sa_ros.frame_transform import ResultFrames
-    from m2sa_ros.geometry_conversion import merged_cloud
-    from m2sa_ros.markers import target_markers
+    from m2sa_ros.tf.frame_transform import ResultFrames
+    from m2sa_ros.messages.geometry_conversion import merged_cloud
+    from m2sa_ros.messages.markers import target_markers
     from m2sa_ros.msg import SegmentationResult
     from rclpy.serialization import serialize_message
 

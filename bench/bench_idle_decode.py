@@ -19,7 +19,7 @@ A node with ``use_compressed`` receives every frame of its camera, 30 a second, 
 or not a command will ever ask about it. It used to decode each one in the image callback
 (``_take_frame(msg, compressed_to_rgb, ...)``, still its path for raw images); it now keeps
 the newest frame encoded and decodes it when a command or a track takes it
-(m2sa_ros/latest_frame.py). This script calls both callbacks of a real, active
+(m2sa_ros/cameras/latest_frame.py). This script calls both callbacks of a real, active
 PerceptionNode on the same 1080p JPEG frames, in alternating blocks so that a noisy
 machine's drift falls on both, and reports each one's CPU time a frame and the share of
 one core it takes at 30 Hz. What both paths share, rclpy's receipt and deserialization
@@ -79,7 +79,7 @@ def active_node(context):
 
 def measure(node, frames: list[bytes], blocks: int) -> dict[str, list[float]]:
     """CPU ms a frame of each path, one figure per block; the paths alternate block by block."""
-    from m2sa_ros.image_conversion import compressed_to_rgb
+    from m2sa_ros.messages.image_conversion import compressed_to_rgb
     from sensor_msgs.msg import CompressedImage
 
     camera = node.cameras[0]

@@ -54,8 +54,8 @@ if str(REPO) not in sys.path:
 
 from bench.common import command_line, COMMANDS, host_line, publish_report, RESULTS, RESULTS_HEADER  # noqa: E402
 from m2sa_core.inference import DecodedMasks, dtype_from_name, DTYPE_NAMES, Segmenter  # noqa: E402
+from m2sa_core.model.batch import toy_example  # noqa: E402
 import numpy as np  # noqa: E402
-from tests.toy_batches import toy_example  # noqa: E402
 import torch  # noqa: E402
 
 FILLER = " You can use the mug_1's handle and the cup_2 on the table, or the knife_1's blade next to it."

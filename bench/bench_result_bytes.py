@@ -19,7 +19,7 @@ What a planner receives, in bytes: a result and a tracked frame, v5's cropped PN
 
 The node sends every result on ``result``, and while a track runs every tracked frame
 also as the Track action's feedback. This script builds the result of one 1280x720 frame
-with four targets the way the node builds it (m2sa_ros.result_conversion with the frame's
+with four targets the way the node builds it (m2sa_ros.messages.result_conversion with the frame's
 registered depth, the default 5 mm voxel, points on): a television and a laptop whose
 boxes are about 480x570 px, the laptop (0.6 m away) in front of the television's edge
 (1.15 m), and two small parts, the television's button and the laptop's touchpad. The
@@ -117,8 +117,8 @@ def scene(noise_m: float) -> tuple[list[Target], np.ndarray]:
 
 def build(targets: list[Target], depth: np.ndarray | None, *, amodal: bool, full_frame: bool):
     """Return the SegmentationResult the node sends for ``targets`` (measured with ``depth`` when given)."""
-    from m2sa_ros.depth_binding import TargetMeasure
-    from m2sa_ros.result_conversion import result_to_msg
+    from m2sa_ros.depth.depth_binding import TargetMeasure
+    from m2sa_ros.messages.result_conversion import result_to_msg
     from std_msgs.msg import Header
 
     kept = [Target(t.label, t.object_name, t.instance, t.part_name, t.granularity, t.mask, score=t.score,
@@ -171,9 +171,9 @@ def timed(fn, repeats: int) -> float:
 
 def main(argv: list[str] | None = None) -> int:
     from m2sa_core.label_image import paint_labels
-    from m2sa_ros.image_conversion import labels_to_msg
-    from m2sa_ros.mask_encoding import amodal_target_mask, result_masks
-    from m2sa_ros.result_conversion import feedback_result
+    from m2sa_ros.messages.image_conversion import labels_to_msg
+    from m2sa_ros.messages.mask_encoding import amodal_target_mask, result_masks
+    from m2sa_ros.messages.result_conversion import feedback_result
     from rclpy.serialization import serialize_message
 
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])

@@ -109,7 +109,7 @@ def cloud_bytes(n_points: int) -> int:
     With rclpy, else the CDR layout computed: 12 bytes a point plus the empty message's fields.
     """
     try:
-        from m2sa_ros.cloud_conversion import points_to_cloud
+        from m2sa_ros.messages.cloud_conversion import points_to_cloud
         from rclpy.serialization import serialize_message
         from std_msgs.msg import Header
     except ImportError:

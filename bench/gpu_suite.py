@@ -83,8 +83,8 @@ from bench.bench_inference import (  # noqa: E402
 )
 from bench.common import append_results, command_line, COMMANDS, host_line, RESULTS, RESULTS_HEADER  # noqa: E402
 from m2sa_core.inference import default_dtype, dtype_from_name, DTYPE_NAMES, Segmenter  # noqa: E402
+from m2sa_core.model.batch import toy_example  # noqa: E402
 import numpy as np  # noqa: E402
-from tests.toy_batches import toy_example  # noqa: E402
 import torch  # noqa: E402
 
 DEFAULT_OUT = REPO / "bench" / "results" / "gpu-latest.json"

@@ -47,7 +47,7 @@ from typing import Any
 
 # command_line: for bench_node and soak_node, which import it from here.
 from bench.common import command_line, host_line, publish_report, REPO, SHIPPED_MODEL  # noqa: F401
-from m2sa_ros.child_process import ChildProcess
+from m2sa_ros.tools.child_process import ChildProcess
 import numpy as np
 
 ENTRY = Path(sys.executable).parent / "m2sa-perception"

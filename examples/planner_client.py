@@ -25,7 +25,7 @@ What a planner does with the node, in one readable file:
   that takes too long;
 * consume the result: per target, the mask the command asked for (``mask_type``: the
   visible pixels, or the complete shape), decoded to a full-frame numpy mask by
-  ``m2sa_ros.mask_encoding`` (masks travel cropped to their box as PNGs, interfaces
+  ``m2sa_ros.messages.mask_encoding`` (masks travel cropped to their box as PNGs, interfaces
   v5), its box, the 3-D centroid (in ``geometry_frame_id``, below) when depth is
   available, and with a pose
   (``has_pose``) what a press or grasp planner acts on: the press / grasp point (the
@@ -135,9 +135,9 @@ def nothing_to_act_on(outcome: Outcome) -> str:
 
 def grasp_targets(result: Any) -> list[GraspTarget]:
     """Turn a SegmentationResult into the planner's targets (requested shape, box, centroid, approach)."""
-    from m2sa_ros.cloud_conversion import cloud_to_points
-    from m2sa_ros.geometry_conversion import approach
-    from m2sa_ros.mask_encoding import amodal_target_mask, target_mask
+    from m2sa_ros.messages.cloud_conversion import cloud_to_points
+    from m2sa_ros.messages.geometry_conversion import approach
+    from m2sa_ros.messages.mask_encoding import amodal_target_mask, target_mask
     from m2sa_ros.msg import Target
 
     targets = []

@@ -58,7 +58,7 @@ from launch_ros.actions import LifecycleNode, Node
 PACKAGE = "m2sa_ros"
 RVIZ_TEMPLATE = "m2sa_perception.rviz"
 LOG_LEVELS = ("debug", "info", "warn", "error", "fatal")
-RELIABILITIES = ("best_effort", "reliable")  # m2sa_ros.node_params.RELIABILITIES
+RELIABILITIES = ("best_effort", "reliable")  # m2sa_ros.params.node_params.RELIABILITIES
 # The node's outputs the RViz config shows, relative to the node's (and camera's) namespace.
 VIEW_TOPICS = ("overlay", "markers", "target_points")
 DEFAULT_FIXED_FRAME = "camera_color_optical_frame"
@@ -180,7 +180,7 @@ def _camera_info_target(camera_info_topic: str, image_topic: str) -> str:
     Return camera_info_topic, or by default the image topic's sibling ``camera_info``.
 
     The node reads camera_info from beside its image, as image_transport's CameraSubscriber
-    does (m2sa_ros/transport_names.py); remapping it there by name keeps the per-topic
+    does (m2sa_ros/cameras/transport_names.py); remapping it there by name keeps the per-topic
     reliability argument on the topic the node reads.
     """
     if camera_info_topic != "camera_info":

@@ -15,7 +15,7 @@
 """
 The project's own trained model: its one name and where a checkout keeps it.
 
-The node falls back to it when no model is named (m2sa_ros/model_source.py, which also
+The node falls back to it when no model is named (m2sa_ros/model/model_source.py, which also
 looks under share/m2sa_ros/models in a colcon install); the demo, the benchmarks and
 the tests run it. All of them read its name and place here, so that moving or renaming
 it (scripts/train_tiny.sh exports it) is one edit, and a message naming it cannot name

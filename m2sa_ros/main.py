@@ -27,10 +27,10 @@ import threading
 from typing import Any
 
 from m2sa_core.cli_errors import cli_entry
-from m2sa_ros.executor_spin import spin_through_destroyed_entities
-from m2sa_ros.node_params import check_params_files
+from m2sa_ros.params.node_params import check_params_files
 from m2sa_ros.perception_node import PerceptionNode
-from m2sa_ros.signal_event import SignalSafeEvent
+from m2sa_ros.rclpy_support.executor_spin import spin_through_destroyed_entities
+from m2sa_ros.rclpy_support.signal_event import SignalSafeEvent
 import rclpy
 from rclpy.executors import MultiThreadedExecutor
 from rclpy.signals import SignalHandlerOptions

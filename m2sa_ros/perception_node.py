@@ -17,30 +17,33 @@ perception_node: camera images + language commands in, labelled masks out.
 
 A thin rclpy lifecycle node over ``m2sa_core.inference.Segmenter`` (docs/ARCHITECTURE.md,
 docs/ROS_INTERFACE.md). What it adds is robotics plumbing only. This module is the
-lifecycle and the wiring; each concern it wires is a module of its own:
+lifecycle and the wiring; each concern it wires is a module of its own, in the room
+(sub-package of m2sa_ros) named for it:
 
-* lifecycle: configure validates the parameters (node_params.py, ros_parameters.py) and
-  loads the model (model_source.py), activate opens the topics / service / actions and
-  starts the worker (worker.py), deactivate closes the topics and service (the actions
-  stay until cleanup, refusing goals while inactive), cleanup frees the model and the
-  GPU cache (memory.py); ``autostart`` does configure + activate at start-up. From
-  activate to deactivate the node keeps the bond heartbeat Nav2's lifecycle manager
-  watches (lifecycle_bond.py). The lifecycle services and /diagnostics have callback
-  groups of their own, so a model that takes minutes to load blocks neither;
+* lifecycle: configure validates the parameters (params/node_params.py,
+  params/ros_parameters.py) and loads the model (model/model_source.py), activate opens
+  the topics / service / actions and starts the worker (worker.py), deactivate closes the
+  topics and service (the actions stay until cleanup, refusing goals while inactive),
+  cleanup frees the model and the GPU cache (model/memory.py); ``autostart`` does
+  configure + activate at start-up. From activate to deactivate the node keeps the bond
+  heartbeat Nav2's lifecycle manager watches (rclpy_support/lifecycle_bond.py). The
+  lifecycle services and /diagnostics have callback groups of their own, so a model that
+  takes minutes to load blocks neither;
 * inputs: the keep-latest image, converted once in its own callback group, never
-  waiting on the model (latest_frame.py); depth and camera_info buffers (centroids.py),
-  bound to a command's frame and measuring its targets' centroids and 3-D geometry
-  (depth_binding.py, m2sa_core/geometry/target.py, geometry_conversion.py);
+  waiting on the model (cameras/latest_frame.py, messages/image_conversion.py); depth and
+  camera_info buffers (depth/stamped_buffer.py), bound to a command's frame and measuring
+  its targets' centroids and 3-D geometry (depth/depth_binding.py,
+  m2sa_core/geometry/target.py, messages/geometry_conversion.py);
 * every accepted command - topic (plain or with a request id), service or action -
   yields exactly one SegmentationResult with the command's request id and the source
   image's header (pipeline.py); service and action callbacks wait for it, within a cap
-  (blocking_calls.py); the ``track`` action follows a command's targets frame by frame
-  (track_action.py, tracks.py); /diagnostics (diagnostics.py);
+  (rclpy_support/blocking_calls.py); the ``track`` action follows a command's targets
+  frame by frame (tracking/); /diagnostics (diagnostics/);
 * ``stop()`` / ``close()`` answer every pending command first and let the answers leave
-  (shutdown_delivery.py): the process around the node (main.py) calls them on SIGINT or
-  SIGTERM and exits 0;
+  (rclpy_support/shutdown_delivery.py): the process around the node (main.py) calls them
+  on SIGINT or SIGTERM and exits 0;
 * ``cameras: [head, wrist]`` serves several cameras from the one model, each under
-  ``<camera>/`` with a queue of its own (cameras.py); commands of several cameras that
+  ``<camera>/`` with a queue of its own (cameras/camera_state.py); commands of several cameras that
   wait together are answered by one batched model call (``Segmenter.segment_many``).
 
 Run it as ``m2sa-perception --ros-args --params-file config/perception.yaml`` or
@@ -59,20 +62,19 @@ import uuid
 from diagnostic_msgs.msg import DiagnosticArray
 from m2sa_ros.action import Segment as SegmentAction
 from m2sa_ros.action import Track as TrackAction
-from m2sa_ros.answer_feedback import AnswerFeedback
-from m2sa_ros.blocking_calls import Answer, BlockingCalls
-from m2sa_ros.camera_health import camera_health, CameraHealthLimits
-from m2sa_ros.cameras import Camera
-from m2sa_ros.detection_conversion import detection_types
-from m2sa_ros.diagnostics import build_diagnostics_array, node_statuses, NodeStats
-from m2sa_ros.goal_status_repeat import GoalStatusRepeater, REPEAT_PERIOD_S
-from m2sa_ros.image_conversion import compressed_to_rgb, image_to_rgb, ImageConversionError
-from m2sa_ros.latest_frame import Frame
-from m2sa_ros.lifecycle_bond import LifecycleBond
-from m2sa_ros.memory import release_memory, trim_heap_now
-from m2sa_ros.model_source import load_segmenter, ModelSource, resolve_model_source
+from m2sa_ros.cameras.camera_state import Camera
+from m2sa_ros.cameras.latest_frame import Frame
+from m2sa_ros.cameras.transport_names import camera_inputs, CameraInputs, COMPRESSED, COMPRESSED_DEPTH
+from m2sa_ros.diagnostics.camera_health import camera_health, CameraHealthLimits
+from m2sa_ros.diagnostics.node_status import build_diagnostics_array, node_statuses, NodeStats
+from m2sa_ros.messages.answer_feedback import AnswerFeedback
+from m2sa_ros.messages.detection_conversion import detection_types
+from m2sa_ros.messages.image_conversion import compressed_to_rgb, image_to_rgb, ImageConversionError
+from m2sa_ros.messages.result_conversion import error_result
+from m2sa_ros.model.memory import release_memory, trim_heap_now
+from m2sa_ros.model.model_source import load_segmenter, ModelSource, resolve_model_source
 from m2sa_ros.msg import Command, SegmentationResult
-from m2sa_ros.node_params import (
+from m2sa_ros.params.node_params import (
     check_value,
     depth_transport_of,
     image_transport_of,
@@ -82,13 +84,8 @@ from m2sa_ros.node_params import (
     SPECS,
     validate,
 )
-from m2sa_ros.pipeline import CommandPipeline, Prepared, Request
-from m2sa_ros.rclpy_compat import add_set_parameters_callbacks
-from m2sa_ros.result_conversion import error_result
-from m2sa_ros.ros_parameters import check_set, declare_parameters, prepare_set
-from m2sa_ros.shutdown_delivery import ActionResultGrace, wait_results_acked
-from m2sa_ros.srv import Segment as SegmentSrv
-from m2sa_ros.topic_qos import (
+from m2sa_ros.params.ros_parameters import check_set, declare_parameters, prepare_set
+from m2sa_ros.params.topic_qos import (
     camera_entities,
     default_qos,
     follow_default,
@@ -98,8 +95,14 @@ from m2sa_ros.topic_qos import (
     SUBSCRIPTION,
     unknown_overrides,
 )
-from m2sa_ros.track_action import TrackGoals
-from m2sa_ros.transport_names import camera_inputs, CameraInputs, COMPRESSED, COMPRESSED_DEPTH
+from m2sa_ros.pipeline import CommandPipeline, Prepared, Request
+from m2sa_ros.rclpy_support.blocking_calls import Answer, BlockingCalls
+from m2sa_ros.rclpy_support.goal_status_repeat import GoalStatusRepeater, REPEAT_PERIOD_S
+from m2sa_ros.rclpy_support.lifecycle_bond import LifecycleBond
+from m2sa_ros.rclpy_support.rclpy_compat import add_set_parameters_callbacks
+from m2sa_ros.rclpy_support.shutdown_delivery import ActionResultGrace, wait_results_acked
+from m2sa_ros.srv import Segment as SegmentSrv
+from m2sa_ros.tracking.track_action import TrackGoals
 from m2sa_ros.worker import CommandWorker
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.action import ActionServer, CancelResponse, GoalResponse

@@ -49,19 +49,19 @@ from m2sa_core.label_image import paint_labels
 from m2sa_core.prompt import sanitized
 from m2sa_core.types import Cancelled
 from m2sa_core.visualize import overlay_targets
-from m2sa_ros.cameras import Camera
-from m2sa_ros.depth_binding import bind_depth, geometry_params, TargetMeasure
-from m2sa_ros.detection_conversion import to_detection2d_array, to_detection3d_array
-from m2sa_ros.diagnostics import NodeStats
-from m2sa_ros.frame_transform import ResultFrames
-from m2sa_ros.geometry_conversion import merged_cloud
-from m2sa_ros.image_conversion import labels_to_msg, rgb_to_msg
-from m2sa_ros.latest_frame import Frame
-from m2sa_ros.markers import target_markers
-from m2sa_ros.memory import HeapTrimmer, is_out_of_memory, release_memory
+from m2sa_ros.cameras.camera_state import Camera
+from m2sa_ros.cameras.latest_frame import Frame
+from m2sa_ros.depth.depth_binding import bind_depth, geometry_params, TargetMeasure
+from m2sa_ros.diagnostics.node_status import NodeStats
+from m2sa_ros.messages.detection_conversion import to_detection2d_array, to_detection3d_array
+from m2sa_ros.messages.geometry_conversion import merged_cloud
+from m2sa_ros.messages.image_conversion import labels_to_msg, rgb_to_msg
+from m2sa_ros.messages.markers import target_markers
+from m2sa_ros.messages.result_conversion import error_result, result_to_msg
+from m2sa_ros.model.memory import HeapTrimmer, is_out_of_memory, release_memory
 from m2sa_ros.msg import SegmentationResult
-from m2sa_ros.node_params import NodeParams
-from m2sa_ros.result_conversion import error_result, result_to_msg
+from m2sa_ros.params.node_params import NodeParams
+from m2sa_ros.tf.frame_transform import ResultFrames
 from m2sa_ros.worker import CommandWorker, Job
 
 

@@ -87,7 +87,7 @@ class Job:
     # An outside source of cancellation (an action goal's cancel state), polled too.
     stop_when: Callable[[], bool] | None = None
     # Counts against max_queue. Tracked frames do not: each running track has at most
-    # one waiting (m2sa_ros.tracks), so they cannot flood the queue, and they must not
+    # one waiting (m2sa_ros.tracking.tracks), so they cannot flood the queue, and they must not
     # make ordinary commands fail with "queue full".
     bounded: bool = True
     # The camera whose queue it waits in ("" = the single camera).

@@ -54,10 +54,12 @@ for f in "$repo"/m2sa_ros/*.py; do
   [ "$name" = "__init__.py" ] && continue
   ln -sfn "$f" "$site/m2sa_ros/$name"
 done
-# Subpackages (m2sa_ros/bag/) are linked whole.
+# The sub-packages (the rooms: m2sa_ros/messages/, depth/, params/, ..., and bag/) are linked
+# whole, so a module added to one is there at once. A folder without an __init__.py is no
+# room (__pycache__, or what a checkout of another branch left behind) and is not linked.
 for d in "$repo"/m2sa_ros/*/; do
   name=$(basename "$d")
-  [ "$name" = "__pycache__" ] && continue
+  [ -f "$d/__init__.py" ] || continue
   ln -sfn "${d%/}" "$site/m2sa_ros/$name"
 done
 # Drop links whose source was deleted.

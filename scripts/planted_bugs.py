@@ -36,10 +36,10 @@ from dataclasses import dataclass
 
 # Where a bug lives: the parts of the package whose tests the check proves.
 NODE = "node"  # m2sa_ros: the node, the pipeline, its parameters, tracks and tf
-GEOMETRY = "geometry"  # m2sa_core/geometry and m2sa_ros's depth step
-CONVERSION = "conversion"  # m2sa_ros/*_conversion.py, the masks' encoding, the label image, the answer's absence
+GEOMETRY = "geometry"  # m2sa_core/geometry and m2sa_ros/depth/
+CONVERSION = "conversion"  # m2sa_ros/messages/ (conversions, masks' encoding), the label image, the answer's absence
 LAUNCH = "launch"  # launch/perception.launch.py
-CLI = "cli"  # m2sa_ros/bag, m2sa_ros/desk_camera.py, m2sa_ros/main.py, training's CLIs, m2sa-eval's figures
+CLI = "cli"  # m2sa_ros/bag, m2sa_ros/tools/desk_camera.py, m2sa_ros/main.py, training's CLIs, m2sa-eval's figures
 AREAS = (NODE, GEOMETRY, CONVERSION, LAUNCH, CLI)
 
 
@@ -94,7 +94,7 @@ BUGS: tuple[PlantedBug, ...] = (
     PlantedBug(
         "track-scheduler-decodes-every-frame", NODE,
         "the track scheduler takes the newest frame decoded: an idle node decodes every compressed frame again",
-        "m2sa_ros/track_action.py",
+        "m2sa_ros/tracking/track_action.py",
         "frame = camera.latest.peek()  # the key only: the track's run decodes the frame it takes",
         "frame = camera.latest.get()",
         ("tests/ros/test_node_dds.py::test_compressed_frames_are_decoded_only_when_a_command_takes_one",)),
@@ -108,7 +108,7 @@ BUGS: tuple[PlantedBug, ...] = (
     PlantedBug(
         "track-answered-twice", NODE,
         "a cancelled track goal is answered twice (cancelled, then aborted)",
-        "m2sa_ros/track_action.py",
+        "m2sa_ros/tracking/track_action.py",
         "elif reason in (TIMEOUT, LOST) or reason.startswith(ABSENT_PREFIX):",
         "if reason in (TIMEOUT, LOST) or reason.startswith(ABSENT_PREFIX):",
         ("tests/ros/test_node_track.py::test_answer_then_tracked_frames_without_the_language_model_then_cancel",)),
@@ -129,21 +129,21 @@ BUGS: tuple[PlantedBug, ...] = (
     PlantedBug(
         "tf-at-latest", NODE,
         "tf is looked up at the latest time instead of the image's stamp",
-        "m2sa_ros/frame_transform.py",
+        "m2sa_ros/tf/frame_transform.py",
         "time_ = Time.from_msg(stamp)",
         "time_ = Time()",
         (f"{FRAMES}::test_the_lookup_is_at_the_images_stamp_interpolated_never_the_latest",)),
     PlantedBug(
         "unknown-parameter-unnamed", NODE,
         "an unknown parameter goes unnamed: overrides are compared with themselves, not the declared names",
-        "m2sa_ros/ros_parameters.py",
+        "m2sa_ros/params/ros_parameters.py",
         "known = set(declared)",
         "known = set(given)",
         ("tests/ros/test_unknown_parameters.py::test_unknown_overrides_pairs_each_typo_with_its_parameter",)),
     PlantedBug(
         "track-never-lost", NODE,
         "a track is never lost: each frame's run of low scores restarts from its own fresh state",
-        "m2sa_ros/tracks.py",
+        "m2sa_ros/tracking/tracks.py",
         "state = dataclasses.replace(state, lost_frames=self.state.lost_frames)",
         "state = dataclasses.replace(state, lost_frames=state.lost_frames)",
         ("tests/ros/test_tracks.py::test_lost_after_n_low_frames_in_a_row_and_a_good_frame_resets_the_count",)),
@@ -187,14 +187,14 @@ BUGS: tuple[PlantedBug, ...] = (
     PlantedBug(
         "image-rectified-ignored", GEOMETRY,
         "image_rectified:=false is ignored by the depth step: raw pixels go through P, not K and D",
-        "m2sa_ros/depth_binding.py",
+        "m2sa_ros/depth/depth_binding.py",
         "rectified=image_rectified, size=depth_m.shape[::-1]",
         "rectified=True, size=depth_m.shape[::-1]",
         ("tests/ros/test_depth_camera_model.py::test_the_bound_camera_is_the_camera_info_read_as_declared",)),
     PlantedBug(
         "depth-long-before-image-bound", GEOMETRY,
         "depth stamped long before its image is bound anyway: only a later one counts against depth_tolerance",
-        "m2sa_ros/depth_binding.py",
+        "m2sa_ros/depth/depth_binding.py",
         "if abs(offset) <= tolerance_ns:",
         "if offset <= tolerance_ns:",
         ("tests/ros/test_node_depth_faults.py::"
@@ -203,70 +203,70 @@ BUGS: tuple[PlantedBug, ...] = (
     PlantedBug(
         "big-endian-image-read-little", CONVERSION,
         "a big-endian 16-bit image is read as little-endian",
-        "m2sa_ros/image_conversion.py",
+        "m2sa_ros/messages/image_conversion.py",
         'order = ">" if msg.is_bigendian else "<"',
         'order = "<"',
         ("tests/ros/test_image_conversion.py::test_every_encoding_matches_the_cv_bridge_reference",)),
     PlantedBug(
         "bgr-read-as-rgb", CONVERSION,
         "bgr8 images are taken for rgb8: red and blue swapped",
-        "m2sa_ros/image_conversion.py",
+        "m2sa_ros/messages/image_conversion.py",
         'table[f"bgr{bits}"] = _ColourLayout(base, 3, cv2.COLOR_BGR2RGB)',
         'table[f"bgr{bits}"] = _ColourLayout(base, 3, None)',
         ("tests/ros/test_image_conversion.py::test_every_encoding_matches_the_cv_bridge_reference",)),
     PlantedBug(
         "depth-millimetres-as-metres", CONVERSION,
         "16UC1 depth (millimetres) is read as metres: everything a thousand times too far",
-        "m2sa_ros/image_conversion.py",
+        "m2sa_ros/messages/image_conversion.py",
         "metres = array.astype(np.float32) / 1000.0",
         "metres = array.astype(np.float32)",
         ("tests/ros/test_image_conversion.py::test_depth_16uc1_millimetres_and_zero_is_invalid",)),
     PlantedBug(
         "bbox-x-y-swapped", CONVERSION,
         "a target's bbox has its x and y offsets swapped",
-        "m2sa_ros/result_conversion.py",
+        "m2sa_ros/messages/result_conversion.py",
         "msg.bbox.height = x, y, w, h",
         "msg.bbox.height = y, x, w, h",
         ("tests/ros/test_node_messages.py::test_every_field_is_mapped",)),
     PlantedBug(
         "score-not-clipped", CONVERSION,
         "a target's score leaves the documented 0..1 range",
-        "m2sa_ros/result_conversion.py",
+        "m2sa_ros/messages/result_conversion.py",
         "score=float(np.clip(target.score, 0.0, 1.0)),",
         "score=float(target.score),",
         ("tests/ros/test_node_messages.py::test_every_field_is_mapped",)),
     PlantedBug(
         "target-points-always-sent", CONVERSION,
         "target_points:=false is ignored: every target's cloud is sent anyway",
-        "m2sa_ros/geometry_conversion.py",
+        "m2sa_ros/messages/geometry_conversion.py",
         "points = geometry.points if has_pose and with_points else _NO_POINTS",
         "points = geometry.points if has_pose else _NO_POINTS",
         ("tests/ros/test_node_messages.py::test_geometry_fields_from_the_bound_depth_and_their_markers",)),
     PlantedBug(
         "detection-centre-from-width", CONVERSION,
         "a 2-D detection's centre y is computed from the box's width instead of its height",
-        "m2sa_ros/detection_conversion.py",
+        "m2sa_ros/messages/detection_conversion.py",
         "box.center.position.y = roi.y_offset + roi.height / 2.0",
         "box.center.position.y = roi.y_offset + roi.width / 2.0",
         (f"{DETECTIONS}::test_2d_detections_one_per_target_from_its_roi",)),
     PlantedBug(
         "detections-3d-in-optical-frame", CONVERSION,
         "3-D detections claim the image's optical frame after the result was moved into target_frame",
-        "m2sa_ros/detection_conversion.py",
+        "m2sa_ros/messages/detection_conversion.py",
         "frame = geometry_frame(result)",
         "frame = result.header.frame_id",
         (f"{DETECTIONS}::test_3d_detections_in_the_geometry_frame_when_the_result_names_one",)),
     PlantedBug(
         "big-endian-cloud-read-little", CONVERSION,
         "a big-endian PointCloud2 is read as little-endian",
-        "m2sa_ros/cloud_conversion.py",
+        "m2sa_ros/messages/cloud_conversion.py",
         'order = ">" if msg.is_bigendian else "<"',
         'order = "<"',
         ("tests/ros/test_cloud_conversion.py::test_reads_padded_big_endian_organised_clouds",)),
     PlantedBug(
         "moved-cloud-keeps-optical-frame", CONVERSION,
         "a target's cloud moved into target_frame keeps the optical frame's name",
-        "m2sa_ros/cloud_conversion.py",
+        "m2sa_ros/messages/cloud_conversion.py",
         "nanosec=int(stamp.nanosec)), frame_id=frame_id)",
         "nanosec=int(stamp.nanosec)), frame_id=msg.header.frame_id)",
         (f"{FRAMES}::test_move_result_moves_the_3d_values_as_numpy_does_and_keeps_the_image_side",)),
@@ -304,14 +304,14 @@ BUGS: tuple[PlantedBug, ...] = (
     PlantedBug(
         "desk-camera-full-fov-angle", CLI,
         "m2sa-camera --fov uses the whole angle where the half angle belongs: the focal length is wrong",
-        "m2sa_ros/desk_camera.py",
+        "m2sa_ros/tools/desk_camera.py",
         "f = (width / 2.0) / np.tan(np.deg2rad(fov_deg) / 2.0)",
         "f = (width / 2.0) / np.tan(np.deg2rad(fov_deg))",
         ("tests/ros/test_desk_camera.py::test_image_file_with_a_16_bit_depth_file",)),
     PlantedBug(
         "desk-camera-depth-in-centimetres", CLI,
         "m2sa-camera reads a 16-bit depth file as centimetres instead of millimetres",
-        "m2sa_ros/desk_camera.py",
+        "m2sa_ros/tools/desk_camera.py",
         "metres = raw.astype(np.float32) / 1000.0",
         "metres = raw.astype(np.float32) / 100.0",
         ("tests/ros/test_desk_camera.py::test_image_file_with_a_16_bit_depth_file",)),
@@ -332,14 +332,14 @@ BUGS: tuple[PlantedBug, ...] = (
     PlantedBug(
         "dead-camera-never-an-error", NODE,
         "a camera that stopped sending stays a WARN in /diagnostics: its silence is measured in minutes",
-        "m2sa_ros/camera_health.py",
+        "m2sa_ros/diagnostics/camera_health.py",
         "if limits.timeout_s > 0 and silent_s >= limits.timeout_s:",
         "if limits.timeout_s > 0 and silent_s >= limits.timeout_s * 60:",
         ("tests/ros/test_camera_health.py::test_a_camera_that_stopped_warns_on_its_stamp_then_errors_on_its_silence",)),
     PlantedBug(
         "stale-image-answered", NODE,
         "the default max_image_age is 0 again: a command on a stopped camera is answered from its last frame",
-        "m2sa_ros/node_params.py",
+        "m2sa_ros/params/node_params.py",
         '_range("max_image_age", 1.0,',
         '_range("max_image_age", 0.0,',
         ("tests/ros/test_launch_files.py::test_params_file_values_pass_validation_and_match_the_defaults",)),
@@ -367,7 +367,7 @@ BUGS: tuple[PlantedBug, ...] = (
     PlantedBug(
         "spin-dies-of-a-destroyed-action-server", NODE,
         "the spin thread ends when a cleanup destroys an action server as the wait set is built: the node goes deaf",
-        "m2sa_ros/executor_spin.py",
+        "m2sa_ros/rclpy_support/executor_spin.py",
         "if not _DESTROYED_WAITABLE.search(str(exc)):",
         "if _DESTROYED_WAITABLE.search(str(exc)):",
         ("tests/ros/test_spinning.py::test_spin_goes_on_after_an_action_entity_is_destroyed_under_it",)),
@@ -381,14 +381,14 @@ BUGS: tuple[PlantedBug, ...] = (
     PlantedBug(
         "mask-crop-offset-swapped", CONVERSION,
         "a client decodes a cropped mask with the box's x and y offsets swapped: the mask lands elsewhere",
-        "m2sa_ros/mask_encoding.py",
+        "m2sa_ros/messages/mask_encoding.py",
         "full[y:y + h, x:x + w] = crop > 0",
         "full[x:x + h, y:y + w] = crop > 0",
         ("tests/ros/test_mask_encoding.py",)),
     PlantedBug(
         "absent-answer-reported-as-targets", CONVERSION,
         "an answer naming no target is sent as OUTCOME_TARGETS: a planner reads 'no microwave here' as found",
-        "m2sa_ros/result_conversion.py",
+        "m2sa_ros/messages/result_conversion.py",
         "return SegmentationResult.OUTCOME_ABSENT, absence.missing",
         "return SegmentationResult.OUTCOME_TARGETS, absence.missing",
         ("tests/ros/test_node_messages.py::test_outcome_says_targets_absent_or_failed_and_what_is_missing",)),

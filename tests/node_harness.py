@@ -112,7 +112,7 @@ def spinning(context: Any, *nodes: Any, threads: int = 4) -> Iterator[Any]:
     The test can then block (a lifecycle transition, a client call) while
     callbacks run; the executor is shut down and its thread joined on the way out.
     """
-    from m2sa_ros.executor_spin import spin_through_destroyed_entities
+    from m2sa_ros.rclpy_support.executor_spin import spin_through_destroyed_entities
     from rclpy.executors import MultiThreadedExecutor
 
     executor = MultiThreadedExecutor(num_threads=threads, context=context)
@@ -140,7 +140,7 @@ class Graph:
         self.executor.add_node(self.client)
         self.nodes: list[Any] = []
         self._lock = threading.Lock()
-        from m2sa_ros.executor_spin import spin_through_destroyed_entities
+        from m2sa_ros.rclpy_support.executor_spin import spin_through_destroyed_entities
 
         self.thread = threading.Thread(target=spin_through_destroyed_entities, args=(self.executor,), daemon=True)
         self.thread.start()

@@ -41,7 +41,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from m2sa_ros.child_process import ChildProcess
+from m2sa_ros.tools.child_process import ChildProcess
 from middleware_log import without_middleware_lines
 
 LAUNCH_SIGTERM_AFTER_S = 5.0  # launch's default sigterm_timeout

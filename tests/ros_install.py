@@ -35,7 +35,7 @@ import subprocess
 import sys
 import sysconfig
 
-from m2sa_ros.child_process import ChildProcess
+from m2sa_ros.tools.child_process import ChildProcess
 from middleware_log import without_middleware_lines
 import pytest
 

@@ -13,34 +13,18 @@
 # limitations under the License.
 
 """
-Rigid transforms as tf2 carries them and as numpy checks them, for the tests and benches.
+Rigid transforms as numpy checks them, for the tests of ``target_frame``.
 
-A TransformStamped is built from a translation and an (x, y, z, w) quaternion, the form
-scipy's Rotation gives, so a test can broadcast or buffer the same transform it then
-applies to the optical-frame values with numpy (the reference the node's move is held to).
-Tests import it by name (``from tf_frames import transform_msg``); the benchmarks, which
-run from the checkout, as ``tests.tf_frames``.
+A test broadcasts or buffers a transform built from a translation and an (x, y, z, w)
+quaternion (``m2sa_ros.tf.frame_transform.transform_msg``) and applies the same
+transform to the optical-frame values with numpy here: the reference the node's move is
+held to. Tests import it by name (``from tf_frames import transform_matrix``).
 """
 
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 from scipy.spatial.transform import Rotation
-
-
-def transform_msg(parent: str, child: str, stamp_ns: int, translation, quaternion) -> Any:
-    """Build the geometry_msgs/TransformStamped ``parent`` <- ``child`` at ``stamp_ns``."""
-    from geometry_msgs.msg import TransformStamped
-
-    msg = TransformStamped()
-    msg.header.frame_id, msg.child_frame_id = parent, child
-    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 10**9)
-    t, q = msg.transform.translation, msg.transform.rotation
-    t.x, t.y, t.z = (float(v) for v in translation)
-    q.x, q.y, q.z, q.w = (float(v) for v in quaternion)
-    return msg
 
 
 def transform_matrix(translation, quaternion) -> np.ndarray:

@@ -13,54 +13,22 @@
 # limitations under the License.
 
 """
-A toy scene and a plain fit on one batch.
+A plain fit on one batch: what the model's tests train with when the training loop is beside the point.
 
-What the model's tests and the benchmarks train and run on when the data layer is
-beside the point.
-
-Tests import it by name (``from toy_batches import toy_example``); the benchmarks, which
-run from the checkout, as ``tests.toy_batches``.
+The scene it is given is ``m2sa_core.model.batch.toy_example``, which the benchmarks use
+too. Tests import this module by name (``from toy_batches import fit_batch``).
 """
 
 from __future__ import annotations
 
-from m2sa_core.model.batch import Example
-import numpy as np
 import torch
-
-
-def toy_example(seed: int = 0, size: tuple[int, int] = (96, 128)) -> Example:
-    """
-    Return a scene of coloured rectangles on a grey table with a two-target answer.
-
-    Enough structure for a model to overfit (tests, benchmarks); the real synthetic
-    world lives in ``m2sa_core.data.synthetic``.
-    """
-    rng = np.random.default_rng(seed)
-    h, w = size
-    image = np.full((h, w, 3), 128, dtype=np.uint8)
-    image += rng.integers(0, 8, size=image.shape, dtype=np.uint8)
-    boxes = [(h // 8, w // 8, h // 2, w // 3), (h // 3, w // 2, h - h // 8, w - w // 8)]
-    colours = [(220, 40, 40), (40, 60, 220)]
-    masks = np.zeros((len(boxes), h, w), dtype=bool)
-    for k, ((y0, x0, y1, x1), c) in enumerate(zip(boxes, colours)):
-        image[y0:y1, x0:x1] = c
-        masks[k, y0:y1, x0:x1] = True
-    masks[0] &= ~masks[1]  # the second (blue) box occludes the first (red) one
-    return Example(
-        sample_id=f"toy-{seed}",
-        image=image,
-        command="What can I drink from?",
-        answer="You can use the mug_1's handle [SEG] and the cup_2 [SEG].",
-        masks=masks,
-    )
 
 
 def fit_batch(model, batch: dict, steps: int, lr: float = 2e-3, seed: int = 0) -> list[float]:
     """
     Plain AdamW on one batch for ``steps`` steps; returns the loss history.
 
-    For smoke tests and benchmarks that need a model which actually emits [SEG]
+    For smoke tests that need a model which actually emits [SEG]
     (a random model rarely does); real training lives in ``training/``.
     """
     torch.manual_seed(seed)

@@ -22,8 +22,9 @@ band sized from the target's own depth noise, then a biweighted least-squares re
 ``target.py``: the points, oriented box and normal of one target. ``centroid.py``: the v2
 centroid (median depth of the eroded mask).
 ``voxel_grid.py``: the cloud's downsampling. ``rigid_transform.py``: those values moved
-into another frame with a transform tf2 gives. The node's depth step (m2sa_ros/depth_binding.py)
-and the message conversion (m2sa_ros/geometry_conversion.py) call these; the tests measure
+into another frame with a transform tf2 gives. ``depth_encoding.py``: depth written as REP
+118's 16UC1 millimetres. The node's depth step (m2sa_ros/depth/depth_binding.py)
+and the message conversion (m2sa_ros/messages/geometry_conversion.py) call these; the tests measure
 them against the synthetic world's ground truth and image_geometry. Import the module you
 need (``from m2sa_core.geometry.target import target_geometry``); this package face hands
 nothing on, so reading one pulls in no other.

@@ -18,8 +18,8 @@ The model's training batch contract: the one collate, and a small reference batc
 :func:`collate` turns built training samples (``m2sa_core.data.builder.TrainingSample``)
 into the batch dict of ``M2SAModel.forward``; training and evaluation use it.
 :func:`make_batch` does the same from (image, command, answer, masks) examples, for the
-model's own tests, the benchmarks and quick experiments without the data layer (a toy
-scene to feed it: ``tests/toy_batches.py``). Both pad token ids through :func:`pad_tokens`.
+model's own tests, the benchmarks and quick experiments without the data layer, and
+:func:`toy_example` is a scene to feed it. Both pad token ids through :func:`pad_tokens`.
 """
 
 from __future__ import annotations
@@ -107,6 +107,33 @@ def make_batch(
         sample_ids=[ex.sample_id for ex in examples],
     )
     return batch
+
+
+def toy_example(seed: int = 0, size: tuple[int, int] = (96, 128)) -> Example:
+    """
+    Return a scene of coloured rectangles on a grey table with a two-target answer.
+
+    Enough structure for a model to overfit (tests, benchmarks); the real synthetic
+    world lives in ``m2sa_core.data.synthetic``.
+    """
+    rng = np.random.default_rng(seed)
+    h, w = size
+    image = np.full((h, w, 3), 128, dtype=np.uint8)
+    image += rng.integers(0, 8, size=image.shape, dtype=np.uint8)
+    boxes = [(h // 8, w // 8, h // 2, w // 3), (h // 3, w // 2, h - h // 8, w - w // 8)]
+    colours = [(220, 40, 40), (40, 60, 220)]
+    masks = np.zeros((len(boxes), h, w), dtype=bool)
+    for k, ((y0, x0, y1, x1), c) in enumerate(zip(boxes, colours)):
+        image[y0:y1, x0:x1] = c
+        masks[k, y0:y1, x0:x1] = True
+    masks[0] &= ~masks[1]  # the second (blue) box occludes the first (red) one
+    return Example(
+        sample_id=f"toy-{seed}",
+        image=image,
+        command="What can I drink from?",
+        answer="You can use the mug_1's handle [SEG] and the cup_2 [SEG].",
+        masks=masks,
+    )
 
 
 def collate_prompted(samples: Sequence, processor: ImageProcessor) -> dict:

@@ -386,7 +386,7 @@ def decode(message: BagMessage) -> Any:
 def read_frames(bag: str | Path, stamps: set[int] | None = None,
                 image_topic: str = IMAGE_TOPIC) -> dict[int, np.ndarray]:
     """RGB frames of ``bag`` keyed by header stamp (only ``stamps`` when given)."""
-    from m2sa_ros.image_conversion import image_to_rgb
+    from m2sa_ros.messages.image_conversion import image_to_rgb
 
     frames: dict[int, np.ndarray] = {}
     for message in iter_messages(bag, [image_topic]):

@@ -23,7 +23,7 @@ them to that frame):
   ``16UC1`` millimetres, 0 = no depth, with ``--depth-encoding 16UC1``) on
   ``/camera/depth_registered/image_raw``; or, with ``--compressed-depth png|rvl``, that
   image as image_transport's compressedDepth writes it (sensor_msgs/CompressedImage on
-  ``/camera/depth_registered/image_raw/compressedDepth``, m2sa_ros/compressed_depth.py:
+  ``/camera/depth_registered/image_raw/compressedDepth``, m2sa_ros/depth/compressed_depth.py:
   16UC1 lossless, 32FC1 quantised to inverse depth, as robots record depth to keep bags
   small);
 * a sensor_msgs/CameraInfo on ``/camera/camera_info``: K of the synthetic camera
@@ -310,7 +310,7 @@ def _depth_loader(generator: Any, index: int, level: str) -> Callable[[], np.nda
 # --------------------------------------------------------------------------- messages
 def depth_message(store: Any, header: Any, depth_m: np.ndarray, encoding: str) -> Any:
     """Return a rosbags sensor_msgs/Image of float metres: 32FC1 (NaN kept) or 16UC1 millimetres (0 = none)."""
-    from m2sa_core.data.synthetic.depth import to_16uc1
+    from m2sa_core.geometry.depth_encoding import to_16uc1
 
     Image = store.types[DEPTH_TYPE]
     height, width = depth_m.shape
@@ -327,11 +327,11 @@ def compressed_depth_message(store: Any, header: Any, depth_m: np.ndarray, encod
     Return a rosbags sensor_msgs/CompressedImage of float metres.
 
     As compressed_depth_image_transport's publisher writes it with its defaults
-    (m2sa_ros.compressed_depth): 16UC1 millimetres lossless, 32FC1 metres quantised to
+    (m2sa_ros.depth.compressed_depth): 16UC1 millimetres lossless, 32FC1 metres quantised to
     inverse depth (depth_max 10 m, depth_quantization 100).
     """
-    from m2sa_core.data.synthetic.depth import to_16uc1
-    from m2sa_ros.compressed_depth import encode_compressed_depth
+    from m2sa_core.geometry.depth_encoding import to_16uc1
+    from m2sa_ros.depth.compressed_depth import encode_compressed_depth
 
     CompressedImage = store.types[COMPRESSED_DEPTH_TYPE]
     image = to_16uc1(depth_m) if encoding == "16UC1" else np.ascontiguousarray(depth_m, dtype=np.float32)

@@ -120,7 +120,7 @@ class GeometryGroundTruth:
     camera_info_topic: str = CAMERA_INFO_TOPIC
     encoding: str = "32FC1"
     # "" = sensor_msgs/Image; "png" or "rvl": image_transport's compressedDepth (a CompressedImage
-    # on depth_topic, <raw topic>/compressedDepth) with that codec (m2sa_ros/compressed_depth.py).
+    # on depth_topic, <raw topic>/compressedDepth) with that codec (m2sa_ros/depth/compressed_depth.py).
     depth_codec: str = ""
     artefacts: dict[str, Any] = field(default_factory=dict)
     generator: dict[str, Any] = field(default_factory=dict)

@@ -44,7 +44,7 @@ import sys
 import threading
 from typing import Any
 
-from m2sa_ros.child_process import ChildProcess
+from m2sa_ros.tools.child_process import ChildProcess
 
 # How the node says configure failed: perception_node.py logs "configure failed: <reason>",
 # and its autostart "autostart: configure failed (see above)" after any failed configure

@@ -462,8 +462,8 @@ class Replayer:
         compressedDepth goes out as it is, to the node's depth/compressedDepth.
         """
         if is_depth:
-            from m2sa_ros.compressed_depth import decode_compressed_depth
-            from m2sa_ros.image_conversion import depth_to_metres
+            from m2sa_ros.depth.compressed_depth import decode_compressed_depth
+            from m2sa_ros.messages.image_conversion import depth_to_metres
 
             compressed = message.msgtype == "sensor_msgs/msg/CompressedImage"
             msg = None

@@ -110,10 +110,10 @@ def prediction_from_msg(msg: Any) -> Prediction:
     """
     Return a SegmentationResult message (rclpy) -> Prediction; a failed result has no masks.
 
-    The masks are read as the node sent them (m2sa_ros.mask_encoding: cropped PNGs, or full
+    The masks are read as the node sent them (m2sa_ros.messages.mask_encoding: cropped PNGs, or full
     frame with ``full_frame_masks``); a mask that cannot be read raises a ValueError.
     """
-    from m2sa_ros.mask_encoding import amodal_target_mask, target_mask
+    from m2sa_ros.messages.mask_encoding import amodal_target_mask, target_mask
     from m2sa_ros.msg import Target as TargetMsg
 
     height, width = int(msg.height), int(msg.width)

@@ -20,6 +20,7 @@ import os
 
 from m2sa_core.inference import Segmenter
 from m2sa_core.model import get_preset, M2SAModel
+from m2sa_core.model.batch import toy_example
 from m2sa_core.model.checkpoint import (
     CheckpointError,
     from_pretrained,
@@ -35,7 +36,6 @@ import numpy as np
 import pytest
 from safetensors.torch import save_file
 import torch
-from toy_batches import toy_example
 
 
 @pytest.fixture(scope="module")

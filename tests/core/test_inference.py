@@ -17,12 +17,12 @@
 from __future__ import annotations
 
 from m2sa_core.inference import Cancelled, Segmenter
-from m2sa_core.model.batch import make_batch
+from m2sa_core.model.batch import make_batch, toy_example
 from m2sa_core.types import Granularity, Result
 import numpy as np
 import pytest
 import torch
-from toy_batches import fit_batch, toy_example
+from toy_batches import fit_batch
 
 
 @pytest.fixture(scope="module")

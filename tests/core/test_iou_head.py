@@ -19,14 +19,13 @@ from __future__ import annotations
 import copy
 
 from m2sa_core.model import get_preset, ImageProcessor, M2SAModel
-from m2sa_core.model.batch import make_batch
+from m2sa_core.model.batch import make_batch, toy_example
 from m2sa_core.model.losses import measured_iou
 from m2sa_core.model.tokenizer import build_tiny_tokenizer
 from m2sa_core.prompt import SEG_TOKEN
 import numpy as np
 import pytest
 import torch
-from toy_batches import toy_example
 
 
 @pytest.fixture(scope="module")

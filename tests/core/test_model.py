@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 
 from m2sa_core.model import get_preset, ImageProcessor, M2SAConfig, M2SAModel
-from m2sa_core.model.batch import make_batch
+from m2sa_core.model.batch import make_batch, toy_example
 from m2sa_core.model.sam import encode_with_early_features
 from m2sa_core.model.tokenizer import build_tiny_tokenizer, train_tokenizer
 from m2sa_core.prompt import (
@@ -31,7 +31,6 @@ from m2sa_core.prompt import (
 import numpy as np
 import pytest
 import torch
-from toy_batches import toy_example
 
 
 @pytest.fixture(scope="module")

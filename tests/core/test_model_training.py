@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from m2sa_core.model import get_preset, ImageProcessor, M2SAModel
-from m2sa_core.model.batch import make_batch
+from m2sa_core.model.batch import make_batch, toy_example
 from m2sa_core.model.tokenizer import build_tiny_tokenizer
 from m2sa_core.model.trainable import (
     apply_trainable_policy,
@@ -29,7 +29,7 @@ from m2sa_core.model.trainable import (
 from m2sa_core.prompt import SEG_TOKEN
 import pytest
 import torch
-from toy_batches import fit_batch, toy_example
+from toy_batches import fit_batch
 
 
 @pytest.fixture(scope="module")

@@ -225,8 +225,8 @@ def test_node_parameter_loads_the_language_model_quantized():
     """The node's ``quantization`` parameter reaches Segmenter.from_pretrained (the node's own factory)."""
     pytest.importorskip("rclpy")
     from m2sa_core.model.quantization import MODES
-    from m2sa_ros.model_source import resolve_model_source
-    from m2sa_ros.node_params import ParameterError, PARAMETERS, QUANTIZATIONS, validate
+    from m2sa_ros.model.model_source import resolve_model_source
+    from m2sa_ros.params.node_params import ParameterError, PARAMETERS, QUANTIZATIONS, validate
     from m2sa_ros.perception_node import load_segmenter
 
     assert QUANTIZATIONS == MODES

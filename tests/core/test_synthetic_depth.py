@@ -26,7 +26,7 @@ from __future__ import annotations
 import hashlib
 
 from m2sa_core.camera import Intrinsics
-from m2sa_core.data.synthetic.depth import RELIEF_MM, render_depth, to_16uc1
+from m2sa_core.data.synthetic.depth import RELIEF_MM, render_depth
 from m2sa_core.data.synthetic.depth_noise import add_holes, add_noise, bleed_edges
 from m2sa_core.data.synthetic.scene import render_layout
 import numpy as np
@@ -132,13 +132,6 @@ def test_any_resolution_and_sequence_frames():
         assert sd.occlusion_conflicts == 0 and np.isfinite(sd.depth).all()
     _, big, sd = _scene(5, size=480)
     assert sd.depth.shape == (480, 480) and sd.camera.width == 480
-
-
-def test_16uc1_millimetres():
-    depth = np.array([[0.0, np.nan, 1.2344], [np.inf, 70.0, 0.0004]], np.float32)
-    mm = to_16uc1(depth)
-    assert mm.dtype == np.uint16
-    assert mm.tolist() == [[0, 0, 1234], [0, 0, 0]]  # under half a millimetre rounds to 0: no depth
 
 
 def test_holes_noise_and_bleeding():

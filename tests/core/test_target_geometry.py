@@ -30,10 +30,11 @@ depth. Spilled masks: tests/core/test_plane_spill.py.
 from __future__ import annotations
 
 from m2sa_core.camera import Intrinsics
-from m2sa_core.data.synthetic.depth import render_depth, to_16uc1
+from m2sa_core.data.synthetic.depth import render_depth
 from m2sa_core.data.synthetic.depth_noise import add_holes, add_noise, bleed_edges
 from m2sa_core.data.synthetic.scene import render_layout
 from m2sa_core.evaluation.geometry_errors import geometry_errors
+from m2sa_core.geometry.depth_encoding import to_16uc1
 from m2sa_core.geometry.registered_depth import DepthMismatch, register_depth
 from m2sa_core.geometry.target import GeometryParams, target_geometry
 from m2sa_core.geometry.voxel_grid import voxel_downsample

@@ -13,14 +13,14 @@
 # limitations under the License.
 
 """
-The segment action's feedback stream (m2sa_ros/answer_feedback.py), without ROS.
+The segment action's feedback stream (m2sa_ros/messages/answer_feedback.py), without ROS.
 
 The stage and the answer so far, sent once per change, the answer never shorter than before.
 """
 
 from __future__ import annotations
 
-from m2sa_ros.answer_feedback import AnswerFeedback
+from m2sa_ros.messages.answer_feedback import AnswerFeedback
 
 
 def _stream(calls: list[tuple[str, str]]) -> list[tuple[str, str]]:

@@ -28,7 +28,7 @@ from contextlib import ExitStack
 import threading
 from typing import Any
 
-from m2sa_ros.blocking_calls import Answer, BlockingCalls
+from m2sa_ros.rclpy_support.blocking_calls import Answer, BlockingCalls
 import pytest
 
 JOIN_S = 30.0  # only where a test gives up: reaching it is a failure

@@ -20,9 +20,9 @@ The node over DDS, with a camera that stops, is test_node_camera_health.py.
 
 from __future__ import annotations
 
-from m2sa_ros.camera_health import camera_health, CameraHealthLimits, ImageArrivals
-from m2sa_ros.diagnostics import ERROR, NodeStats, OK, status_level, WARN
-from m2sa_ros.model_source import resolve_model_source
+from m2sa_ros.diagnostics.camera_health import camera_health, CameraHealthLimits, ImageArrivals
+from m2sa_ros.diagnostics.node_status import ERROR, NodeStats, OK, status_level, WARN
+from m2sa_ros.model.model_source import resolve_model_source
 import pytest
 
 S = 1_000_000_000  # ns

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import threading
 
-from m2sa_ros.centroids import StampedBuffer
+from m2sa_ros.depth.stamped_buffer import StampedBuffer
 import pytest
 
 

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-points <-> sensor_msgs/PointCloud2 (m2sa_ros.cloud_conversion).
+points <-> sensor_msgs/PointCloud2 (m2sa_ros.messages.cloud_conversion).
 
 The byte layout checked by hand (x, y, z FLOAT32 at 0/4/8, point_step 12, little-endian,
 height 1, is_dense), reading other layouts back (padding, extra fields, big-endian,
@@ -26,7 +26,7 @@ from __future__ import annotations
 import struct
 from types import SimpleNamespace
 
-from m2sa_ros.cloud_conversion import cloud_to_points, CloudConversionError
+from m2sa_ros.messages.cloud_conversion import cloud_to_points, CloudConversionError
 import numpy as np
 import pytest
 from ros_install import require_upstream
@@ -47,7 +47,7 @@ def _cloud(data: bytes, fields, height: int, width: int, point_step: int, row_st
 
 def test_points_to_cloud_byte_layout():
     pytest.importorskip("sensor_msgs.msg")
-    from m2sa_ros.cloud_conversion import points_to_cloud
+    from m2sa_ros.messages.cloud_conversion import points_to_cloud
     from std_msgs.msg import Header
 
     msg = points_to_cloud(POINTS, Header(frame_id="camera_color_optical_frame"))
@@ -101,7 +101,7 @@ def test_malformed_clouds_are_refused():
 
 def test_agrees_with_sensor_msgs_py():
     require_upstream("sensor_msgs_py")  # built by make setup: a failure there, a skip only without it
-    from m2sa_ros.cloud_conversion import points_to_cloud
+    from m2sa_ros.messages.cloud_conversion import points_to_cloud
     from sensor_msgs_py import point_cloud2
     from std_msgs.msg import Header
 

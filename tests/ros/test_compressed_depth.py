@@ -13,10 +13,10 @@
 # limitations under the License.
 
 """
-CompressedDepth images as compressed_depth_image_transport writes them, through m2sa_ros.compressed_depth.
+CompressedDepth images as compressed_depth_image_transport writes them, through m2sa_ros.depth.compressed_depth.
 
 The plugin's codec.cpp, compression_common.h and rvl_codec.cpp (ros-perception/image_transport_plugins)
-define them; m2sa_ros.compressed_depth decodes and encodes them.
+define them; m2sa_ros.depth.compressed_depth decodes and encodes them.
 
 The expected values are worked out here from the plugin's definition, not from our codec:
 the 32FC1 quantisation ``q = trunc(A / d + B)`` with ``A = Z0 (Z0 + 1)``, ``B = 1 - A / depth_max``
@@ -32,7 +32,7 @@ from types import SimpleNamespace
 import cv2
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from m2sa_ros.compressed_depth import (
+from m2sa_ros.depth.compressed_depth import (
     CompressedDepthError,
     decode_compressed_depth,
     decode_rvl,
@@ -41,7 +41,7 @@ from m2sa_ros.compressed_depth import (
     is_compressed_depth,
     parse_format,
 )
-from m2sa_ros.image_conversion import depth_to_metres, ImageConversionError
+from m2sa_ros.messages.image_conversion import depth_to_metres, ImageConversionError
 import numpy as np
 import pytest
 

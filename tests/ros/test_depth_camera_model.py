@@ -27,9 +27,9 @@ from types import SimpleNamespace
 
 from m2sa_core.geometry.camera_model import PinholeCameraModel
 from m2sa_core.geometry.plane_fit import BandRule, DepthNoise
-from m2sa_ros.centroids import StampedBuffer
-from m2sa_ros.depth_binding import bind_depth, geometry_params
-from m2sa_ros.node_params import PARAMETERS, validate
+from m2sa_ros.depth.depth_binding import bind_depth, geometry_params
+from m2sa_ros.depth.stamped_buffer import StampedBuffer
+from m2sa_ros.params.node_params import PARAMETERS, validate
 import numpy as np
 import pytest
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import threading
 
-from m2sa_ros.depth_health import BOUND, DepthHealth, DepthOutcome, MISSING, REFUSED
+from m2sa_ros.depth.depth_health import BOUND, DepthHealth, DepthOutcome, MISSING, REFUSED
 
 NO_DEPTH = DepthOutcome(MISSING, "no_depth", "no depth received on /depth")
 LATE = DepthOutcome(MISSING, "depth_late", "depth 80 ms from the image")

@@ -37,8 +37,8 @@ import time
 
 import cv2
 from m2sa_core.data.synthetic.dataset_depth import Generator, scene_depth
-from m2sa_ros import desk_camera
-from m2sa_ros.desk_camera import CameraError, FolderSource, fov_camera, StillSource, SyntheticSource, VideoSource
+from m2sa_ros.tools import desk_camera
+from m2sa_ros.tools.desk_camera import CameraError, FolderSource, fov_camera, StillSource, SyntheticSource, VideoSource
 from node_process import ctrl_c
 import numpy as np
 import pytest
@@ -185,7 +185,7 @@ def test_bad_input_is_one_line_naming_it(case, tmp_path, capsys, monkeypatch):
 # --------------------------------------------------------------------------- over DDS
 @pytest.mark.ros
 def test_depth_to_msg_is_depth_to_metres_inverse():
-    from m2sa_ros.image_conversion import depth_to_metres, depth_to_msg, ImageConversionError
+    from m2sa_ros.messages.image_conversion import depth_to_metres, depth_to_msg, ImageConversionError
 
     depth = np.array([[0.5, np.nan], [1.25, 0.0]], np.float32)
     for encoding in ("32FC1", "16UC1"):
@@ -204,7 +204,7 @@ def _start(argv: list[str]) -> subprocess.Popen:
 def test_camera_over_dds_feeds_the_node_and_stops_on_ctrl_c(ros_context):
     from diagnostic_msgs.msg import DiagnosticArray
     from m2sa_ros.action import Segment
-    from m2sa_ros.image_conversion import depth_to_metres, image_to_rgb
+    from m2sa_ros.messages.image_conversion import depth_to_metres, image_to_rgb
     from node_harness import action_client, spinning, wait_until
     from rclpy.node import Node
     from rclpy.qos import qos_profile_sensor_data
@@ -324,7 +324,7 @@ def _read_until(proc: subprocess.Popen, text: str, timeout: float) -> str:
 # m2sa-camera with a middleware that does not let go: destroying the node blocks forever.
 STUCK_TEARDOWN = """
 import sys, threading
-from m2sa_ros import desk_camera
+from m2sa_ros.tools import desk_camera
 desk_camera.TEARDOWN_GRACE_S = 1.0
 desk_camera.DeskCamera.close = lambda self: threading.Event().wait()
 sys.exit(desk_camera.main(sys.argv[1:]))

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-SegmentationResult to vision_msgs Detection2DArray / Detection3DArray (m2sa_ros.detection_conversion).
+SegmentationResult to vision_msgs Detection2DArray / Detection3DArray (m2sa_ros.messages.detection_conversion).
 
 Field by field against the real vision_msgs 4.1.1 (built
 from ros-src/*.repos by `make setup`, or the distribution's): one 2-D detection per
@@ -76,7 +76,7 @@ def test_the_vision_msgs_in_use_is_the_real_4_1_1():
 
 
 def test_2d_detections_one_per_target_from_its_roi():
-    from m2sa_ros.detection_conversion import to_detection2d_array
+    from m2sa_ros.messages.detection_conversion import to_detection2d_array
     from vision_msgs.msg import Detection2DArray
 
     result = _result()
@@ -98,7 +98,7 @@ def test_2d_detections_one_per_target_from_its_roi():
 
 
 def test_3d_detections_only_targets_with_a_pose_their_box_in_the_results_3d_frame():
-    from m2sa_ros.detection_conversion import to_detection3d_array
+    from m2sa_ros.messages.detection_conversion import to_detection3d_array
     from vision_msgs.msg import Detection3DArray
 
     result = _result()
@@ -127,7 +127,7 @@ def test_3d_detections_in_the_geometry_frame_when_the_result_names_one():
 
     The boxes are in that frame, the 2-D ones stay the image's.
     """
-    from m2sa_ros.detection_conversion import geometry_frame, to_detection2d_array, to_detection3d_array
+    from m2sa_ros.messages.detection_conversion import geometry_frame, to_detection2d_array, to_detection3d_array
 
     result = _result()
     assert result.geometry_frame_id == "" and geometry_frame(result) == OPTICAL  # empty: the image's frame
@@ -141,7 +141,7 @@ def test_3d_detections_in_the_geometry_frame_when_the_result_names_one():
 
 
 def test_a_result_without_targets_gives_empty_arrays_with_its_header():
-    from m2sa_ros.detection_conversion import to_detection2d_array, to_detection3d_array
+    from m2sa_ros.messages.detection_conversion import to_detection2d_array, to_detection3d_array
 
     result = _result()
     result.targets = []
@@ -151,7 +151,7 @@ def test_a_result_without_targets_gives_empty_arrays_with_its_header():
 
 def test_the_arrays_serialise_and_read_back_unchanged():
     """CDR through rclpy's serializer (what rosbag2 writes), every field back as it was."""
-    from m2sa_ros.detection_conversion import to_detection2d_array, to_detection3d_array
+    from m2sa_ros.messages.detection_conversion import to_detection2d_array, to_detection3d_array
     from rclpy.serialization import deserialize_message, serialize_message
     from vision_msgs.msg import Detection2DArray, Detection3DArray
 
@@ -162,7 +162,7 @@ def test_the_arrays_serialise_and_read_back_unchanged():
 
 
 def test_detection_ids_name_the_request_and_the_target_index():
-    from m2sa_ros.detection_conversion import detection_id
+    from m2sa_ros.messages.detection_conversion import detection_id
 
     assert detection_id("pick-7", 0) == "pick-7/0"
     assert detection_id("a1b2c3d4-12", 11) == "a1b2c3d4-12/11"
@@ -176,8 +176,8 @@ def test_conversion_of_a_node_result_matches_its_targets():
     The node makes it with result_conversion.result_to_msg (masks -> bbox).
     """
     from m2sa_core.types import Granularity, Result, Target
-    from m2sa_ros.detection_conversion import to_detection2d_array
-    from m2sa_ros.result_conversion import result_to_msg
+    from m2sa_ros.messages.detection_conversion import to_detection2d_array
+    from m2sa_ros.messages.result_conversion import result_to_msg
     from std_msgs.msg import Header
 
     mask = np.zeros((48, 64), bool)

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-m2sa_ros.frame_transform with the real tf2_ros Buffer.
+m2sa_ros.tf.frame_transform with the real tf2_ros Buffer.
 
 The lookup at the image's stamp, its bounded wait, the reasons it gives, and a result's 3-D
 values moved as numpy moves them.
@@ -28,10 +28,11 @@ import threading
 import time
 from types import SimpleNamespace
 
+from m2sa_ros.tf.frame_transform import transform_msg
 import numpy as np
 import pytest
 from scipy.spatial.transform import Rotation, Slerp
-from tf_frames import apply_matrix, transform_matrix, transform_msg
+from tf_frames import apply_matrix, transform_matrix
 
 pytestmark = pytest.mark.ros
 
@@ -53,7 +54,7 @@ def _result(stamp_ns: int = 12_345_000_000):
     0 with centroid, pose and points, target 1 with a centroid only (no pose: an empty
     cloud).
     """
-    from m2sa_ros.cloud_conversion import points_to_cloud
+    from m2sa_ros.messages.cloud_conversion import points_to_cloud
     from m2sa_ros.msg import SegmentationResult, Target
     from std_msgs.msg import Header
 
@@ -91,8 +92,8 @@ def test_move_result_moves_the_3d_values_as_numpy_does_and_keeps_the_image_side(
     import copy
 
     from m2sa_core.geometry.rigid_transform import RigidTransform
-    from m2sa_ros.cloud_conversion import cloud_to_points
-    from m2sa_ros.frame_transform import move_result
+    from m2sa_ros.messages.cloud_conversion import cloud_to_points
+    from m2sa_ros.tf.frame_transform import move_result
 
     translation, quaternion = (0.3, -0.1, 0.9), Rotation.from_euler("zyx", [-90, 0, -90], degrees=True).as_quat()
     m = transform_matrix(translation, quaternion)
@@ -120,10 +121,10 @@ def test_move_result_moves_the_3d_values_as_numpy_does_and_keeps_the_image_side(
 
 def test_markers_and_the_merged_cloud_are_in_the_results_3d_frame_with_the_images_stamp():
     from m2sa_core.geometry.rigid_transform import RigidTransform
-    from m2sa_ros.cloud_conversion import cloud_to_points
-    from m2sa_ros.frame_transform import move_result
-    from m2sa_ros.geometry_conversion import merged_cloud
-    from m2sa_ros.markers import LABEL_NS, SPHERE_DIAMETER_M, target_markers
+    from m2sa_ros.messages.cloud_conversion import cloud_to_points
+    from m2sa_ros.tf.frame_transform import move_result
+    from m2sa_ros.messages.geometry_conversion import merged_cloud
+    from m2sa_ros.messages.markers import LABEL_NS, SPHERE_DIAMETER_M, target_markers
 
     optical = _result()
     optical_markers = target_markers(optical)
@@ -164,7 +165,7 @@ def test_markers_and_the_merged_cloud_are_in_the_results_3d_frame_with_the_image
 
 
 def test_pose_inlier_fraction_is_the_fits_support_and_zero_without_a_pose():
-    from m2sa_ros.geometry_conversion import fill_geometry
+    from m2sa_ros.messages.geometry_conversion import fill_geometry
     from m2sa_ros.msg import Target
 
     def geometry(has_pose: bool, **extra):
@@ -185,7 +186,7 @@ def test_pose_inlier_fraction_is_the_fits_support_and_zero_without_a_pose():
 @pytest.fixture
 def frames():
     """(ResultFrames over a hand-filled tf2_ros Buffer, the warnings it asked to log)."""
-    from m2sa_ros.frame_transform import ResultFrames
+    from m2sa_ros.tf.frame_transform import ResultFrames
     from tf2_ros.buffer import Buffer
 
     warned: list[tuple[str, str]] = []
@@ -227,7 +228,7 @@ def test_a_late_sample_is_waited_for_and_a_missing_one_no_longer_than_the_timeou
 
 
 def test_failures_say_why_and_are_warned_once_per_cause_not_per_result(frames):
-    from m2sa_ros.frame_transform import ResultFrames
+    from m2sa_ros.tf.frame_transform import ResultFrames
 
     rf, warned = frames
     keys: set[str] = set()
@@ -276,7 +277,7 @@ def test_without_target_frame_or_for_an_error_result_nothing_is_looked_up(frames
 
 
 def test_without_a_listener_the_result_says_so():
-    from m2sa_ros.frame_transform import ResultFrames
+    from m2sa_ros.tf.frame_transform import ResultFrames
 
     msg = _result()
     found = ResultFrames(lambda k, t: None).apply(msg, "base_link", 0.1)
@@ -284,7 +285,7 @@ def test_without_a_listener_the_result_says_so():
 
 
 def test_target_frame_parameter_refuses_what_tf2_refuses():
-    from m2sa_ros.node_params import check_value, SPECS
+    from m2sa_ros.params.node_params import check_value, SPECS
 
     assert check_value(SPECS["target_frame"], "base_link") == ("base_link", None)
     assert check_value(SPECS["target_frame"], "") == ("", None)

@@ -97,7 +97,7 @@ sizes = st.one_of(st.integers(0, 40), st.sampled_from([2**16, 2**31 - 1, 2**32 -
 @st.composite
 def images(draw) -> Any:
     """Half well-formed (any supported encoding, padded rows, either byte order), half wrong."""
-    from m2sa_ros.image_conversion import SUPPORTED_COLOUR_ENCODINGS
+    from m2sa_ros.messages.image_conversion import SUPPORTED_COLOUR_ENCODINGS
 
     if draw(st.booleans()):
         encoding = draw(st.sampled_from(SUPPORTED_COLOUR_ENCODINGS))
@@ -180,8 +180,8 @@ def assert_prompt_is_clean(seg: Any, ids: list[int]) -> None:
 @FUZZ
 @given(msg=images())
 def test_malformed_images_give_an_error_result_or_a_correct_one(direct, msg):
-    from m2sa_ros.image_conversion import image_to_rgb, ImageConversionError
-    from m2sa_ros.mask_encoding import target_mask
+    from m2sa_ros.messages.image_conversion import image_to_rgb, ImageConversionError
+    from m2sa_ros.messages.mask_encoding import target_mask
 
     try:
         expected = image_to_rgb(msg)
@@ -206,7 +206,7 @@ def test_malformed_images_give_an_error_result_or_a_correct_one(direct, msg):
 @FUZZ
 @given(msg=compressed())
 def test_compressed_garbage_gives_an_error_result_or_the_decoded_image(direct, msg):
-    from m2sa_ros.image_conversion import compressed_to_rgb, ImageConversionError
+    from m2sa_ros.messages.image_conversion import compressed_to_rgb, ImageConversionError
 
     try:
         expected = compressed_to_rgb(msg)
@@ -299,7 +299,7 @@ def test_seg_markers_in_a_command_do_not_add_masks_with_the_real_model(tiny_segm
 @pytest.fixture(scope="module")
 def dds(module_context, tiny_segmenter):
     """Yield the node and a client on a spinning executor: inputs cross real Fast DDS."""
-    from m2sa_ros.executor_spin import spin_through_destroyed_entities
+    from m2sa_ros.rclpy_support.executor_spin import spin_through_destroyed_entities
     from m2sa_ros.msg import SegmentationResult
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.node import Node

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-Goal statuses published again while a goal runs, and only then (m2sa_ros/goal_status_repeat.py).
+Goal statuses published again while a goal runs, and only then (m2sa_ros/rclpy_support/goal_status_repeat.py).
 
 An rclpy action server and a plain subscriber to its status topic, in one process: what a
 client that dropped the first statuses would see on the wire.
@@ -32,7 +32,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.integration]
 def test_a_running_goal_has_its_status_published_again_until_it_ends(module_context):
     from action_msgs.msg import GoalStatus, GoalStatusArray
     from m2sa_ros.action import Segment
-    from m2sa_ros.goal_status_repeat import GoalStatusRepeater
+    from m2sa_ros.rclpy_support.goal_status_repeat import GoalStatusRepeater
     from rclpy.action import ActionServer
     from rclpy.callback_groups import ReentrantCallbackGroup
     from rclpy.node import Node

@@ -19,7 +19,7 @@ from __future__ import annotations
 import ctypes.util
 import sys
 
-from m2sa_ros.memory import HeapTrimmer
+from m2sa_ros.model.memory import HeapTrimmer
 import pytest
 
 pytestmark = pytest.mark.integration

@@ -27,7 +27,7 @@ from types import SimpleNamespace
 import cv2
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from m2sa_ros.image_conversion import (
+from m2sa_ros.messages.image_conversion import (
     compressed_to_rgb,
     depth_to_metres,
     image_to_rgb,

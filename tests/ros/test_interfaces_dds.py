@@ -41,7 +41,7 @@ def _spin_until(executor, predicate, timeout: float = 10.0) -> bool:
 
 def _result_with_two_targets():
     """Two targets: v5's cropped masks (the first with a complete shape), the second full frame as well."""
-    from m2sa_ros.mask_encoding import fill_target_masks
+    from m2sa_ros.messages.mask_encoding import fill_target_masks
     from m2sa_ros.msg import SegmentationResult, Target
 
     h, w = 480, 640
@@ -103,7 +103,7 @@ def test_segmentation_result_with_two_targets_arrives_intact(ros_context):
     assert got == deserialize_message(serialize_message(sent), SegmentationResult)
     assert bytes(got.targets[0].mask_crop.data) == bytes(sent.targets[0].mask_crop.data)
     assert len(got.targets) == 2 and [t.label_value for t in got.targets] == [1, 2]
-    from m2sa_ros.mask_encoding import amodal_target_mask, target_mask
+    from m2sa_ros.messages.mask_encoding import amodal_target_mask, target_mask
 
     first, second = (target_mask(t, 480, 640) for t in got.targets)
     assert first[10:60, 20:90].all() and first.sum() == 50 * 70

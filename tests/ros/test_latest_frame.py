@@ -28,7 +28,7 @@ import time
 from types import SimpleNamespace
 from typing import Any
 
-from m2sa_ros.latest_frame import Frame, LatestFrame
+from m2sa_ros.cameras.latest_frame import Frame, LatestFrame
 import numpy as np
 
 JOIN_S = 30.0  # only where a test gives up: reaching it is a failure

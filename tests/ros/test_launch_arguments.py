@@ -408,7 +408,7 @@ def test_every_launch_argument_the_docs_show_reaches_the_node(ros_context):
     A name the launch file does not declare fails here, where ros2 launch would drop it
     without a word. Parameters are read from the node; topics from its remappings.
     """
-    from m2sa_ros.node_params import PARAMETERS
+    from m2sa_ros.params.node_params import PARAMETERS
 
     lines = _documented_launch_lines()
     assert any("target_frame" in arguments for _, arguments in lines), "the docs show target_frame:= with launch"

@@ -27,7 +27,7 @@ import ast
 import importlib.util
 from pathlib import Path
 
-from m2sa_ros.node_params import PARAMETERS, validate
+from m2sa_ros.params.node_params import PARAMETERS, validate
 import pytest
 import yaml
 

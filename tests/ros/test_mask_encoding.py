@@ -30,7 +30,7 @@ from types import SimpleNamespace
 import cv2
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from m2sa_ros.mask_encoding import (
+from m2sa_ros.messages.mask_encoding import (
     amodal_target_mask,
     decode_crop,
     encode_crop,
@@ -104,7 +104,7 @@ def test_the_amodal_mask_and_the_requested_shape():
 
 def test_a_full_frame_mask_is_read_when_the_node_sent_one():
     pytest.importorskip("sensor_msgs.msg")
-    from m2sa_ros.image_conversion import mask_to_msg
+    from m2sa_ros.messages.image_conversion import mask_to_msg
 
     mask = np.zeros((6, 9), bool)
     mask[1:4, 2:7] = True
@@ -139,9 +139,9 @@ def test_a_malformed_crop_is_refused_naming_the_field(change, message):
 @pytest.mark.ros
 def test_feedback_result_leaves_out_masks_and_points_and_keeps_the_rest():
     from m2sa_core.types import Granularity, Result, Target
-    from m2sa_ros.cloud_conversion import points_to_cloud
+    from m2sa_ros.messages.cloud_conversion import points_to_cloud
     from m2sa_ros.msg import SegmentationResult, Target as TargetMsg
-    from m2sa_ros.result_conversion import feedback_result, HEAVY_TARGET_FIELDS, result_to_msg
+    from m2sa_ros.messages.result_conversion import feedback_result, HEAVY_TARGET_FIELDS, result_to_msg
     from rclpy.serialization import serialize_message
     from std_msgs.msg import Header
 

@@ -145,7 +145,7 @@ def _wait_broken(bond: Any, timeout: float) -> float:
 def test_a_lifecycle_manager_brings_the_launched_node_up_bonds_and_sees_it_die(ros_shell, tmp_path, ros_context):
     require_upstream("bondpy", "launch_ros")
     from diagnostic_msgs.msg import DiagnosticArray
-    from m2sa_ros.topic_qos import diagnostics_qos
+    from m2sa_ros.params.topic_qos import diagnostics_qos
     from rclpy.node import Node
 
     ns = f"/nav2_{os.getpid()}"

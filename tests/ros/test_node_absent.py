@@ -106,7 +106,7 @@ def _command(rig: Rig, request_id: str, text: str) -> tuple[Any, Any, Any, Any]:
 
 def test_an_absent_answer_is_a_success_with_no_target_on_every_output(rig):
     from m2sa_core.inference.absence import absent_answer
-    from m2sa_ros.image_conversion import msg_to_labels
+    from m2sa_ros.messages.image_conversion import msg_to_labels
     from m2sa_ros.msg import SegmentationResult as Msg
 
     result, labels, array_2d, array_3d = _command(rig, "absent-1", ABSENT_COMMAND)
@@ -124,7 +124,7 @@ def test_an_absent_answer_is_a_success_with_no_target_on_every_output(rig):
 
 
 def test_targets_and_failures_on_the_same_node_say_their_own_outcome(rig):
-    from m2sa_ros.image_conversion import msg_to_labels
+    from m2sa_ros.messages.image_conversion import msg_to_labels
     from m2sa_ros.msg import SegmentationResult as Msg
 
     result, labels, array_2d, _array_3d = _command(rig, "mug-1", "the mug")

@@ -66,7 +66,7 @@ def _core_target(msg) -> Any:
 
 def _mask(target_msg, height: int = H, width: int = W) -> np.ndarray:
     """Return a target's visible mask as a client reads it (v5: its cropped PNG), mono8 0 / 255."""
-    from m2sa_ros.mask_encoding import PNG_FORMAT, target_mask
+    from m2sa_ros.messages.mask_encoding import PNG_FORMAT, target_mask
 
     assert target_msg.mask.height == 0 and target_msg.mask_crop.format == PNG_FORMAT  # no full frame by default
     return target_mask(target_msg, height, width).astype(np.uint8) * 255
@@ -519,8 +519,8 @@ def test_compressed_frames_are_decoded_only_when_a_command_takes_one(graph, tiny
 
 
 def test_amodal_parameter_fills_every_targets_amodal_mask_and_full_frame_masks_adds_v4s(graph, tiny):
-    from m2sa_ros.image_conversion import msg_to_mask
-    from m2sa_ros.mask_encoding import amodal_target_mask, PNG_FORMAT, target_mask
+    from m2sa_ros.messages.image_conversion import msg_to_mask
+    from m2sa_ros.messages.mask_encoding import amodal_target_mask, PNG_FORMAT, target_mask
     from m2sa_ros.srv import Segment
     from rclpy.parameter import Parameter
 

@@ -58,7 +58,7 @@ def _depth(metres: float, stamp_ns: int, frame_id: str = FRAME, shape: tuple[int
 
 
 def _compressed(image: np.ndarray, encoding: str, codec: str, stamp_ns: int, data: bytes | None = None):
-    from m2sa_ros.compressed_depth import encode_compressed_depth
+    from m2sa_ros.depth.compressed_depth import encode_compressed_depth
     from sensor_msgs.msg import CompressedImage
 
     fmt, payload = encode_compressed_depth(image, encoding, codec)
@@ -204,7 +204,7 @@ def test_diagnostics_count_bound_missing_refused_frames_with_the_last_reason_and
 
 # --------------------------------------------------------------------------- late depth: waited for
 def test_a_frames_depth_that_comes_after_the_models_answer_is_waited_for(graph, monkeypatch):
-    from m2sa_ros.centroids import StampedBuffer
+    from m2sa_ros.depth.stamped_buffer import StampedBuffer
     from std_msgs.msg import String
 
     rig = Rig(graph, depth_wait=10.0)  # its largest: the depth is sent once the worker waits
@@ -319,7 +319,7 @@ def test_compressed_depth_is_decoded_and_gives_the_3d(graph, encoding, codec):
 
 
 def test_a_corrupt_compressed_depth_is_refused_in_one_line_and_the_node_answers_the_next(graph, capfd):
-    from m2sa_ros.compressed_depth import encode_compressed_depth
+    from m2sa_ros.depth.compressed_depth import encode_compressed_depth
     from sensor_msgs.msg import CompressedImage
 
     rig = Rig(graph, compressed=True)

@@ -42,7 +42,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 def _errors(msg, truth) -> dict[str, float]:
     """One target's errors against its visible surface's ground truth (mm, degrees)."""
-    from m2sa_ros.cloud_conversion import cloud_to_points
+    from m2sa_ros.messages.cloud_conversion import cloud_to_points
 
     o, p = msg.pose.orientation, msg.pose.position
     rotation = Rotation.from_quat([o.x, o.y, o.z, o.w]).as_matrix()
@@ -64,7 +64,7 @@ def _errors(msg, truth) -> dict[str, float]:
 
 
 def test_synthetic_scenes_through_the_node_match_the_ground_truth(graph):
-    from m2sa_ros.cloud_conversion import cloud_to_points
+    from m2sa_ros.messages.cloud_conversion import cloud_to_points
     from m2sa_ros.msg import SegmentationResult
     from m2sa_ros.msg import Target as TargetMsg
     from sensor_msgs.msg import PointCloud2
@@ -166,7 +166,7 @@ def test_without_depth_no_pose_and_an_empty_cloud(module_context):
 
 
 def test_target_points_and_voxel_apply_at_once_and_the_pose_stays(module_context):
-    from m2sa_ros.cloud_conversion import cloud_to_points
+    from m2sa_ros.messages.cloud_conversion import cloud_to_points
     from rclpy.parameter import Parameter
 
     harness = DirectNode(module_context, BoxSegmenter(), depth_tolerance=0.01, target_points_voxel=0.0)
@@ -218,7 +218,7 @@ def test_depth_in_another_frame_gives_no_pose_and_one_warning(module_context, ca
 
 
 def test_tracked_frames_carry_the_geometry_and_move_with_the_depth(graph):
-    from m2sa_ros.cloud_conversion import cloud_to_points
+    from m2sa_ros.messages.cloud_conversion import cloud_to_points
     from m2sa_ros.msg import SegmentationResult
 
     feed = DepthFeed(graph, TrackingBoxes(), "camera_optical")

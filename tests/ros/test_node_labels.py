@@ -17,7 +17,7 @@ The ``labels`` topic over DDS: one mono16 instance-label image per result, as gr
 
 A subscriber beside the result's rebuilds every target's mask from the label image
 (value ``label_value`` = index + 1) and compares it with the result's own masks, decoded
-from their cropped PNGs as a client decodes them (m2sa_ros.mask_encoding), under the
+from their cropped PNGs as a client decodes them (m2sa_ros.messages.mask_encoding), under the
 overlap rule of docs/ROS_INTERFACE.md: where targets overlap, the smaller one's value is
 there, between equal sizes the earlier one's. The rule is restated here independently of
 m2sa_core.label_image. The label image carries the colour image's header and size, so a
@@ -69,8 +69,8 @@ def _expected_pixels(masks: list[np.ndarray]) -> list[np.ndarray]:
 
 def test_each_result_has_a_label_image_that_rebuilds_its_masks_under_the_overlap_rule(graph):
     from m2sa_core.label_image import label_masks
-    from m2sa_ros.image_conversion import msg_to_labels
-    from m2sa_ros.mask_encoding import result_masks
+    from m2sa_ros.messages.image_conversion import msg_to_labels
+    from m2sa_ros.messages.mask_encoding import result_masks
     from m2sa_ros.msg import SegmentationResult
     from sensor_msgs.msg import Image
     from std_msgs.msg import String

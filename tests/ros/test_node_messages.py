@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 from m2sa_core.types import Granularity, Result, Target
-from m2sa_ros.diagnostics import ERROR, NodeStats, OK, status_level, WARN
+from m2sa_ros.diagnostics.node_status import ERROR, NodeStats, OK, status_level, WARN
 import numpy as np
 import pytest
 
@@ -38,9 +38,9 @@ def _result(h: int = 6, w: int = 8) -> Result:
 
 
 def test_every_field_is_mapped():
-    from m2sa_ros.mask_encoding import amodal_target_mask, PNG_FORMAT, target_mask
+    from m2sa_ros.messages.mask_encoding import amodal_target_mask, PNG_FORMAT, target_mask
     from m2sa_ros.msg import Target as TargetMsg
-    from m2sa_ros.result_conversion import result_to_msg
+    from m2sa_ros.messages.result_conversion import result_to_msg
     from std_msgs.msg import Header
 
     header = Header(frame_id="cam")
@@ -84,7 +84,7 @@ def test_every_field_is_mapped():
 
 
 def test_visible_request_without_amodal_output_leaves_amodal_masks_empty():
-    from m2sa_ros.result_conversion import result_to_msg
+    from m2sa_ros.messages.result_conversion import result_to_msg
 
     result = _result()
     result.targets[0].amodal_mask, result.targets[0].mask_type = None, "modal"
@@ -96,9 +96,9 @@ def test_visible_request_without_amodal_output_leaves_amodal_masks_empty():
 
 
 def test_full_frame_masks_adds_the_v4_masks_beside_the_crops():
-    from m2sa_ros.image_conversion import msg_to_mask
-    from m2sa_ros.mask_encoding import target_mask
-    from m2sa_ros.result_conversion import result_to_msg
+    from m2sa_ros.messages.image_conversion import msg_to_mask
+    from m2sa_ros.messages.mask_encoding import target_mask
+    from m2sa_ros.messages.result_conversion import result_to_msg
 
     result = _result()
     msg = result_to_msg(result, request_id="r", command="c", header=None, image_shape=(6, 8), inference_ms=1.0,
@@ -114,15 +114,15 @@ def test_full_frame_masks_adds_the_v4_masks_beside_the_crops():
 
 
 def test_mask_of_the_wrong_size_is_refused():
-    from m2sa_ros.result_conversion import result_to_msg
+    from m2sa_ros.messages.result_conversion import result_to_msg
 
     with pytest.raises(ValueError, match=r"target 0 \('television_set_1's button'\) has a 8x6 mask for a 16x12 image"):
         result_to_msg(_result(), request_id="r", command="c", header=None, image_shape=(12, 16), inference_ms=1.0)
 
 
 def test_centroid_markers_for_rviz():
-    from m2sa_ros.markers import centroid_markers, CENTROID_NS, LABEL_NS
-    from m2sa_ros.result_conversion import result_to_msg
+    from m2sa_ros.messages.markers import centroid_markers, CENTROID_NS, LABEL_NS
+    from m2sa_ros.messages.result_conversion import result_to_msg
     from std_msgs.msg import Header
     from visualization_msgs.msg import Marker
 
@@ -142,7 +142,7 @@ def test_centroid_markers_for_rviz():
 
 
 def test_error_result():
-    from m2sa_ros.result_conversion import error_result
+    from m2sa_ros.messages.result_conversion import error_result
 
     from m2sa_ros.msg import SegmentationResult
 
@@ -157,7 +157,7 @@ def test_outcome_says_targets_absent_or_failed_and_what_is_missing():
     """Interfaces v6: targets, an answer naming none (with or without the missing words), a failure."""
     from m2sa_core.inference.absence import absence_of, absent_answer
     from m2sa_ros.msg import SegmentationResult as Msg
-    from m2sa_ros.result_conversion import feedback_result, result_to_msg
+    from m2sa_ros.messages.result_conversion import feedback_result, result_to_msg
 
     assert (Msg.OUTCOME_UNSET, Msg.OUTCOME_TARGETS, Msg.OUTCOME_ABSENT, Msg.OUTCOME_FAILED) == (0, 1, 2, 3)
     assert Msg().outcome == Msg.OUTCOME_UNSET  # what a field left alone (a pre-v6 node) reads as
@@ -200,7 +200,7 @@ def test_stats_and_levels():
 
 
 def test_diagnostic_array():
-    from m2sa_ros.diagnostics import build_diagnostics
+    from m2sa_ros.diagnostics.node_status import build_diagnostics
 
     array = build_diagnostics("/ns/perception_node: m2sa perception", "cpu", WARN, "inactive",
                               {"queue_depth": 2, "mean_latency_ms": 12.345})
@@ -217,11 +217,11 @@ def test_geometry_fields_from_the_bound_depth_and_their_markers():
     """
     from m2sa_core.camera import Intrinsics
     from m2sa_core.geometry.registered_depth import register_depth
-    from m2sa_ros.cloud_conversion import cloud_to_points
-    from m2sa_ros.depth_binding import TargetMeasure
-    from m2sa_ros.geometry_conversion import approach
-    from m2sa_ros.markers import BOX_NS, CENTROID_NS, LABEL_NS, MIN_BOX_M, NORMAL_NS, target_markers
-    from m2sa_ros.result_conversion import result_to_msg
+    from m2sa_ros.messages.cloud_conversion import cloud_to_points
+    from m2sa_ros.depth.depth_binding import TargetMeasure
+    from m2sa_ros.messages.geometry_conversion import approach
+    from m2sa_ros.messages.markers import BOX_NS, CENTROID_NS, LABEL_NS, MIN_BOX_M, NORMAL_NS, target_markers
+    from m2sa_ros.messages.result_conversion import result_to_msg
     from std_msgs.msg import Header
     from visualization_msgs.msg import Marker
 

@@ -32,8 +32,8 @@ from typing import Any
 
 from fake_models import BoxSegmenter, TrackingBoxes
 from m2sa_core.shipped_model import SHIPPED_MODEL
-from m2sa_ros.cameras import check_camera_names
-from m2sa_ros.mask_encoding import target_mask
+from m2sa_ros.cameras.camera_names import check_camera_names
+from m2sa_ros.messages.mask_encoding import target_mask
 from m2sa_ros.worker import CommandWorker, Job
 from node_harness import action_client, Graph, now_ns, wait_until
 import pytest

@@ -18,8 +18,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from m2sa_ros.model_source import resolve_model_source
-from m2sa_ros.node_params import ParameterError, PARAMETERS, validate
+from m2sa_ros.model.model_source import resolve_model_source
+from m2sa_ros.params.node_params import ParameterError, PARAMETERS, validate
 import pytest
 
 pytestmark = pytest.mark.integration
@@ -106,7 +106,7 @@ def test_cpu_threads_is_how_many_threads_torch_runs_the_model_with():
 def test_dtype_parameter_takes_the_names_the_model_loader_takes():
     """node_params stays free of torch, so it keeps its own copy of the names; every one must load."""
     from m2sa_core.inference import dtype_from_name, DTYPE_NAMES
-    from m2sa_ros.node_params import DTYPES
+    from m2sa_ros.params.node_params import DTYPES
 
     assert DTYPES == ("", *DTYPE_NAMES)
     assert dtype_from_name("") is None and all(dtype_from_name(name) is not None for name in DTYPE_NAMES)
@@ -123,7 +123,7 @@ def test_reading_the_parameters_imports_neither_torch_nor_opencv():
     import subprocess
     import sys
 
-    code = ("import sys, m2sa_ros.node_params, m2sa_ros.camera_names\n"
+    code = ("import sys, m2sa_ros.params.node_params, m2sa_ros.cameras.camera_names\n"
             "print(sorted(m for m in ('torch', 'cv2') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True)
     assert out.stdout.strip() == "[]", out.stdout + out.stderr

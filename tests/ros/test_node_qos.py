@@ -41,7 +41,7 @@ def rig(ros_context):
     """make(*ros_args, **params) -> an active node with those --ros-args, and a client node; both spun."""
     import threading
 
-    from m2sa_ros.executor_spin import spin_through_destroyed_entities
+    from m2sa_ros.rclpy_support.executor_spin import spin_through_destroyed_entities
     from m2sa_ros.perception_node import PerceptionNode
     from rclpy.executors import MultiThreadedExecutor
     from rclpy.node import Node
@@ -102,7 +102,7 @@ def _listed(client, node_name: str = "/perception_node") -> list[str]:
 
 
 def test_every_subscription_and_publisher_has_its_qos_parameters_with_its_actual_qos(rig):
-    from m2sa_ros.topic_qos import POLICIES, policy_value
+    from m2sa_ros.params.topic_qos import POLICIES, policy_value
 
     node, client = rig()
     listed = _listed(client)

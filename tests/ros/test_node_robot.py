@@ -117,7 +117,7 @@ def test_depth_in_another_frame_gives_no_centroid_and_one_warning(module_context
 
 
 def test_amodal_request_keeps_the_visible_mask_and_says_which_was_asked(module_context):
-    from m2sa_ros.mask_encoding import amodal_target_mask, target_mask
+    from m2sa_ros.messages.mask_encoding import amodal_target_mask, target_mask
     from m2sa_ros.msg import Target
 
     harness = DirectNode(module_context, BoxSegmenter(mask_type="amodal"), depth_tolerance=0.01,
@@ -176,7 +176,7 @@ def test_request_ids_on_the_typed_topic_and_the_service(module_context):
 
 
 def test_parameters_have_ranges_and_runtime_ones_apply_at_once(module_context, capfd):
-    from m2sa_ros.node_params import PARAMETERS
+    from m2sa_ros.params.node_params import PARAMETERS
     from rclpy.parameter import Parameter
 
     seg = BoxSegmenter()

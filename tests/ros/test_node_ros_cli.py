@@ -85,7 +85,7 @@ def _node_lines(err: str, node: Any) -> list[str]:
 
 
 def test_describe_and_get_show_every_parameter_with_its_declared_type(served):
-    from m2sa_ros.node_params import PARAMETERS, ros_type
+    from m2sa_ros.params.node_params import PARAMETERS, ros_type
     from rcl_interfaces.msg import ParameterType
 
     _node, _client, params, _seg = served
@@ -200,8 +200,8 @@ def test_deactivate_and_a_goal_rejected_while_inactive_each_log_one_line(served,
 def test_the_default_model_path_never_imports_bitsandbytes():
     """Building the default model as the node does; quantization none needs neither bitsandbytes nor peft."""
     code = ("import sys\n"
-            "from m2sa_ros.model_source import resolve_model_source\n"
-            "from m2sa_ros.node_params import PARAMETERS, validate\n"
+            "from m2sa_ros.model.model_source import resolve_model_source\n"
+            "from m2sa_ros.params.node_params import PARAMETERS, validate\n"
             "from m2sa_ros.perception_node import load_segmenter\n"
             "params = validate({spec.name: spec.default for spec in PARAMETERS})\n"
             "segmenter = load_segmenter(params, resolve_model_source(params.model_path, params.preset))\n"
@@ -224,7 +224,7 @@ def test_the_node_imports_the_model_stack_only_to_load_a_model():
     """
     code = ("import sys\n"
             "import m2sa_ros.main, m2sa_ros.perception_node\n"
-            "from m2sa_ros.node_params import PARAMETERS, validate\n"
+            "from m2sa_ros.params.node_params import PARAMETERS, validate\n"
             "validate({spec.name: spec.default for spec in PARAMETERS})\n"
             "print('modules', sorted(m for m in ('torch', 'transformers', 'segment_anything') if m in sys.modules))\n")
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=ROOT)

@@ -41,12 +41,13 @@ from typing import Any
 import uuid
 
 from fake_models import SceneSegmenter, TrackingBoxes
+from m2sa_ros.tf.frame_transform import transform_msg
 from node_harness import DepthFeed, Graph, now_ns, track_through_depths, wait_until
 import numpy as np
 import pytest
 from scenes import synthetic_scene
 from scipy.spatial.transform import Rotation, Slerp
-from tf_frames import apply_matrix, transform_matrix, transform_msg
+from tf_frames import apply_matrix, transform_matrix
 
 pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
@@ -160,7 +161,7 @@ def assert_moved(moved: tuple[Any, Any, Any], optical: tuple[Any, Any, Any], m: 
 
     Every 3-D value, float32 tolerance; masks, boxes and every stamp unchanged.
     """
-    from m2sa_ros.cloud_conversion import cloud_to_points
+    from m2sa_ros.messages.cloud_conversion import cloud_to_points
 
     res, markers, cloud = moved
     ref, ref_markers, ref_cloud = optical
@@ -327,7 +328,7 @@ def test_a_transform_that_comes_late_within_the_timeout_is_waited_for(graph, tf_
 
 def test_tracked_frames_are_moved_into_the_target_frame(graph, tf_node):
     from m2sa_core.geometry.rigid_transform import RigidTransform
-    from m2sa_ros.cloud_conversion import cloud_to_points
+    from m2sa_ros.messages.cloud_conversion import cloud_to_points
     from m2sa_ros.msg import SegmentationResult
     from rclpy.parameter import Parameter
 

@@ -68,7 +68,7 @@ def _started(graph: Graph, seg) -> tuple[Any, Any, list]:
 
 def test_answer_then_tracked_frames_without_the_language_model_then_cancel(graph, tiny):
     from action_msgs.msg import GoalStatus
-    from m2sa_ros.mask_encoding import result_masks
+    from m2sa_ros.messages.mask_encoding import result_masks
     from sensor_msgs.msg import Image
 
     seg = TrackingScripted(tiny)
@@ -167,7 +167,7 @@ def test_timeout_lost_and_a_bad_goal_each_end_with_their_reason(graph):
 def test_two_tracks_and_a_command_share_the_worker_and_deactivate_ends_both(graph):
     from action_msgs.msg import GoalStatus
     from m2sa_ros.msg import Command
-    from m2sa_ros.track_action import TrackFrame
+    from m2sa_ros.tracking.track_action import TrackFrame
 
     seg = TrackingBoxes(track_sleep_s=0.02)
     node, _images, results = _started(graph, seg)

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-m2sa_ros.rclpy_compat: Humble's stand-in for pre/post-set parameter callbacks behaves as rclpy's own.
+m2sa_ros.rclpy_support.rclpy_compat: Humble's stand-in for pre/post-set parameter callbacks behaves as rclpy's own.
 
 Humble's rclpy has neither ``add_pre_set_parameters_callback`` nor
 ``add_post_set_parameters_callback``, and no Humble wheels exist to run it. But a node of
@@ -31,7 +31,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.integration]
 
 
 def _probe_node(context, mode: str):
-    from m2sa_ros import rclpy_compat
+    from m2sa_ros.rclpy_support import rclpy_compat
     from rcl_interfaces.msg import FloatingPointRange, ParameterDescriptor, SetParametersResult
     from rclpy.node import Node
     from rclpy.parameter import Parameter
@@ -121,7 +121,7 @@ def outcomes(module_context):
 
 
 def _native_available() -> bool:
-    from m2sa_ros import rclpy_compat
+    from m2sa_ros.rclpy_support import rclpy_compat
 
     return rclpy_compat.HAS_PRE_POST_SET_CALLBACKS
 

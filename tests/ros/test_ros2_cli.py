@@ -189,7 +189,7 @@ def _describe(shell: dict[str, str], fqn: str, names: list[str]) -> dict[str, di
 
 
 def test_param_get_and_describe_show_every_parameter_as_declared(shell, node):
-    from m2sa_ros.node_params import descriptor, PARAMETERS
+    from m2sa_ros.params.node_params import descriptor, PARAMETERS
 
     fqn, _run = node
     described = _describe(shell, fqn, [spec.name for spec in PARAMETERS])

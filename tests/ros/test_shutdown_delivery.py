@@ -30,8 +30,8 @@ from concurrent.futures import Future
 import threading
 from typing import Any
 
-from m2sa_ros import shutdown_delivery
-from m2sa_ros.shutdown_delivery import ActionResultGrace, wait_results_acked
+from m2sa_ros.rclpy_support import shutdown_delivery
+from m2sa_ros.rclpy_support.shutdown_delivery import ActionResultGrace, wait_results_acked
 import pytest
 
 GRACE_S = ActionResultGrace.GRACE_S

@@ -77,7 +77,7 @@ def _tv_scene() -> np.ndarray:
 @pytest.mark.parametrize("second_sigint_after", [0.4, 1.0], ids=["second-0.4s", "second-1.0s"])
 def test_ctrl_c_under_launch_ends_a_running_track_with_its_result_and_exits_0(ros_context, second_sigint_after):
     from m2sa_ros.action import Track
-    from m2sa_ros.image_conversion import rgb_to_msg
+    from m2sa_ros.messages.image_conversion import rgb_to_msg
     from rclpy.node import Node
     from rclpy.qos import QoSProfile, ReliabilityPolicy
 

@@ -21,7 +21,7 @@ import subprocess
 import sys
 import threading
 
-from m2sa_ros.signal_event import SignalSafeEvent
+from m2sa_ros.rclpy_support.signal_event import SignalSafeEvent
 import pytest
 
 
@@ -58,7 +58,7 @@ def test_wait_times_out_false_and_wakes_every_waiting_thread_once_set():
 # the timer is not pytest-timeout's.
 STRESS = """
 import signal, sys
-from m2sa_ros.signal_event import SignalSafeEvent
+from m2sa_ros.rclpy_support.signal_event import SignalSafeEvent
 box = {}
 signal.signal(signal.SIGALRM, lambda *_: box["event"].set())
 for _ in range(5000):

@@ -83,7 +83,7 @@ def test_plain_spin_dies_of_the_race_in_this_rclpy(graph):
 
 def _spin_through_one_race_and_deliver(executor, got: list, pub) -> None:
     """Spin with the surviving spin until ``pub``'s message reaches ``got``; exactly one race met, then shut down."""
-    from m2sa_ros.executor_spin import spin_through_destroyed_entities
+    from m2sa_ros.rclpy_support.executor_spin import spin_through_destroyed_entities
     from std_msgs.msg import String
 
     races: list = []
@@ -179,7 +179,7 @@ def test_an_unrelated_rcl_error_still_ends_the_spin(graph):
     """Only the destroyed-entity refusal is the race; any other rcl failure is not swallowed."""
     from rclpy.impl.implementation_singleton import rclpy_implementation
 
-    from m2sa_ros.executor_spin import spin_through_destroyed_entities
+    from m2sa_ros.rclpy_support.executor_spin import spin_through_destroyed_entities
 
     node, executor = graph
 
@@ -224,7 +224,7 @@ def test_a_shutdown_while_a_callback_is_handed_over_ends_the_spin_quietly(ros_co
     import rclpy
     from rclpy.executors import MultiThreadedExecutor
 
-    from m2sa_ros.executor_spin import spin_through_destroyed_entities
+    from m2sa_ros.rclpy_support.executor_spin import spin_through_destroyed_entities
 
     def ticking(name: str):
         node = rclpy.create_node(name, context=ros_context)
@@ -279,7 +279,7 @@ def test_a_shutdown_while_the_executor_gathers_its_entities_ends_the_spin_quietl
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
-    from m2sa_ros.executor_spin import spin_through_destroyed_entities
+    from m2sa_ros.rclpy_support.executor_spin import spin_through_destroyed_entities
 
     def gathering(name: str):
         node = rclpy.create_node(name, context=ros_context)

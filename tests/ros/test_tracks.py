@@ -23,7 +23,9 @@ from __future__ import annotations
 
 from m2sa_core.inference.tracking import TrackState
 from m2sa_core.types import Granularity, Result, Target
-from m2sa_ros.tracks import ABSENT_PREFIX, absent_reason, CANCELLED, LOST, TIMEOUT, Track, TrackSet, TrackSettings
+from m2sa_ros.tracking.tracks import (
+    ABSENT_PREFIX, absent_reason, CANCELLED, LOST, TIMEOUT, Track, TrackSet, TrackSettings,
+)
 import numpy as np
 import pytest
 import torch

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-m2sa_ros/transport_names.py: the names image_transport gives a camera's inputs.
+m2sa_ros/cameras/transport_names.py: the names image_transport gives a camera's inputs.
 
 In-process with a stand-in for rclpy's name resolution (a namespace and a remapping
 table), then on a real node: the subscriptions a remapped camera opens.
@@ -22,7 +22,7 @@ table), then on a real node: the subscriptions a remapped camera opens.
 from __future__ import annotations
 
 from fake_models import BoxSegmenter
-from m2sa_ros.transport_names import camera_info_topic, camera_inputs, CameraInputs, transport_topic
+from m2sa_ros.cameras.transport_names import camera_info_topic, camera_inputs, CameraInputs, transport_topic
 import pytest
 
 

@@ -56,8 +56,8 @@ def _mentioning(lines: list[str], text: str) -> list[str]:
 
 # --------------------------------------------------------------------------- no ROS
 def test_unknown_overrides_pairs_each_typo_with_its_parameter():
-    from m2sa_ros.node_params import PARAMETER_NAMES
-    from m2sa_ros.ros_parameters import unknown_overrides
+    from m2sa_ros.params.node_params import PARAMETER_NAMES
+    from m2sa_ros.params.ros_parameters import unknown_overrides
 
     declared = [*PARAMETER_NAMES, "use_sim_time"]
     given = ["mask_treshold", "max_queue", "max_que", "publish_overlai", "use_sim_tme", "zzz_unrelated",
@@ -69,8 +69,8 @@ def test_unknown_overrides_pairs_each_typo_with_its_parameter():
 
 def test_a_preset_that_is_none_is_refused_naming_the_presets():
     from m2sa_core.model import PRESETS
-    from m2sa_ros.model_source import PRESETS as NAMES
-    from m2sa_ros.model_source import resolve_model_source
+    from m2sa_ros.model.model_source import PRESETS as NAMES
+    from m2sa_ros.model.model_source import resolve_model_source
 
     assert sorted(NAMES) == sorted(PRESETS)  # spelled out so that choosing a model never imports torch
     with pytest.raises(ValueError, match=r"^preset 'huge' is not a preset \(presets: tiny, tiny-authors, 7b, 13b\)$"):

@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-m2sa_ros/child_process.py: the one child-process helper of the bag tools, the benchmarks and the tests.
+m2sa_ros/tools/child_process.py: the one child-process helper of the bag tools, the benchmarks and the tests.
 
 The children are small Python programs that print ``ready`` and wait; every wait here
 ends on what the child prints or on its exit, never on a fixed sleep.
@@ -26,7 +26,7 @@ import signal
 import sys
 import time
 
-from m2sa_ros.child_process import ChildProcess, LineNotPrinted
+from m2sa_ros.tools.child_process import ChildProcess, LineNotPrinted
 from node_harness import wait_until
 import psutil
 import pytest

@@ -32,7 +32,7 @@ import re
 
 from m2sa_core.inference.answer import parse_targets
 from m2sa_core.model.presets import PRESETS
-from m2sa_ros.node_params import _DEVICE_RE, PARAMETERS
+from m2sa_ros.params.node_params import _DEVICE_RE, PARAMETERS
 import yaml
 
 ROOT = Path(__file__).resolve().parents[2]

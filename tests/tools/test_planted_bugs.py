@@ -58,13 +58,13 @@ IDS = [bug.bug_id for bug in BUGS]
 
 # The area a file belongs to, the first pattern that matches (the node: the rest of m2sa_ros).
 AREA_PATTERNS = (
-    (planted_bugs.CONVERSION, r"m2sa_ros/\w+_conversion\.py|m2sa_ros/mask_encoding\.py|m2sa_core/label_image\.py"
-     r"|m2sa_core/inference/absence\.py"),
-    (planted_bugs.GEOMETRY, r"m2sa_core/geometry/\w+\.py|m2sa_ros/depth_\w+\.py"),
-    (planted_bugs.CLI, r"m2sa_ros/bag/\w+\.py|m2sa_ros/desk_camera\.py|m2sa_ros/main\.py|training/\w+\.py"
+    (planted_bugs.CONVERSION, r"m2sa_ros/messages/\w+_conversion\.py|m2sa_ros/messages/mask_encoding\.py"
+     r"|m2sa_core/label_image\.py|m2sa_core/inference/absence\.py"),
+    (planted_bugs.GEOMETRY, r"m2sa_core/geometry/\w+\.py|m2sa_ros/depth/\w+\.py"),
+    (planted_bugs.CLI, r"m2sa_ros/bag/\w+\.py|m2sa_ros/tools/desk_camera\.py|m2sa_ros/main\.py|training/\w+\.py"
      r"|m2sa_core/evaluation/\w+\.py"),
     (planted_bugs.LAUNCH, r"launch/[\w.]+\.launch\.py"),
-    (planted_bugs.NODE, r"m2sa_ros/\w+\.py"),
+    (planted_bugs.NODE, r"m2sa_ros/(\w+/)?\w+\.py"),
 )
 
 

@@ -44,7 +44,7 @@ import shutil
 import subprocess
 import sys
 
-from m2sa_ros.child_process import ChildProcess
+from m2sa_ros.tools.child_process import ChildProcess
 from middleware_log import without_middleware_lines
 import pytest
 

@@ -392,17 +392,3 @@ def render_depth(scene: Scene, rng: np.random.Generator, horizon: int | None = N
             parts[part] = _truth(points[sel], normal, table.up) if sel.size else None
         objects.append(ObjectTruth(contact, normal, face.yaw_deg, face.lean_deg, dict(face.reliefs), surface, parts))
     return SceneDepth(depth.astype(np.float32), camera, table, objects, conflicts)
-
-
-def to_16uc1(depth_m: np.ndarray) -> np.ndarray:
-    """
-    Convert float metres (H, W; NaN/inf/<=0 invalid) to uint16 millimetres, 0 invalid (REP 118 16UC1).
-
-    Depths beyond 65.535 m are invalid too rather than wrapped.
-    """
-    depth = np.asarray(depth_m, dtype=np.float64)
-    mm = np.round(depth * 1000.0)
-    valid = np.isfinite(mm) & (mm > 0) & (mm <= 65535)
-    out = np.zeros(depth.shape, np.uint16)
-    out[valid] = mm[valid].astype(np.uint16)
-    return out

@@ -104,7 +104,7 @@ def test_the_sidecar_says_which_commands_are_absent_and_stays_version_1_without_
 
 def test_report_counts_rejections_per_split_and_scores_masks_on_present_commands_only(plan):
     from m2sa_ros.bag.replay import Outcome
-    from m2sa_ros.result_conversion import error_result, result_to_msg
+    from m2sa_ros.messages.result_conversion import error_result, result_to_msg
 
     truth = plan.ground_truth
     seg, refused = _double(truth)

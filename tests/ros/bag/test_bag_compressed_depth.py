@@ -31,15 +31,15 @@ from pathlib import Path
 from types import SimpleNamespace
 
 from m2sa_core.data.synthetic.dataset_depth import find_generator, scene_depth
-from m2sa_core.data.synthetic.depth import to_16uc1
+from m2sa_core.geometry.depth_encoding import to_16uc1
 from m2sa_core.shipped_model import SHIPPED_MODEL_RELATIVE
 from m2sa_ros.bag.bag_io import bag_info, decode, iter_messages, make_bag, message_typestore
 from m2sa_ros.bag.cli import main
 from m2sa_ros.bag.depth_recording import DepthOptions
 from m2sa_ros.bag.geometry_truth import CAMERA_INFO_TOPIC, DEPTH_TOPIC, load_geometry_ground_truth
 from m2sa_ros.bag.ground_truth import ground_truth_path, GroundTruth, IMAGE_TOPIC
-from m2sa_ros.compressed_depth import decode_compressed_depth
-from m2sa_ros.image_conversion import depth_to_metres
+from m2sa_ros.depth.compressed_depth import decode_compressed_depth
+from m2sa_ros.messages.image_conversion import depth_to_metres
 import numpy as np
 import pytest
 
@@ -140,7 +140,7 @@ def test_the_replayer_sends_compressed_depth_as_recorded_and_leaves_out_a_corrup
     """
     from m2sa_ros.bag.bag_io import _header, BagMessage
     from m2sa_ros.bag.replay import Replayer
-    from m2sa_ros.compressed_depth import encode_compressed_depth
+    from m2sa_ros.depth.compressed_depth import encode_compressed_depth
 
     store = message_typestore()
     CompressedImage = store.types["sensor_msgs/msg/CompressedImage"]

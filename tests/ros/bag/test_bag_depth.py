@@ -51,7 +51,7 @@ from m2sa_ros.bag.ground_truth import (
     IMAGE_TOPIC,
 )
 from m2sa_ros.bag.scoring import PredictedPose, Prediction, score_predictions
-from m2sa_ros.image_conversion import depth_to_metres
+from m2sa_ros.messages.image_conversion import depth_to_metres
 import numpy as np
 import pytest
 

@@ -113,7 +113,7 @@ def test_sequence_bag_holds_every_frame_one_command_per_sequence_and_per_frame_g
 def test_sequence_bag_records_each_frames_depth_and_its_targets_3d_truth(track_bag):
     from m2sa_core.data.synthetic.dataset_depth import DEPTH_STREAM
     from m2sa_core.data.synthetic.sequence_depth import sequence_depths
-    from m2sa_ros.image_conversion import depth_to_metres
+    from m2sa_ros.messages.image_conversion import depth_to_metres
 
     tracking = TrackingGroundTruth.load(track_bag / TRACKING_GROUND_TRUTH_FILE)
     geometry = load_geometry_ground_truth(track_bag)
@@ -220,7 +220,7 @@ def test_tracking_eval_refuses_bad_input_before_starting_a_node(track_bag, tmp_p
 # --------------------------------------------------------------------------- through the node
 def _requested_masks(result) -> list[np.ndarray]:
     """Per target of a rosbags SegmentationResult, the shape its mask_type asks for, as a client decodes it."""
-    from m2sa_ros.mask_encoding import requested_mask
+    from m2sa_ros.messages.mask_encoding import requested_mask
 
     return [requested_mask(target, result.height, result.width) for target in result.targets]
 

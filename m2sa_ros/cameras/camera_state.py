@@ -13,7 +13,7 @@
 # limitations under the License.
 
 """
-One node, several cameras: what belongs to each camera, and the camera names.
+One node, several cameras: what belongs to each camera (its names are camera_names.py's).
 
 A robot has a head camera and a wrist camera; one node per camera would load one copy
 of the model per camera (2 x 16 GB for 7B). With the ``cameras`` parameter one node
@@ -31,14 +31,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from m2sa_ros.camera_health import ImageArrivals
-from m2sa_ros.camera_names import check_camera_names, MAX_CAMERAS  # noqa: F401 - their old home
-from m2sa_ros.centroids import StampedBuffer
-from m2sa_ros.depth_health import DepthHealth
-from m2sa_ros.diagnostics import NodeStats
-from m2sa_ros.latest_frame import LatestFrame
-from m2sa_ros.tracks import TrackSet
-from m2sa_ros.transport_names import CameraInputs
+from m2sa_ros.cameras.latest_frame import LatestFrame
+from m2sa_ros.cameras.transport_names import CameraInputs
+from m2sa_ros.depth.depth_health import DepthHealth
+from m2sa_ros.depth.stamped_buffer import StampedBuffer
+from m2sa_ros.diagnostics.camera_health import ImageArrivals
+from m2sa_ros.diagnostics.node_status import NodeStats
+from m2sa_ros.tracking.tracks import TrackSet
 
 
 @dataclass(eq=False)

@@ -40,8 +40,8 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from m2sa_core.types import mask_bbox, Result, Target
-from m2sa_ros.geometry_conversion import fill_geometry
-from m2sa_ros.mask_encoding import fill_target_masks
+from m2sa_ros.messages.geometry_conversion import fill_geometry
+from m2sa_ros.messages.mask_encoding import fill_target_masks
 import numpy as np
 
 # (mask) -> (x, y, z) | None; the node binds the depth frame and intrinsics.

@@ -55,7 +55,7 @@ def target_markers(result: Any) -> Any:
     DELETEALL, then per target a sphere and a label when it has a centroid, and a box and
     an arrow when it has a pose.
     """
-    from m2sa_ros.geometry_conversion import approach, geometry_header
+    from m2sa_ros.messages.geometry_conversion import approach, geometry_header
     from visualization_msgs.msg import Marker, MarkerArray
 
     header = geometry_header(result)

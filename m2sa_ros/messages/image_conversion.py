@@ -231,7 +231,7 @@ def depth_to_msg(depth_m: np.ndarray, header: Any = None, encoding: str = "32FC1
 
     32FC1 metres (NaN kept) or 16UC1 millimetres (0 = no depth).
     """
-    from m2sa_core.data.synthetic.depth import to_16uc1
+    from m2sa_core.geometry.depth_encoding import to_16uc1
     from sensor_msgs.msg import Image
 
     depth_m = np.asarray(depth_m)

@@ -42,7 +42,7 @@ from typing import Any
 
 import cv2
 from m2sa_core.types import mask_bbox
-from m2sa_ros.image_conversion import ImageConversionError, mask_to_msg, msg_to_mask
+from m2sa_ros.messages.image_conversion import ImageConversionError, mask_to_msg, msg_to_mask
 import numpy as np
 
 # image_transport's compressed plugin writes "<encoding>; png compressed " for a mono8 PNG

@@ -51,7 +51,7 @@ import struct
 from typing import Any
 
 import cv2
-from m2sa_ros.image_conversion import ImageConversionError
+from m2sa_ros.messages.image_conversion import ImageConversionError
 import numpy as np
 
 CODECS = ("png", "rvl")
@@ -106,7 +106,7 @@ def decode_compressed_depth(msg: Any, what: str = "depth/compressedDepth") -> np
     """
     Return a sensor_msgs/CompressedImage of compressedDepth -> float32 metres (H, W), NaN = no depth.
 
-    The same metres :func:`m2sa_ros.image_conversion.depth_to_metres` gives for the raw
+    The same metres :func:`m2sa_ros.messages.image_conversion.depth_to_metres` gives for the raw
     image (0, NaN, inf and negative depth are NaN).
     """
     encoding, codec = parse_format(msg.format, what)

@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from typing import Any, TYPE_CHECKING
 
-from m2sa_ros.cloud_conversion import cloud_to_points, FLOAT32, points_to_cloud
+from m2sa_ros.messages.cloud_conversion import cloud_to_points, FLOAT32, points_to_cloud
 import numpy as np
 
 if TYPE_CHECKING:  # the numpy side (OpenCV, SciPy) is not needed to read a message

@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from m2sa_core.shipped_model import SHIPPED_MODEL, SHIPPED_MODEL_NAME, SHIPPED_MODEL_RELATIVE
-from m2sa_ros.node_params import NodeParams
+from m2sa_ros.params.node_params import NodeParams
 
 FALLBACK_PRESET = "tiny"
 # m2sa_core.model.PRESETS' names, spelled out so that choosing a model never imports torch

@@ -15,9 +15,9 @@
 """
 The ``cameras`` parameter's names: what a camera may be called, checked without ROS.
 
-Apart from cameras.py, which holds each camera's buffers and tracks (and through them
+Apart from camera_state.py, which holds each camera's buffers and tracks (and through them
 numpy, OpenCV and torch), so that reading and checking the parameters
-(m2sa_ros/node_params.py) stays a light import: ``ros2 param``-time checks, the launch
+(m2sa_ros/params/node_params.py) stays a light import: ``ros2 param``-time checks, the launch
 file and the docs' parameter table never load the model's libraries.
 """
 

@@ -15,12 +15,12 @@
 """
 The depth step: a frame's registered depth and intrinsics, bound once, measuring its targets.
 
-Depth and camera_info arrive on their own topics (centroids.StampedBuffer keeps the
+Depth and camera_info arrive on their own topics (stamped_buffer.StampedBuffer keeps the
 last few); a command's frame is bound to the pair nearest to its stamp before the model
 runs, because a 30 Hz depth stream keeps a third of a second in the buffer and a 7B
 model takes longer than that. :func:`bind_depth` is the one place that decides whether
 that depth may be used with the colour image - the checks themselves are
-target_geometry.register_depth's (frame, image size, camera_info size), and the
+m2sa_core.geometry.registered_depth's (frame, image size, camera_info size), and the
 camera_info's own frame - and says why not, naming the cause (depth_health.py decides
 when): a wrong point is worse than none, and a missing one should not go unexplained.
 
@@ -43,10 +43,10 @@ from m2sa_core.geometry.centroid import mask_centroid
 from m2sa_core.geometry.plane_fit import DepthNoise
 from m2sa_core.geometry.registered_depth import DepthMismatch, register_depth, RegisteredDepth
 from m2sa_core.geometry.target import GeometryParams, target_geometry, TargetGeometry
-from m2sa_ros.centroids import StampedBuffer
-from m2sa_ros.compressed_depth import decode_compressed_depth, is_compressed_depth
-from m2sa_ros.depth_health import BOUND, DepthHealth, DepthOutcome, MISSING, REFUSED
-from m2sa_ros.image_conversion import depth_to_metres, ImageConversionError
+from m2sa_ros.depth.compressed_depth import decode_compressed_depth, is_compressed_depth
+from m2sa_ros.depth.depth_health import BOUND, DepthHealth, DepthOutcome, MISSING, REFUSED
+from m2sa_ros.depth.stamped_buffer import StampedBuffer
+from m2sa_ros.messages.image_conversion import depth_to_metres, ImageConversionError
 import numpy as np
 
 

@@ -27,6 +27,10 @@ Here ``set()`` only assigns a flag and writes a byte to a pipe, neither of which
 lock, and ``wait()`` waits on the pipe with ``select``, which a signal wakes (PEP 475 runs
 the handler and then sees the byte). It is an event for any thread to wait on, as
 ``threading.Event`` is, but the only one a signal handler may set.
+
+It is rclpy's business because the node's process replaces rclpy's own SIGINT handling
+(rclpy's handler would shut the context down at the first signal, before the pending
+commands are answered: main.py's ShutdownRequest), and the desk camera does the same.
 """
 
 from __future__ import annotations

@@ -45,12 +45,12 @@ from typing import Any, Callable
 import uuid
 
 from m2sa_ros.action import Track as TrackGoal
-from m2sa_ros.blocking_calls import Answer, BlockingCalls
-from m2sa_ros.cameras import Camera
+from m2sa_ros.cameras.camera_state import Camera
+from m2sa_ros.messages.result_conversion import feedback_result
 from m2sa_ros.msg import SegmentationResult
 from m2sa_ros.pipeline import CommandPipeline, Request
-from m2sa_ros.result_conversion import feedback_result
-from m2sa_ros.tracks import ABSENT_PREFIX, CANCELLED, ERROR_PREFIX, LOST, TIMEOUT, Track, TrackSettings
+from m2sa_ros.rclpy_support.blocking_calls import Answer, BlockingCalls
+from m2sa_ros.tracking.tracks import ABSENT_PREFIX, CANCELLED, ERROR_PREFIX, LOST, TIMEOUT, Track, TrackSettings
 from m2sa_ros.worker import Job
 
 

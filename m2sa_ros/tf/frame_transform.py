@@ -47,7 +47,7 @@ import time
 from typing import Any, Callable
 
 from m2sa_core.geometry.rigid_transform import RigidTransform
-from m2sa_ros.cloud_conversion import transform_cloud
+from m2sa_ros.messages.cloud_conversion import transform_cloud
 import numpy as np
 
 # The transform at an image's stamp is looked up after the model ran on that image: on a
@@ -73,6 +73,25 @@ def transform_from_msg(transform: Any) -> RigidTransform:
     """geometry_msgs/Transform (or a TransformStamped's ``transform``) -> RigidTransform."""
     t, q = transform.translation, transform.rotation
     return RigidTransform.from_quaternion((t.x, t.y, t.z), (q.x, q.y, q.z, q.w))
+
+
+def transform_msg(parent: str, child: str, stamp_ns: int, translation: Any, quaternion: Any) -> Any:
+    """
+    Build the geometry_msgs/TransformStamped ``parent`` <- ``child`` at ``stamp_ns``, as tf2 carries it.
+
+    ``translation`` (3,) and ``quaternion`` (x, y, z, w), the form scipy's Rotation gives:
+    what a Buffer is filled with or a broadcaster sends (the tests and benchmarks fill
+    theirs with it); :func:`transform_from_msg` reads its ``transform`` back.
+    """
+    from geometry_msgs.msg import TransformStamped
+
+    msg = TransformStamped()
+    msg.header.frame_id, msg.child_frame_id = parent, child
+    msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(int(stamp_ns), 10**9)
+    t, q = msg.transform.translation, msg.transform.rotation
+    t.x, t.y, t.z = (float(v) for v in translation)
+    q.x, q.y, q.z, q.w = (float(v) for v in quaternion)
+    return msg
 
 
 def move_result(msg: Any, transform: RigidTransform, frame_id: str) -> None:

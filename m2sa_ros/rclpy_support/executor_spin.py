@@ -22,7 +22,8 @@ thread runs the transition) leaves its QoS event handler "destruction requested"
 adding that handler raises ``InvalidHandle`` out of ``Executor.spin``. The failed pass
 has released everything it entered and the executor builds a fresh wait set on the next
 call, from which the destroyed entity is gone; so spinning again is the whole recovery.
-Left alone, the exception ends the spin thread and the node goes deaf.
+Left alone, the exception ends the spin thread and the node goes deaf (ros2/rclpy issues
+1206 and 1284).
 
 An action server or client (a waitable) loses the same race one step later: destroyed
 before the executor enters it, its failed entry is skipped, but the executor still adds
@@ -30,7 +31,7 @@ it to the wait set, and rcl refuses its invalid pointer with an ``RCLError`` ("F
 add 'rcl_action_server_t' to wait set: action server pointer is invalid"). The node
 destroys its Segment and Track servers at every cleanup, so that error is the same race
 and the same recovery holds: the pass released what it entered, and the server is no
-longer among the node's waitables.
+longer among the node's waitables (ros2/rclpy issue 1385).
 
 Two more races end the spin instead, both a shutdown from another thread (the node's stop):
 a MultiThreadedExecutor's while it hands a ready entity to its thread pool (see

@@ -59,7 +59,7 @@ from typing import Any
 
 from m2sa_core.camera import Intrinsics
 from m2sa_core.cli_errors import cli_entry
-from m2sa_ros.signal_event import SignalSafeEvent
+from m2sa_ros.rclpy_support.signal_event import SignalSafeEvent
 import numpy as np
 
 PROG = "m2sa-camera"
@@ -68,7 +68,7 @@ DEFAULT_FRAME_ID = "camera_color_optical_frame"  # the bag recorder's and the RV
 DEFAULT_SEED = 2026  # the demo's world (m2sa_ros.bag.demo): scenes the shipped model was not trained on
 DEFAULT_FOV_DEG = 60.0
 IMAGE_SUFFIXES = (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".ppm", ".pgm")
-TOPICS = ("image", "depth", "camera_info")  # the node's default names (m2sa_ros.cameras.Camera.topic)
+TOPICS = ("image", "depth", "camera_info")  # the node's default names (m2sa_ros.cameras.camera_state.Camera.topic)
 
 
 class CameraError(ValueError):
@@ -391,7 +391,7 @@ class DeskCamera:
 
     def tick(self) -> None:
         """Publish one frame: camera_info, depth (when the source has it), then the image."""
-        from m2sa_ros.image_conversion import depth_to_msg, rgb_to_msg
+        from m2sa_ros.messages.image_conversion import depth_to_msg, rgb_to_msg
         from std_msgs.msg import Header
 
         if self.done.is_set():

@@ -30,7 +30,7 @@ from __future__ import annotations
 import difflib
 from typing import Any
 
-from m2sa_ros.node_params import check_value, descriptor, PARAMETERS, ParamSpec, ros_value, SPECS
+from m2sa_ros.params.node_params import check_value, descriptor, PARAMETERS, ParamSpec, ros_value, SPECS
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.node import Node
@@ -57,7 +57,7 @@ def declare_parameters(node: Node) -> dict[str, Any]:
 
 
 # rclpy declares a QoS override's parameter when the publisher or subscription it names is
-# created (m2sa_ros/topic_qos.py checks those); every other parameter exists by now.
+# created (m2sa_ros/params/topic_qos.py checks those); every other parameter exists by now.
 QOS_OVERRIDES_PREFIX = "qos_overrides."
 
 

@@ -24,7 +24,7 @@ the manager brings every node it manages down. A node that never answers the bon
 the manager's bring-up ("unable to be reached ... by bond") half a ``bond_timeout`` after
 its activation. Nav2's own lifecycle nodes (``nav2_util::LifecycleNode``) create their
 side at the end of ``on_activate`` and destroy it in ``on_deactivate`` and at shutdown;
-:class:`LifecycleBond` does the same, with bondpy.
+rclpy's LifecycleNode has no such side, so :class:`LifecycleBond` does the same, with bondpy.
 
 bondpy is imported at the first activation, never before: a node that is not under a
 manager does not need it, and a node without it (it is not on PyPI; a ROS install has it

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import threading
 from typing import Any
 
-from m2sa_ros.diagnostics import ERROR, OK, WARN
+from m2sa_ros.diagnostics.node_status import ERROR, OK, WARN
 
 FUTURE_TOLERANCE_S = 0.5  # a stamp this far ahead of the node's clock is two clocks disagreeing
 

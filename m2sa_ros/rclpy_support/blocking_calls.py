@@ -15,8 +15,9 @@
 """
 Service and action callbacks that hold an executor thread until their one result comes.
 
-rclpy answers a service, and sends an action's result, only when the callback returns,
-so ``segment`` (service and action) and ``track`` wait inside their callbacks. Two
+rclpy answers a service, and sends an action's result, only when the callback returns
+(it has no deferred response like rclcpp's, ros2/rclcpp pull request 1709), so
+``segment`` (service and action) and ``track`` wait inside their callbacks. Two
 things follow, and both live here so the three callbacks share them: the node caps how
 many may wait at once (``limit``, set by main from the executor's threads, so waiting
 calls never take the threads that images and lifecycle services need), and deactivate

@@ -45,8 +45,8 @@ import re
 from typing import Any, Callable, Mapping
 
 from m2sa_core.shipped_model import SHIPPED_MODEL_RELATIVE
-from m2sa_ros.camera_names import check_camera_names
-from m2sa_ros.transport_names import COMPRESSED, COMPRESSED_DEPTH, DEPTH_TRANSPORTS, IMAGE_TRANSPORTS, RAW
+from m2sa_ros.cameras.camera_names import check_camera_names
+from m2sa_ros.cameras.transport_names import COMPRESSED, COMPRESSED_DEPTH, DEPTH_TRANSPORTS, IMAGE_TRANSPORTS, RAW
 
 _DEVICE_RE = re.compile(r"^(cpu|mps|cuda(:\d+)?|xpu(:\d+)?)$")
 DTYPES = ("", "float32", "bfloat16", "float16")  # "" and m2sa_core.inference.DTYPE_NAMES, without importing torch

@@ -17,8 +17,11 @@ Letting the last answers leave before the node goes: result topics and action re
 
 A shutdown answers every pending command, and those answers must reach their clients
 while an executor still spins the node: a reliable result topic until its subscribers
-acknowledge, an action goal's result until rclpy's executor task has sent it. Both waits
-are bounded; the process is ending, so each is best effort.
+acknowledge, an action goal's result until rclpy's executor task has sent it. rclpy does
+neither on its own: ``publish()`` returns before a reliable subscriber has the message,
+and its ActionServer sends a result from an executor task scheduled when the goal's result
+future completes, so an executor shut down at once loses both. Both waits are bounded;
+the process is ending, so each is best effort.
 """
 
 from __future__ import annotations
