@@ -27,6 +27,9 @@ needs them skips there.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
+
 import importlib.util
 import os
 from pathlib import Path
@@ -107,6 +110,24 @@ def build_workspace(workspace: Path) -> Path:
     assert build.returncode == 0, build.stdout[-6000:] + build.stderr[-3000:]
     assert "Finished <<< m2sa_ros" in build.stdout, build.stdout[-3000:]
     return workspace
+
+
+@contextmanager
+def colcon_test_turn(workspace: Path) -> Iterator[None]:
+    """
+    Hold the session's one workspace for a `colcon test` run and the reading of its results.
+
+    Under pytest-xdist two test files may run `colcon test` in that workspace at once (the
+    linters in one, the registered pytest files in another). ctest starts each test by
+    writing a "did not generate a result file" xunit placeholder into build/, so the other
+    file's `colcon test-result`, which reads every result under build/, took a linter still
+    running for an error (a loaded `make test` failed so). A file lock beside the workspace
+    makes each run and its reading one turn.
+    """
+    from filelock import FileLock
+
+    with FileLock(f"{workspace}.colcon-test.lock"):
+        yield
 
 
 def sourced_env(workspace: Path) -> dict[str, str]:

@@ -205,13 +205,16 @@ def test_ros2_run_and_launch_in_a_clean_shell_bring_the_node_to_active(workspace
 
 
 def test_colcon_test_runs_the_registered_pytest_files(workspace):
-    run = subprocess.run(
-        [str(COLCON), "test", "--base-paths", "src", "--build-base", "build", "--install-base", "install",
-         "--ctest-args", "-R", "test_node_params|test_package"],
-        cwd=workspace, env=_env(workspace), capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    result = subprocess.run([str(COLCON), "test-result", "--test-result-base", "build", "--verbose"], cwd=workspace,
-                            env=_env(workspace), capture_output=True, text=True, timeout=120)
+    from ros_install import colcon_test_turn
+
+    with colcon_test_turn(workspace):  # test_colcon_lint.py runs the linters in this workspace too
+        run = subprocess.run(
+            [str(COLCON), "test", "--base-paths", "src", "--build-base", "build", "--install-base", "install",
+             "--ctest-args", "-R", "test_node_params|test_package"],
+            cwd=workspace, env=_env(workspace), capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+        result = subprocess.run([str(COLCON), "test-result", "--test-result-base", "build", "--verbose"],
+                                cwd=workspace, env=_env(workspace), capture_output=True, text=True, timeout=120)
     assert "0 errors, 0 failures" in result.stdout, result.stdout[-3000:]
     assert "tests" in result.stdout and not result.stdout.startswith("Summary: 0 tests")
 

@@ -29,7 +29,7 @@ import subprocess
 import xml.etree.ElementTree as ElementTree
 
 import pytest
-from ros_install import COLCON, colcon_env
+from ros_install import COLCON, colcon_env, colcon_test_turn
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.integration]
 
@@ -52,21 +52,22 @@ def test_colcon_test_runs_the_four_ament_linters_and_they_pass(colcon_workspace)
     # Nothing of what make setup leaves in the checkout is linted: the upstream sources under build/.
     assert "build" in flake8[flake8.index("--exclude") + 1:], flake8
 
-    run = subprocess.run(
-        [str(COLCON), "test", "--base-paths", "src", "--build-base", "build", "--install-base", "install",
-         "--ctest-args", "-L", "linter"],
-        cwd=colcon_workspace, env=colcon_env(colcon_workspace), capture_output=True, text=True, timeout=900)
-    assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    results = build / "test_results" / "m2sa_ros"
-    checked = {}
-    for name in LINTERS:
-        report = ElementTree.parse(results / f"{name}.xunit.xml").getroot()
-        suite = report if report.tag == "testsuite" else report.find("testsuite")
-        failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
-        output = (build / f"ament_{name}" / f"{name}.txt").read_text()
-        assert failed == 0, f"{name}: {failed} findings\n{output[-4000:]}"
-        listed = suite.findtext("system-out") or ""
-        checked[name] = max(int(suite.get("tests", 0)), sum(line.startswith("* ") for line in listed.splitlines()))
+    with colcon_test_turn(colcon_workspace):  # test_colcon_build.py runs colcon test in this workspace too
+        run = subprocess.run(
+            [str(COLCON), "test", "--base-paths", "src", "--build-base", "build", "--install-base", "install",
+             "--ctest-args", "-L", "linter"],
+            cwd=colcon_workspace, env=colcon_env(colcon_workspace), capture_output=True, text=True, timeout=900)
+        assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
+        results = build / "test_results" / "m2sa_ros"
+        checked = {}
+        for name in LINTERS:
+            report = ElementTree.parse(results / f"{name}.xunit.xml").getroot()
+            suite = report if report.tag == "testsuite" else report.find("testsuite")
+            failed = int(suite.get("failures", 0)) + int(suite.get("errors", 0))
+            output = (build / f"ament_{name}" / f"{name}.txt").read_text()
+            assert failed == 0, f"{name}: {failed} findings\n{output[-4000:]}"
+            listed = suite.findtext("system-out") or ""
+            checked[name] = max(int(suite.get("tests", 0)), sum(line.startswith("* ") for line in listed.splitlines()))
     # Each ran over the package's files, not over nothing: pep257 and copyright report one
     # test case per file, flake8 lists the files it checked, xmllint checks package.xml.
     assert min(checked["flake8"], checked["pep257"], checked["copyright"]) > 250 and checked["xmllint"] >= 1, checked
