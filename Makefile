@@ -14,14 +14,20 @@
 # the commits ros-src/<distro>.repos pins and built on the first setup. Offline, ROS_SRC names a
 # mirror of their tarballs instead: `make setup ROS_SRC=/path/to/mirror` (scripts/build_ros_src.sh).
 SHELL := /bin/bash
-PYTHON ?= python3.11
 override ROS_DISTRO := $(or $(strip $(ROS_DISTRO)),kilted)
+# Each distribution's venv is built on an interpreter of its own: Jazzy's on 3.12, the
+# Python of Ubuntu 24.04 that Jazzy robots run; Kilted's on 3.11, the lock's. The locks hold
+# for both (every pin has cp311 and cp312 wheels); PYTHON=... overrides either.
+KILTED_PYTHON ?= python3.11
+JAZZY_PYTHON ?= python3.12
 ifeq ($(ROS_DISTRO),kilted)
   VENV := .venv
   REQUIREMENTS := requirements
+  PYTHON ?= $(KILTED_PYTHON)
 else ifeq ($(ROS_DISTRO),jazzy)
   VENV := .venv-jazzy
   REQUIREMENTS := requirements-jazzy
+  PYTHON ?= $(JAZZY_PYTHON)
 else
   $(error ROS_DISTRO=$(ROS_DISTRO) is not supported: use kilted (the default) or jazzy)
 endif
@@ -57,14 +63,29 @@ $(VENV)/.xmllint-stamp: $(VENV)/.deps-stamp
 	    "(or your system's xmllint), else the xmllint lint test cannot run" >&2; fi; }
 	@touch $@
 
+# The venv itself, on PYTHON. One built on another minor version (an older checkout's Jazzy
+# venv was built on 3.11) is set up again from scratch: its compiled wheels and the upstream
+# ROS packages built into it are for the other interpreter. A venv already on the right one
+# gets the stamp with its own age, so nothing after it is redone.
+PYTHON_MINOR := $(shell $(PYTHON) -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>/dev/null)
+VENV_PYTHON_STAMP := $(VENV)/.python-$(or $(PYTHON_MINOR),missing)
+$(VENV_PYTHON_STAMP):
+	@test -n "$(PYTHON_MINOR)" || { echo "[setup] $(PYTHON) is not to be had here, and ROS 2 $(ROS_DISTRO)'s venv is" \
+	  "built on it (Jazzy's on python3.12, Ubuntu 24.04's): install it, or name another with PYTHON=/path/to/python3.X" >&2; exit 1; }
+	@if [ -x $(PY) ] && [ "$$($(PY) -c 'import sys; print("%d.%d" % sys.version_info[:2])')" = "$(PYTHON_MINOR)" ]; then \
+	  touch -r $(VENV)/pyvenv.cfg $@; exit 0; fi; \
+	if [ -e $(VENV) ]; then echo "[setup] $(VENV) was not built on Python $(PYTHON_MINOR) ($(PYTHON)): setting it up again"; \
+	  rm -rf $(VENV); fi; \
+	free_kb=$$(df -Pk . | awk 'NR==2 {print $$4}'); \
+	if [ "$$free_kb" -lt 7340032 ]; then echo "[setup] warning: $(VENV) takes about 7 GB (torch's CUDA build) and only $$((free_kb / 1048576)) GB are free here" >&2; fi; \
+	echo "[setup] ROS 2 $(ROS_DISTRO): creating $(VENV) on Python $(PYTHON_MINOR) ($(PYTHON))"; \
+	$(PYTHON) -m venv $(VENV) && touch -r $(VENV)/pyvenv.cfg $@
+
 # Dependencies: reinstalled only when the lock file or the project metadata change. pip
 # does not compile the 14,000 modules it installs (about 50 s of CPU a venv, most of them
 # never imported here): Python writes the bytecode of those imported on their first import.
-$(VENV)/.deps-stamp: $(REQUIREMENTS).lock pyproject.toml
-	@echo "[setup] ROS 2 $(ROS_DISTRO): creating $(VENV) and installing pinned dependencies (first run: a few minutes)"
-	@test -x $(PY) || { free_kb=$$(df -Pk . | awk 'NR==2 {print $$4}'); \
-	  if [ "$$free_kb" -lt 7340032 ]; then echo "[setup] warning: $(VENV) takes about 7 GB (torch's CUDA build) and only $$((free_kb / 1048576)) GB are free here" >&2; fi; \
-	  $(PYTHON) -m venv $(VENV); }
+$(VENV)/.deps-stamp: $(VENV_PYTHON_STAMP) $(REQUIREMENTS).lock pyproject.toml
+	@echo "[setup] ROS 2 $(ROS_DISTRO): installing pinned dependencies into $(VENV) (first run: a few minutes)"
 	@$(PY) -m pip install --quiet --upgrade pip
 	@$(PY) -m pip install --no-compile --progress-bar on -r $(REQUIREMENTS).lock
 	@$(PY) -m pip install --quiet --no-deps --no-build-isolation -e .
@@ -134,20 +155,21 @@ lint: setup
 demo: setup
 	$(PY) -m m2sa_ros.bag.demo
 
-# Re-pin both distributions: install each .in into a scratch venv and record every
-# distribution. Jazzy's non-ROS pins are held to Kilted's, so one requirements-model.txt
-# (the model stack for a venv over a real ROS 2 install) follows both locks.
+# Re-pin both distributions: install each .in into a scratch venv on that distribution's
+# Python and record every distribution. Jazzy's non-ROS pins are held to Kilted's, so one
+# requirements-model.txt (the model stack for a venv over a real ROS 2 install) follows
+# both locks.
 define pin
-	rm -rf build/lockenv && $(PYTHON) -m venv build/lockenv
+	rm -rf build/lockenv && $(3) -m venv build/lockenv
 	build/lockenv/bin/pip install --quiet --upgrade pip
 	build/lockenv/bin/pip install -r $(1).in $(2)
 	build/lockenv/bin/python scripts/freeze_lock.py $(1) > build/$(1).lock
 	mv build/$(1).lock $(1).lock
 endef
 lock:
-	$(call pin,requirements)
+	$(call pin,requirements,,$(KILTED_PYTHON))
 	grep -v '^ros-' requirements.lock > build/kilted-pins.txt
-	$(call pin,requirements-jazzy,-c build/kilted-pins.txt)
+	$(call pin,requirements-jazzy,-c build/kilted-pins.txt,$(JAZZY_PYTHON))
 	build/lockenv/bin/python scripts/model_requirements.py --python 3.10 --python 3.12 > build/requirements-model.txt
 	mv build/requirements-model.txt requirements-model.txt
 

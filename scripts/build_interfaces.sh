@@ -17,17 +17,18 @@ build="$repo/build/ros${venv_name#.venv}"
 mkdir -p "$build"
 
 # The ROS wheels were built in a manylinux image; their exported CMake targets name
-# include directories under /opt/python/cp311-cp311 that do not exist here. Point
-# them at this interpreter's headers and the venv's numpy (files inside .venv only).
+# include directories under /opt/python/cp3XX-cp3XX (the wheel's own Python: cp311,
+# cp312, ...) that do not exist here. Point them at this interpreter's headers and the
+# venv's numpy (files inside .venv only).
 py_include=$("$py" -c "import sysconfig; print(sysconfig.get_paths()['include'])")
 np_include=$("$py" -c "import numpy; print(numpy.get_include())")
-stale=$(grep -rl "/opt/python/cp311-cp311" "$venv"/share/*/cmake/ 2>/dev/null || true)
+stale=$(grep -rlE "/opt/python/cp3[0-9]+-cp3[0-9]+" "$venv"/share/*/cmake/ 2>/dev/null || true)
 if [ -n "$stale" ]; then
   echo "[setup] pointing ROS wheel CMake exports at $py_include and $np_include"
   # shellcheck disable=SC2086
-  sed -i \
-    -e "s#/opt/python/cp311-cp311/include/python3\.[0-9]*#$py_include#g" \
-    -e "s#/opt/python/cp311-cp311/lib/python3\.[0-9]*/site-packages/numpy/_core/include#$np_include#g" \
+  sed -i -E \
+    -e "s#/opt/python/cp3[0-9]+-cp3[0-9]+/include/python3\.[0-9]+#$py_include#g" \
+    -e "s#/opt/python/cp3[0-9]+-cp3[0-9]+/lib/python3\.[0-9]+/site-packages/numpy/_core/include#$np_include#g" \
     $stale
 fi
 

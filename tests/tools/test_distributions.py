@@ -106,6 +106,24 @@ def test_make_takes_the_distribution_from_ros_distro(distro, venv):
         assert f"{venv}/bin/python -m pytest" in _make("test", f"ROS_DISTRO={distro}", distro=None).stdout
 
 
+@pytest.mark.parametrize("distro, venv, python", [(None, ".venv", "python3.11"),
+                                                  ("jazzy", ".venv-jazzy", "python3.12")])
+def test_each_distributions_venv_is_built_on_its_python(distro, venv, python):
+    # Jazzy's on Ubuntu 24.04's 3.12, as on a Jazzy robot; -B shows the recipe of a venv already built.
+    out = _make("-B", "setup", distro=distro)
+    assert out.returncode == 0, out.stderr
+    assert re.search(rf"(^|/){re.escape(python)} -m venv {re.escape(venv)} ", out.stdout, re.MULTILINE), out.stdout
+    # PYTHON=... names another interpreter for either
+    named = _make("-B", "setup", "PYTHON=/opt/py/bin/python3", distro=distro)
+    assert f"/opt/py/bin/python3 -m venv {venv} " in named.stdout, named.stdout
+
+
+def test_ci_runs_jazzy_on_the_python_of_a_jazzy_robot():
+    if os.environ.get("ROS_DISTRO") != "jazzy" or not os.environ.get("CI"):
+        pytest.skip("CI's Jazzy half only (.ci/run: ROS_DISTRO=jazzy make test-ros)")
+    assert sys.version_info[:2] == (3, 12), sys.version
+
+
 def test_make_refuses_an_unknown_distribution_in_one_line():
     out = _make("test", distro="humble")
     assert out.returncode != 0 and out.stdout == ""
