@@ -15,12 +15,13 @@
 """
 The perception node's parameters: one table for names, defaults, docs and checks.
 
-Declaring (the node, with ranges and read-only marks in the descriptors), validating
-(at configure and on every ``ros2 param set``), the shipped config/perception.yaml and
-the parameter table of docs/ROS_INTERFACE.md all come from :data:`PARAMETERS`, so they cannot drift
-apart. Validation is plain Python, testable without ROS, and reports every bad value
-with its name and the accepted range, because a lifecycle transition that fails with
-only "configure failed" sends a user to the source code.
+Declaring (the node, with ranges and read-only marks in the descriptors) and validating
+(at configure and on every ``ros2 param set``) read :data:`PARAMETERS`; the shipped
+config/perception.yaml and the parameter table of docs/ROS_INTERFACE.md are written by hand
+and checked against it (tests/ros/test_launch_files.py: keys, values, types, defaults, when
+each applies, ranges), so they cannot drift apart. Validation is plain Python, testable
+without ROS, and reports every bad value with its name and the accepted range, because a
+lifecycle transition that fails with only "configure failed" sends a user to the source code.
 
 Each parameter is either *runtime* (thresholds, ages, the overlay, depth matching: the
 node applies a new value at once) or *load-time* (the model, device, queue, QoS: read

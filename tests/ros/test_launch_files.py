@@ -110,6 +110,39 @@ def test_launch_file_imports_and_describes_the_node():
     assert REQUIRED_ARGUMENTS <= names
 
 
+def _doc_type(default) -> str:
+    """Return the type the docs' parameter table gives a parameter with this default."""
+    if isinstance(default, list):
+        return "string[]"
+    return {bool: "bool", int: "int", float: "double", str: "string"}[type(default)]
+
+
+def _doc_default(default) -> str:
+    if isinstance(default, bool):
+        return f"`{str(default).lower()}`"
+    if isinstance(default, list):
+        return f"`{default}`".replace("'", "")
+    return f"`{default}`" if default != "" else '`""`'
+
+
+def test_interface_doc_parameter_table_agrees_with_the_one_table():
+    # The table of docs/ROS_INTERFACE.md is written by hand beside PARAMETERS (node_params.py):
+    # its names, types, defaults, when each applies and each range are checked against it.
+    text = (ROOT / "docs" / "ROS_INTERFACE.md").read_text()
+    table = text.split("| Name | Type | Default | When | Meaning |\n|---|---|---|---|---|\n", 1)[1].split("\n\n", 1)[0]
+    rows = {}
+    for line in table.splitlines():
+        name, kind, default, when, meaning = (cell.strip() for cell in line.strip().strip("|").split(" | ", 4))
+        rows[name.strip("`")] = (kind, default, when, meaning)
+    assert list(rows) == [spec.name for spec in PARAMETERS], "the table's rows are not PARAMETERS' names, in order"
+    for spec in PARAMETERS:
+        kind, default, when, meaning = rows[spec.name]
+        expected_when = "read-only" if spec.read_only else "now" if spec.runtime else "configure"
+        assert (kind, default, when) == (_doc_type(spec.default), _doc_default(spec.default), expected_when), spec.name
+        if spec.minimum is not None:
+            assert f"Range {spec.minimum}..{spec.maximum}." in meaning, (spec.name, meaning)
+
+
 def test_interface_doc_lists_every_parameter_and_launch_argument():
     text = (ROOT / "docs" / "ROS_INTERFACE.md").read_text()
     rows = {line.split("|")[1].strip().strip("`") for line in text.splitlines() if line.startswith("| `")}
