@@ -51,7 +51,8 @@ from m2sa_core.types import Cancelled
 from m2sa_core.visualize import overlay_targets
 from m2sa_ros.cameras.camera_state import Camera
 from m2sa_ros.cameras.latest_frame import Frame
-from m2sa_ros.depth.depth_binding import bind_depth, geometry_params, TargetMeasure
+from m2sa_ros.depth.depth_binding import bind_depth, DepthSource, TargetMeasure
+from m2sa_ros.depth.depth_settings import DepthSettings
 from m2sa_ros.diagnostics.node_status import NodeStats
 from m2sa_ros.messages.detection_conversion import to_detection2d_array, to_detection3d_array
 from m2sa_ros.messages.geometry_conversion import merged_cloud
@@ -134,13 +135,16 @@ class CommandPipeline:
     ``segmenter`` and ``params`` are None while the node is unconfigured (the pipeline
     is their one owner: :meth:`load`, :meth:`unload`, :meth:`update_params`), ``worker``
     while it is inactive; ``active`` is the node's "taking commands". The node calls
-    these at its transitions and at runtime parameter changes.
+    these at its transitions and at runtime parameter changes. ``depth_settings`` (the
+    depth parameters, depth_settings.DepthSettings) is built from ``params`` at :meth:`load`
+    and again when a runtime change touches one of them; the depth step reads only it.
     """
 
     def __init__(self, logger: Any, stats: NodeStats, batch_sizes: Counter[int], *,
                  topic_name: Callable[[str], str], warn_once: Callable[[str, str], None]) -> None:
         self.segmenter: Any = None
         self.params: NodeParams | None = None
+        self.depth_settings: DepthSettings | None = None
         self.worker: CommandWorker | None = None
         self.heap = HeapTrimmer(0.0)  # the configured one replaces it
         self.active = False
@@ -160,12 +164,13 @@ class CommandPipeline:
     def load(self, segmenter: Any, params: NodeParams) -> None:
         """Take a configured node's model and parameters (configure)."""
         self.segmenter, self.params = segmenter, params
+        self.depth_settings = DepthSettings.from_params(params)
         self.heap = HeapTrimmer(params.heap_trim_period)
 
     def unload(self) -> bool:
         """Drop the model and parameters (cleanup, shutdown, error); True when a model was loaded."""
         had_model = self.segmenter is not None
-        self.segmenter = self.params = None
+        self.segmenter = self.params = self.depth_settings = None
         return had_model
 
     def update_params(self, changes: dict[str, Any]) -> NodeParams:
@@ -177,6 +182,8 @@ class CommandPipeline:
         """
         assert self.params is not None, "update_params on an unconfigured pipeline"
         self.params = dataclasses.replace(self.params, **changes)
+        if DepthSettings.reads(changes):
+            self.depth_settings = DepthSettings.from_params(self.params)
         if "heap_trim_period" in changes:
             self.heap = HeapTrimmer(changes["heap_trim_period"])
         segmenter = self.segmenter
@@ -278,15 +285,11 @@ class CommandPipeline:
 
     def bind_depth(self, frame: Frame, camera: Camera) -> tuple[TargetMeasure | None, str]:
         """``camera``'s depth and intrinsics nearest to ``frame``, bound (see depth_binding.bind_depth)."""
-        params, inputs = self.params, camera.inputs
-        assert params is not None and inputs is not None, "configure sets both"
-        return bind_depth(frame, camera.depth, camera.camera_info, tolerance_s=params.depth_tolerance,
-                          allow_frame_mismatch=params.allow_depth_frame_mismatch,
-                          centroid_erosion_px=params.centroid_erosion_px, target_points=params.target_points,
-                          target_points_voxel=params.target_points_voxel, image_rectified=params.image_rectified,
-                          depth_topic=inputs.depth, camera_info_topic=inputs.camera_info, where=camera.name,
-                          warn_once=self._warn_once, health=camera.depth_health,
-                          missing_frames=params.depth_missing_frames, geometry=geometry_params(params))
+        settings, inputs = self.depth_settings, camera.inputs
+        assert settings is not None and inputs is not None, "configure sets both"
+        source = DepthSource(camera.depth, camera.camera_info, inputs.depth, inputs.camera_info, camera.name,
+                             camera.depth_health)
+        return bind_depth(frame, source, settings, self._warn_once)
 
     def measure_after_model(self, frame: Frame, camera: Camera, measure: TargetMeasure | None,
                             depth_state: str, should_stop: Callable[[], bool] = lambda: False) -> TargetMeasure | None:
@@ -299,10 +302,10 @@ class CommandPipeline:
         a late depth comes: while the depth stream is still behind the frame, wait for it up
         to ``depth_wait`` (StampedBuffer.wait_near).
         """
-        params = self.params
+        settings = self.depth_settings
         if depth_state == "missing":
-            if params is not None and params.depth_wait > 0:
-                tolerance_ns, deadline = int(params.depth_tolerance * 1e9), time.monotonic() + params.depth_wait
+            if settings is not None and settings.depth_wait > 0:
+                tolerance_ns, deadline = int(settings.depth_tolerance * 1e9), time.monotonic() + settings.depth_wait
                 for buffer in (camera.depth, camera.camera_info):
                     if not buffer.wait_near(frame.stamp_ns, tolerance_ns, max(deadline - time.monotonic(), 0.0),
                                             should_stop):

@@ -123,8 +123,8 @@ BUGS: tuple[PlantedBug, ...] = (
         "late-depth-not-waited-for", NODE,
         "a frame's depth that comes after the model's answer is not waited for (depth_wait ignored): no 3-D",
         "m2sa_ros/pipeline.py",
-        "if params is not None and params.depth_wait > 0:",
-        "if params is not None and params.depth_wait < 0:",
+        "if settings is not None and settings.depth_wait > 0:",
+        "if settings is not None and settings.depth_wait < 0:",
         ("tests/ros/test_node_depth_faults.py::test_a_frames_depth_that_comes_after_the_models_answer_is_waited_for",)),
     PlantedBug(
         "tf-at-latest", NODE,
@@ -188,7 +188,7 @@ BUGS: tuple[PlantedBug, ...] = (
         "image-rectified-ignored", GEOMETRY,
         "image_rectified:=false is ignored by the depth step: raw pixels go through P, not K and D",
         "m2sa_ros/depth/depth_binding.py",
-        "rectified=image_rectified, size=depth_m.shape[::-1]",
+        "rectified=settings.image_rectified, size=depth_m.shape[::-1]",
         "rectified=True, size=depth_m.shape[::-1]",
         ("tests/ros/test_depth_camera_model.py::test_the_bound_camera_is_the_camera_info_read_as_declared",)),
     PlantedBug(

@@ -17,10 +17,12 @@ Depth: a colour frame's registered depth and camera_info, bound, measured and ac
 
 ``stamped_buffer``: the last few depth and camera_info messages, looked up by the colour
 image's stamp; ``compressed_depth``: image_transport's compressedDepth format, decoded
-(and encoded) without the plugin; ``depth_binding``: the one place that decides whether a
-depth may be used with a frame and measures the frame's targets with it (through
-m2sa_core.geometry's camera model); ``depth_health``: what became of each frame's depth,
-and when to warn, by cause. A new depth parameter is read here (its declaration is in
-m2sa_ros/params/node_params.py). Import the module you need; this package face hands
-nothing on.
+(and encoded) without the plugin; ``depth_settings``: every depth parameter's value by its
+name in the parameter table, and the 3-D fit's constants, built once and handed whole to
+the depth step; ``depth_binding``: the one place that decides whether a depth may be used
+with a frame and measures the frame's targets with it (through m2sa_core.geometry's
+camera model); ``depth_health``: what became of each frame's depth, and when to warn, by
+cause. A new depth parameter is read here: a field of DepthSettings and its use (its
+declaration is in m2sa_ros/params/node_params.py). Import the module you need; this
+package face hands nothing on.
 """

@@ -34,17 +34,17 @@ Pure numpy and message fields: rclpy is never imported.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 import re
 from typing import Any, Callable
 
 from m2sa_core.geometry.camera_model import PinholeCameraModel
 from m2sa_core.geometry.centroid import mask_centroid
-from m2sa_core.geometry.plane_fit import DepthNoise
 from m2sa_core.geometry.registered_depth import DepthMismatch, register_depth, RegisteredDepth
 from m2sa_core.geometry.target import GeometryParams, target_geometry, TargetGeometry
 from m2sa_ros.depth.compressed_depth import decode_compressed_depth, is_compressed_depth
 from m2sa_ros.depth.depth_health import BOUND, DepthHealth, DepthOutcome, MISSING, REFUSED
+from m2sa_ros.depth.depth_settings import DepthSettings
 from m2sa_ros.depth.stamped_buffer import StampedBuffer
 from m2sa_ros.messages.image_conversion import depth_to_metres, ImageConversionError
 import numpy as np
@@ -73,56 +73,53 @@ class TargetMeasure:
         return target_geometry(mask, self.depth, self.geometry_params)
 
 
-def geometry_params(params: Any) -> GeometryParams:
+@dataclass(frozen=True)
+class DepthSource:
     """
-    Return the 3-D fit's constants that the node's parameters set (a node_params.NodeParams).
+    One camera's depth inputs, as the depth step reads them (pipeline.CommandPipeline builds it from a Camera).
 
-    The sensor's noise model (``depth_noise_sigma_1m``, ``depth_noise_floor``), the band's
-    sigmas and floor (``plane_inlier_sigmas``, ``plane_band_floor``); the voxel comes with
-    each bind (``target_points_voxel``), the rest are m2sa_core's defaults.
+    Its depth and camera_info buffers and the topics they come on (for the warnings),
+    ``where`` the camera's name (a warning's key) and ``health`` its DepthHealth (None:
+    a refusal is said once per camera and problem, missing depth never).
     """
-    return GeometryParams(noise=DepthNoise(float(params.depth_noise_sigma_1m), float(params.depth_noise_floor)),
-                          inlier_sigmas=float(params.plane_inlier_sigmas), band_floor_m=float(params.plane_band_floor))
+
+    depth: StampedBuffer
+    camera_info: StampedBuffer
+    depth_topic: str
+    camera_info_topic: str = "camera_info"
+    where: str = ""
+    health: DepthHealth | None = None
 
 
-def bind_depth(frame: Any, depth: StampedBuffer, camera_info: StampedBuffer, *, tolerance_s: float,
-               allow_frame_mismatch: bool, centroid_erosion_px: int, target_points: bool,
-               target_points_voxel: float, depth_topic: str, where: str, image_rectified: bool = True,
-               warn_once: Callable[[str, str], None], camera_info_topic: str = "camera_info",
-               health: DepthHealth | None = None, missing_frames: int = 5,
-               geometry: GeometryParams = GeometryParams()) -> tuple[TargetMeasure | None, str]:
+def bind_depth(frame: Any, source: DepthSource, settings: DepthSettings,
+               warn_once: Callable[[str, str], None]) -> tuple[TargetMeasure | None, str]:
     """
-    Bind the depth frame and intrinsics nearest to ``frame`` (a latest_frame.Frame).
+    Bind ``source``'s depth frame and intrinsics nearest to ``frame`` (a latest_frame.Frame).
 
     Returns (measure, "bound") or (None, why): "missing" when no depth / camera_info is
-    within ``tolerance_s`` yet (worth another look after the model ran), "refused" when
-    the ones there cannot be used. ``health`` (the camera's DepthHealth) counts the
-    outcome and decides what to say through ``warn_once(key, text)``, naming the cause
-    (depth_health.py's rules); without it a refusal is said once per camera (``where``)
-    and problem. The depth may be a sensor_msgs/Image or a compressedDepth
-    CompressedImage (``use_compressed_depth``). ``geometry``: the 3-D fit's constants
-    (:func:`geometry_params`), its voxel replaced by ``target_points_voxel``.
+    within ``depth_tolerance`` yet (worth another look after the model ran), "refused" when
+    the ones there cannot be used. The camera's ``health`` counts the outcome and decides
+    what to say through ``warn_once(key, text)``, naming the cause (depth_health.py's
+    rules); without it a refusal is said once per camera (``where``) and problem. The depth
+    may be a sensor_msgs/Image or a compressedDepth CompressedImage (``use_compressed_depth``).
+    ``settings``: the depth parameters (depth_settings.DepthSettings), their 3-D fit's
+    constants built once.
     """
-    measure, outcome = _bind(frame, depth, camera_info, tolerance_ns=int(tolerance_s * 1e9),
-                             allow_frame_mismatch=allow_frame_mismatch, centroid_erosion_px=centroid_erosion_px,
-                             target_points=target_points, target_points_voxel=target_points_voxel,
-                             depth_topic=depth_topic, camera_info_topic=camera_info_topic,
-                             image_rectified=image_rectified, geometry=geometry)
-    if health is not None:
-        said = health.record(frame.key, outcome, missing_frames)
+    measure, outcome = _bind(frame, source, settings)
+    if source.health is not None:
+        said = source.health.record(frame.key, outcome, settings)
         if said is not None:
-            warn_once(f"depth:{where}:{said[0]}", said[1])
+            warn_once(f"depth:{source.where}:{said[0]}", said[1])
     elif outcome.state == REFUSED:
-        warn_once(f"depth:{where}:{outcome.reason}", f"no centroids: {outcome.reason}")
+        warn_once(f"depth:{source.where}:{outcome.reason}", f"no centroids: {outcome.reason}")
     return measure, outcome.state
 
 
-def _bind(frame: Any, depth: StampedBuffer, camera_info: StampedBuffer, *, tolerance_ns: int,
-          allow_frame_mismatch: bool, centroid_erosion_px: int, target_points: bool, target_points_voxel: float,
-          depth_topic: str, camera_info_topic: str, image_rectified: bool = True,
-          geometry: GeometryParams = GeometryParams()) -> tuple[TargetMeasure | None, DepthOutcome]:
+def _bind(frame: Any, source: DepthSource, settings: DepthSettings) -> tuple[TargetMeasure | None, DepthOutcome]:
     """Return the measure, or None and why not (the outcome's cause and one-line reason)."""
-    found_depth, found_info = depth.closest(frame.stamp_ns), camera_info.closest(frame.stamp_ns)
+    depth_topic, camera_info_topic = source.depth_topic, source.camera_info_topic
+    tolerance_ns = int(settings.depth_tolerance * 1e9)
+    found_depth, found_info = source.depth.closest(frame.stamp_ns), source.camera_info.closest(frame.stamp_ns)
     missing = (_missing(found_depth, tolerance_ns, depth_topic, "depth")
                or _missing(found_info, tolerance_ns, camera_info_topic, "camera_info"))
     if missing is not None:
@@ -131,7 +128,7 @@ def _bind(frame: Any, depth: StampedBuffer, camera_info: StampedBuffer, *, toler
     depth_msg, info = found_depth[1], found_info[1]
     depth_frame, colour_frame = depth_msg.header.frame_id, frame.header.frame_id
     info_frame = info.header.frame_id
-    if info_frame and colour_frame and info_frame != colour_frame and not allow_frame_mismatch:
+    if info_frame and colour_frame and info_frame != colour_frame and not settings.allow_depth_frame_mismatch:
         return None, DepthOutcome(REFUSED, "camera_info_frame", (
             f"camera_info on {camera_info_topic} refused: it is in frame '{info_frame}' but the colour image is in "
             f"'{colour_frame}'; publish the colour camera's camera_info (registered depth shares it), or set "
@@ -142,13 +139,13 @@ def _bind(frame: Any, depth: StampedBuffer, camera_info: StampedBuffer, *, toler
             depth_m = decode_compressed_depth(depth_msg, what=depth_topic)
         else:
             depth_m = depth_to_metres(depth_msg, what=depth_topic)
-        camera = PinholeCameraModel.from_msg(info, rectified=image_rectified, size=depth_m.shape[::-1])
+        camera = PinholeCameraModel.from_msg(info, rectified=settings.image_rectified, size=depth_m.shape[::-1])
         registered = register_depth(depth_m, camera, (frame.height, frame.width), depth_frame, colour_frame,
-                                    allow_frame_mismatch)
+                                    settings.allow_depth_frame_mismatch)
     except (ImageConversionError, ValueError) as exc:  # DepthMismatch is a ValueError
         frame_mismatch = bool(depth_frame and colour_frame and depth_frame != colour_frame)
         hint = ""
-        if isinstance(exc, DepthMismatch) and frame_mismatch and not allow_frame_mismatch:
+        if isinstance(exc, DepthMismatch) and frame_mismatch and not settings.allow_depth_frame_mismatch:
             cause, hint = "depth_frame", ", or set allow_depth_frame_mismatch:=true if it is registered anyway"
         elif isinstance(exc, ImageConversionError):
             cause = "decode:" + re.sub(r"\d+", "N", str(exc))  # one cause per kind of fault, whatever its sizes
@@ -160,8 +157,8 @@ def _bind(frame: Any, depth: StampedBuffer, camera_info: StampedBuffer, *, toler
         else:
             cause = "invalid"
         return None, DepthOutcome(REFUSED, cause, f"depth on {depth_topic} refused: {exc}{hint}")
-    params = replace(geometry, voxel_m=float(target_points_voxel) if target_points else 0.0)
-    return TargetMeasure(registered, int(centroid_erosion_px), params, bool(target_points)), DepthOutcome(BOUND)
+    return (TargetMeasure(registered, int(settings.centroid_erosion_px), settings.geometry,
+                          bool(settings.target_points)), DepthOutcome(BOUND))
 
 
 def _missing(found: tuple[int, Any] | None, tolerance_ns: int, topic: str, what: str) -> DepthOutcome | None:

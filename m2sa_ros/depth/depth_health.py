@@ -22,10 +22,10 @@ frame_id, another size, a payload that does not decode). :class:`DepthHealth` co
 those outcomes for /diagnostics and decides when the node warns, naming the cause:
 
 * a refusal at its first frame: it will not fix itself;
-* missing depth once it has been missing for ``missing_frames`` frames in a row: depth
+* missing depth once it has been missing for ``depth_missing_frames`` frames in a row: depth
   often comes a few ms after its colour image, so one frame without it is no fault;
 * once per *episode* and cause, not per frame: an episode ends when depth has been bound
-  for ``missing_frames`` frames in a row, so a camera whose depth comes and goes does not
+  for ``depth_missing_frames`` frames in a row, so a camera whose depth comes and goes does not
   fill the log, and one that recovers and fails again says so again.
 
 A frame looked at twice (its depth not there before the model ran, looked for again
@@ -38,7 +38,10 @@ from __future__ import annotations
 from collections import OrderedDict
 from dataclasses import dataclass
 import threading
-from typing import Any
+from typing import Any, TYPE_CHECKING
+
+if TYPE_CHECKING:  # the settings' geometry side (OpenCV, SciPy) is not needed to count outcomes
+    from m2sa_ros.depth.depth_settings import DepthSettings
 
 BOUND, MISSING, REFUSED = "bound", "missing", "refused"
 
@@ -72,15 +75,16 @@ class DepthHealth:
         self._said: set[str] = set()  # causes warned about in this episode
         self._episode = 0
 
-    def record(self, frame_key: str, outcome: DepthOutcome, missing_frames: int) -> tuple[str, str] | None:
+    def record(self, frame_key: str, outcome: DepthOutcome, settings: DepthSettings) -> tuple[str, str] | None:
         """
         Count ``outcome`` for the frame ``frame_key`` ("" = a request's own image, never looked at twice).
 
-        (key, text) of the warning to log now, or None.
+        (key, text) of the warning to log now, or None. ``settings``: the depth parameters
+        (``depth_missing_frames`` is read).
 
         The key is unique per episode and cause, so a warn-once logger says each once.
         """
-        missing_frames = max(1, int(missing_frames))
+        depth_missing_frames = max(1, int(settings.depth_missing_frames))
         with self._lock:
             previous = self._recent.get(frame_key) if frame_key else None
             if previous is not None:
@@ -95,7 +99,7 @@ class DepthHealth:
                 if previous is None or previous.state != BOUND:
                     self._with += 1
                     self._without = 0
-                if self._with >= missing_frames and self._said:
+                if self._with >= depth_missing_frames and self._said:
                     self._said.clear()  # the episode is over
                     self._episode += 1
                 return None
@@ -108,7 +112,7 @@ class DepthHealth:
             if outcome.state == REFUSED:
                 self._said.add(outcome.cause)
                 return f"depth:{self._episode}:{outcome.cause}", f"no centroids: {outcome.reason}"
-            if self._without >= missing_frames:
+            if self._without >= depth_missing_frames:
                 self._said.add(outcome.cause)
                 return (f"depth:{self._episode}:{outcome.cause}",
                         f"no 3-D for {self._without} frames in a row: {outcome.reason}")

@@ -23,11 +23,13 @@ refused with one warning. The depth noise model and the plane band's parameters 
 
 from __future__ import annotations
 
+import dataclasses
 from types import SimpleNamespace
 
 from m2sa_core.geometry.camera_model import PinholeCameraModel
 from m2sa_core.geometry.plane_fit import BandRule, DepthNoise
-from m2sa_ros.depth.depth_binding import bind_depth, geometry_params
+from m2sa_ros.depth.depth_binding import bind_depth, DepthSource
+from m2sa_ros.depth.depth_settings import DepthSettings
 from m2sa_ros.depth.stamped_buffer import StampedBuffer
 from m2sa_ros.params.node_params import PARAMETERS, validate
 import numpy as np
@@ -57,14 +59,21 @@ def _buffers(distortion_model: str = "plumb_bob"):
     return depth_buffer, info_buffer, info
 
 
-def _bind(rectified: bool, distortion_model: str = "plumb_bob", **geometry):
+def _settings(**changes) -> DepthSettings:
+    """Return the depth settings of the table's defaults with ``changes`` (parameter names), validated."""
+    defaults = {spec.name: spec.default for spec in PARAMETERS}
+    return DepthSettings.from_params(validate({**defaults, **changes}))
+
+
+def _bind(rectified: bool, distortion_model: str = "plumb_bob", settings: DepthSettings | None = None):
     depth_buffer, info_buffer, info = _buffers(distortion_model)
     frame = SimpleNamespace(stamp_ns=1_000_000_000, header=_header(), height=H, width=W, key=(FRAME, 1))
     warnings: list[str] = []
-    measure, state = bind_depth(frame, depth_buffer, info_buffer, tolerance_s=0.05, allow_frame_mismatch=False,
-                                centroid_erosion_px=0, target_points=True, target_points_voxel=0.0,
-                                depth_topic="/depth", where="camera", warn_once=lambda key, text: warnings.append(text),
-                                image_rectified=rectified, **geometry)
+    if settings is None:
+        settings = _settings(centroid_erosion_px=0, target_points_voxel=0.0)
+    settings = dataclasses.replace(settings, image_rectified=rectified)
+    source = DepthSource(depth_buffer, info_buffer, "/depth", where="camera")
+    measure, state = bind_depth(frame, source, settings, lambda key, text: warnings.append(text))
     return measure, state, warnings, info
 
 
@@ -96,13 +105,12 @@ def test_a_raw_image_with_an_unknown_distortion_model_is_refused_in_one_line():
 
 
 def test_the_noise_model_and_the_band_reach_the_fit():
-    defaults = {spec.name: spec.default for spec in PARAMETERS}
-    assert geometry_params(validate(defaults)).band_rule == BandRule()  # the defaults are m2sa_core's
-    params = validate({**defaults, "depth_noise_sigma_1m": 0.004, "depth_noise_floor": 0.002,
-                       "plane_inlier_sigmas": 3, "plane_band_floor": 0.008})
-    geometry = geometry_params(params)
+    assert _settings().geometry.band_rule == BandRule()  # the defaults are m2sa_core's
+    settings = _settings(depth_noise_sigma_1m=0.004, depth_noise_floor=0.002, plane_inlier_sigmas=3,
+                         plane_band_floor=0.008, target_points_voxel=0.0)
+    geometry = settings.geometry
     assert geometry.band_rule == BandRule(DepthNoise(sigma_1m=0.004, floor_m=0.002), sigmas=3.0, floor_m=0.008)
-    measure, state, _, _ = _bind(True, geometry=geometry)
+    measure, state, _, _ = _bind(True, settings=settings)
     assert state == "bound"
     assert measure.geometry_params.band_rule == geometry.band_rule and measure.geometry_params.voxel_m == 0.0
     np.testing.assert_allclose(measure.geometry_params.band_rule.band(np.array([2.0]), 0.0), [0.008])
