@@ -256,8 +256,7 @@ class PerceptionNode(LifecycleNode):
             return TransitionCallbackReturn.FAILURE
         self._source = source
         self._pipeline.load(segmenter, params)
-        if params.target_frame:  # tf2's listener only for a node that moves its results
-            self._pipeline.frames.listen(self)
+        self._pipeline.listen(self)  # tf2's listener only for a node that moves its results
         self.get_logger().info(f"model {source.source} loaded on {params.device} in "
                                f"{time.monotonic() - started:.1f} s")
         if tuple(c.name for c in self._cameras) != (params.cameras or ("",)):
@@ -375,11 +374,10 @@ class PerceptionNode(LifecycleNode):
         several = len(self._cameras) > 1
         # Each job carries its handler (the pipeline for commands, the track action for
         # tracked frames): the node wires the worker and dispatches nothing itself.
-        self._pipeline.worker = CommandWorker(params.max_queue, lanes=tuple(c.lane for c in self._cameras),
-                                              max_batch=params.max_batch if several else 1)
-        # Active before any subscription opens: a client may send a command the moment it
-        # sees the command subscription matched, while the rest of activation still runs.
-        self._pipeline.active, self._pipeline.closed_reason = True, None
+        # Open (active) before any subscription opens: a client may send a command the moment
+        # it sees the command subscription matched, while the rest of activation still runs.
+        self._pipeline.open(CommandWorker(params.max_queue, lanes=tuple(c.lane for c in self._cameras),
+                                          max_batch=params.max_batch if several else 1))
         now_ns = self.get_clock().now().nanoseconds
         for camera in self._cameras:
             camera.arrivals.start(now_ns)  # silence is measured from here until the first image
@@ -482,14 +480,7 @@ class PerceptionNode(LifecycleNode):
 
     def _close_interfaces(self, reason: str) -> None:
         """Stop taking commands, answer every pending one, then drop the interfaces."""
-        self._pipeline.active, self._pipeline.closed_reason = False, f"cancelled: {reason}"
-        for camera in self._cameras:
-            camera.tracks.end_all(reason)  # before the worker stops: the tracks end with this reason
-        worker = self._pipeline.worker
-        if worker is not None:
-            if not worker.stop(f"cancelled: {reason}"):
-                self.get_logger().error("the worker did not stop within 30 s (model ignored cancel)")
-            self._pipeline.worker = None
+        self._pipeline.close(reason, self._cameras)  # inactive, the tracks ended, then the worker stopped
         self._calls.wait_idle(10.0)
         for camera in self._cameras:
             self._close_camera(camera)
@@ -542,9 +533,8 @@ class PerceptionNode(LifecycleNode):
             camera.points_pub = None
             camera.detections_2d_pub = camera.detections_3d_pub = None
             camera.clear()
-        self._pipeline.frames.close()
         device = self._params.device if self._params is not None else "cpu"
-        had_model = self._pipeline.unload()
+        had_model = self._pipeline.unload()  # tf2's listener too
         self._warned.clear()
         if had_model:
             release_memory(device)
@@ -602,7 +592,7 @@ class PerceptionNode(LifecycleNode):
             return
         self._pipeline.update_params(changes)
         if changes.get("target_frame"):
-            self._pipeline.frames.listen(self)
+            self._pipeline.listen(self)
         if "diagnostics_period" in changes:
             self._restart_diagnostics_timer(changes["diagnostics_period"])
         self.get_logger().info("applied " + ", ".join(f"{k}={v!r}" for k, v in changes.items()))

@@ -32,7 +32,12 @@ or the counters itself.
 The node hands the pipeline what it needs - the segmenter and parameters (again after
 every runtime change), the worker, its logger and counters - and the pipeline never
 reaches back into the node: what it knows of ROS is the camera's publishers and a
-function that resolves a topic name.
+function that resolves a topic name. The pipeline keeps its own lifecycle state, as
+rclpy's ManagedEntity and Nav2's LifecycleNode keep theirs in one place: the node's
+transitions call :meth:`CommandPipeline.load` / :meth:`CommandPipeline.unload`
+(configure / cleanup) and :meth:`CommandPipeline.open` / :meth:`CommandPipeline.close`
+(activate / deactivate, shutdown, error), and ``active``, ``closed_reason`` and
+``worker`` are read-only outside it.
 """
 
 from __future__ import annotations
@@ -43,7 +48,7 @@ from dataclasses import dataclass, field
 import threading
 import time
 import traceback
-from typing import Any, Callable
+from typing import Any, Callable, Iterable
 
 from m2sa_core.label_image import paint_labels
 from m2sa_core.prompt import sanitized
@@ -134,9 +139,10 @@ class CommandPipeline:
 
     ``segmenter`` and ``params`` are None while the node is unconfigured (the pipeline
     is their one owner: :meth:`load`, :meth:`unload`, :meth:`update_params`), ``worker``
-    while it is inactive; ``active`` is the node's "taking commands". The node calls
-    these at its transitions and at runtime parameter changes. ``depth_settings`` (the
-    depth parameters, depth_settings.DepthSettings) is built from ``params`` at :meth:`load`
+    while it is inactive; ``active`` is the node's "taking commands" (the pipeline is
+    their one owner too: :meth:`open`, :meth:`close`). The node calls these at its
+    transitions and at runtime parameter changes. ``depth_settings`` (the depth
+    parameters, depth_settings.DepthSettings) is built from ``params`` at :meth:`load`
     and again when a runtime change touches one of them; the depth step reads only it.
     """
 
@@ -145,21 +151,37 @@ class CommandPipeline:
         self.segmenter: Any = None
         self.params: NodeParams | None = None
         self.depth_settings: DepthSettings | None = None
-        self.worker: CommandWorker | None = None
+        self._worker: CommandWorker | None = None
         self.heap = HeapTrimmer(0.0)  # the configured one replaces it
-        self.active = False
+        self._active = False
         # Why the node stopped taking commands ("cancelled: node shutting down (SIGINT)"),
         # None until it first does: a goal the action server accepted just before the
         # close reaches accept() after it and gets this answer, as the ones it queued did.
-        self.closed_reason: str | None = None
+        self._closed_reason: str | None = None
         self.stats = stats  # all cameras; each camera has its own too
         self._batch_sizes = batch_sizes  # batched model calls by their size (several cameras)
         self._batch_lock = threading.Lock()  # the worker counts, the diagnostics timer reads
         self._logger = logger
         self._topic_name = topic_name
         self._warn_once = warn_once
-        # target_frame's tf2 lookups; the node starts its listener (ResultFrames.listen).
+        # target_frame's tf2 lookups; :meth:`listen` starts the listener, :meth:`unload` stops it.
         self.frames = ResultFrames(warn_once)
+
+    # ------------------------------------------------------------------ lifecycle
+    @property
+    def active(self) -> bool:
+        """Tell whether commands are taken: from :meth:`open` to :meth:`close`."""
+        return self._active
+
+    @property
+    def closed_reason(self) -> str | None:
+        """Return the answer of a command that comes after :meth:`close` (None before the first close)."""
+        return self._closed_reason
+
+    @property
+    def worker(self) -> CommandWorker | None:
+        """Return the worker the commands go to: the one :meth:`open` took, None while closed."""
+        return self._worker
 
     def load(self, segmenter: Any, params: NodeParams) -> None:
         """Take a configured node's model and parameters (configure)."""
@@ -167,11 +189,60 @@ class CommandPipeline:
         self.depth_settings = DepthSettings.from_params(params)
         self.heap = HeapTrimmer(params.heap_trim_period)
 
+    def listen(self, node: Any) -> None:
+        """
+        Start tf2's listener on ``node`` when ``target_frame`` is set (configure, a runtime change).
+
+        Only a node that moves its results to a target frame subscribes to /tf; a second
+        call is a no-op (ResultFrames.listen), and :meth:`unload` stops it.
+        """
+        if self.params is not None and self.params.target_frame:
+            self.frames.listen(node)
+
     def unload(self) -> bool:
-        """Drop the model and parameters (cleanup, shutdown, error); True when a model was loaded."""
+        """
+        Drop tf2's listener, the model and the parameters (cleanup, shutdown, error).
+
+        True when a model was loaded.
+        """
+        self.frames.close()
         had_model = self.segmenter is not None
         self.segmenter = self.params = self.depth_settings = None
         return had_model
+
+    def open(self, worker: CommandWorker) -> None:  # noqa: A003 - the pair of close, as a lifecycle names it
+        """
+        Take commands, on ``worker`` (activate); the node opens a closed pipeline.
+
+        The worker is in place before the pipeline is active, and the node opens the
+        pipeline before any subscription: a client may send a command the moment it sees
+        the command subscription matched, while the rest of activation still runs.
+        """
+        self._worker = worker
+        self._active, self._closed_reason = True, None
+
+    def close(self, reason: str, cameras: Iterable[Camera] = ()) -> bool:
+        """
+        Stop taking commands, answering every pending one ``cancelled: <reason>`` (deactivate, shutdown, error).
+
+        In this order: inactive, so that a command or a goal that comes after is
+        answered with that reason (:meth:`accept`) and no tracked frame is queued; the
+        tracks of ``cameras`` ended with ``reason``, before the worker stops, so that they
+        end with it; then the worker stopped (its running job cancelled, its queued ones
+        answered with the reason through their handlers' ``reject``) and taken away. A
+        second close only says the reason again. False when the worker did not stop
+        within 30 s (a model that ignored the cancel; logged).
+        """
+        self._active, self._closed_reason = False, f"cancelled: {reason}"
+        for camera in cameras:
+            camera.tracks.end_all(reason)
+        worker, stopped = self._worker, True
+        if worker is not None:
+            stopped = worker.stop(f"cancelled: {reason}")
+            if not stopped:
+                self._logger.error("the worker did not stop within 30 s (model ignored cancel)")
+            self._worker = None
+        return stopped
 
     def update_params(self, changes: dict[str, Any]) -> NodeParams:
         """
@@ -211,13 +282,13 @@ class CommandPipeline:
     # ------------------------------------------------------------------ intake
     def accept(self, req: Request, stop_when: Callable[[], bool] | None = None) -> None:
         """Answer at once (bad command, inactive, queue full) or queue for the worker."""
-        params, worker, camera = self.params, self.worker, req.camera
+        params, worker, camera = self.params, self._worker, req.camera
         assert camera is not None, "the node sets a request's camera"
         # The prompt builder's own cleaning, done once here (the model takes the result as
         # it is): control characters alone count as empty.
         req.prompt_text = sanitized(req.command)
-        if not self.active or params is None or worker is None:
-            self.finish(req, error_result(self.closed_reason or "node is not active", request_id=req.request_id,
+        if not self._active or params is None or worker is None:
+            self.finish(req, error_result(self._closed_reason or "node is not active", request_id=req.request_id,
                                           command=req.command))
             return
         if not req.prompt_text:
@@ -240,8 +311,8 @@ class CommandPipeline:
         False (nothing queued) while the node takes no work or the job's lane is
         full.
         """
-        worker = self.worker
-        return self.active and worker is not None and worker.submit(job)
+        worker = self._worker
+        return self._active and worker is not None and worker.submit(job)
 
     def error(self, req: Request, error: str, frame: Frame | None = None,
               inference_ms: float = 0.0) -> SegmentationResult:
@@ -491,7 +562,7 @@ class CommandPipeline:
             release_memory(self.params.device)
 
     def _after_model(self) -> None:
-        worker = self.worker
+        worker = self._worker
         if worker is not None and worker.depth == 0:  # idle: trimming delays no one
             self.heap.maybe_trim()
 
