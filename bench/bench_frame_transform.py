@@ -99,7 +99,7 @@ def scene_results(scenes: int, stamp_ns: int) -> list:
     (default voxel, points on).
     """
     from m2sa_ros.depth.depth_binding import TargetMeasure
-    from m2sa_ros.messages.result_conversion import result_to_msg
+    from m2sa_ros.messages.result_conversion import result_to_msg, ResultOrigin
     from std_msgs.msg import Header
 
     results = []
@@ -113,10 +113,8 @@ def scene_results(scenes: int, stamp_ns: int) -> list:
                    for i, (_index, part, mask, _truth) in enumerate(sd.visible_targets(scene))]
         header = Header(frame_id=OPTICAL)
         header.stamp.sec, header.stamp.nanosec = divmod(stamp_ns, 10**9)
-        results.append(result_to_msg(Result(answer="the targets", targets=targets), request_id="bench",
-                                     command="every object and its parts", header=header,
-                                     image_shape=(HEIGHT, WIDTH), inference_ms=0.0, centroid_fn=measure.centroid,
-                                     geometry_fn=measure.geometry, with_points=True))
+        origin = ResultOrigin("bench", "every object and its parts", header, HEIGHT, WIDTH)
+        results.append(result_to_msg(Result(answer="the targets", targets=targets), origin, 0.0, measure))
     return results
 
 

@@ -118,7 +118,7 @@ def scene(noise_m: float) -> tuple[list[Target], np.ndarray]:
 def build(targets: list[Target], depth: np.ndarray | None, *, amodal: bool, full_frame: bool):
     """Return the SegmentationResult the node sends for ``targets`` (measured with ``depth`` when given)."""
     from m2sa_ros.depth.depth_binding import TargetMeasure
-    from m2sa_ros.messages.result_conversion import result_to_msg
+    from m2sa_ros.messages.result_conversion import result_to_msg, ResultOrigin
     from std_msgs.msg import Header
 
     kept = [Target(t.label, t.object_name, t.instance, t.part_name, t.granularity, t.mask, score=t.score,
@@ -127,12 +127,9 @@ def build(targets: list[Target], depth: np.ndarray | None, *, amodal: bool, full
     measure = TargetMeasure(register_depth(depth, CAMERA, (HEIGHT, WIDTH))) if depth is not None else None
     header = Header(frame_id=OPTICAL)
     header.stamp.sec, header.stamp.nanosec = 1_700_000_000, 123_456_789
-    return result_to_msg(Result(answer="Press the television_set_1's button [SEG] ...", targets=kept),
-                         request_id="4f6c1e0a9b2d4c7e8f1a2b3c4d5e6f70", command="I want to turn on the TV",
-                         header=header, image_shape=(HEIGHT, WIDTH), inference_ms=180.0,
-                         centroid_fn=measure.centroid if measure else None,
-                         geometry_fn=measure.geometry if measure else None, with_points=measure is not None,
-                         full_frame_masks=full_frame)
+    origin = ResultOrigin("4f6c1e0a9b2d4c7e8f1a2b3c4d5e6f70", "I want to turn on the TV", header, HEIGHT, WIDTH)
+    return result_to_msg(Result(answer="Press the television_set_1's button [SEG] ...", targets=kept), origin, 180.0,
+                         measure, full_frame_masks=full_frame)
 
 
 def as_v4(msg):

@@ -21,7 +21,8 @@ lifecycle and the wiring; each concern it wires is a module of its own, in the r
 (sub-package of m2sa_ros) named for it:
 
 * lifecycle: configure validates the parameters (params/node_params.py,
-  params/ros_parameters.py) and loads the model (model/model_source.py), activate opens
+  params/ros_parameters.py) and the QoS overrides (params/qos_entities.py, which creates
+  every topic) and loads the model (model/model_source.py), activate opens
   the topics / service / actions and starts the worker (worker.py), deactivate closes the
   topics and service (the actions stay until cleanup, refusing goals while inactive),
   cleanup frees the model and the GPU cache (model/memory.py); ``autostart`` does
@@ -34,10 +35,11 @@ lifecycle and the wiring; each concern it wires is a module of its own, in the r
   camera_info buffers (depth/stamped_buffer.py), bound to a command's frame and measuring
   its targets' centroids and 3-D geometry (depth/depth_binding.py,
   m2sa_core/geometry/target.py, messages/geometry_conversion.py);
-* every accepted command - topic (plain or with a request id), service or action -
-  yields exactly one SegmentationResult with the command's request id and the source
-  image's header (pipeline.py); service and action callbacks wait for it, within a cap
-  (rclpy_support/blocking_calls.py); the ``track`` action follows a command's targets
+* every accepted command - topic (plain or with a request id), service or action - is
+  made a Request (command_intake.py) and yields exactly one SegmentationResult with the
+  command's request id and the source image's header (pipeline.py), published on its
+  camera's outputs (cameras/camera_outputs.py); service and action callbacks wait for it,
+  within a cap (rclpy_support/blocking_calls.py); the ``track`` action follows a command's targets
   frame by frame (tracking/); /diagnostics (diagnostics/);
 * ``stop()`` / ``close()`` answer every pending command first and let the answers leave
   (rclpy_support/shutdown_delivery.py): the process around the node (main.py) calls them
@@ -53,27 +55,23 @@ from __future__ import annotations
 
 from collections import Counter
 import functools
-import threading
 import time
 import traceback
 from typing import Any, Callable
 import uuid
 
-from diagnostic_msgs.msg import DiagnosticArray
 from m2sa_ros.action import Segment as SegmentAction
 from m2sa_ros.action import Track as TrackAction
+from m2sa_ros.cameras.camera_outputs import CameraOutputs
 from m2sa_ros.cameras.camera_state import Camera
-from m2sa_ros.cameras.latest_frame import Frame
-from m2sa_ros.cameras.transport_names import camera_inputs, CameraInputs, COMPRESSED, COMPRESSED_DEPTH
+from m2sa_ros.cameras.transport_names import COMPRESSED, COMPRESSED_DEPTH
+from m2sa_ros.command_intake import CommandIntake
 from m2sa_ros.diagnostics.camera_health import camera_health, CameraHealthLimits
 from m2sa_ros.diagnostics.node_status import build_diagnostics_array, node_statuses, NodeStats
-from m2sa_ros.messages.answer_feedback import AnswerFeedback
-from m2sa_ros.messages.detection_conversion import detection_types
-from m2sa_ros.messages.image_conversion import compressed_to_rgb, image_to_rgb, ImageConversionError
-from m2sa_ros.messages.result_conversion import error_result
+from m2sa_ros.messages.image_conversion import compressed_to_rgb, conversion_error, image_to_rgb, stamp_ns
 from m2sa_ros.model.memory import release_memory, trim_heap_now
 from m2sa_ros.model.model_source import load_segmenter, ModelSource, resolve_model_source
-from m2sa_ros.msg import Command, SegmentationResult
+from m2sa_ros.msg import Command
 from m2sa_ros.params.node_params import (
     check_value,
     depth_transport_of,
@@ -84,19 +82,10 @@ from m2sa_ros.params.node_params import (
     SPECS,
     validate,
 )
+from m2sa_ros.params.qos_entities import QosEntities
 from m2sa_ros.params.ros_parameters import check_set, declare_parameters, prepare_set
-from m2sa_ros.params.topic_qos import (
-    camera_entities,
-    default_qos,
-    follow_default,
-    overridable,
-    override_problems,
-    PUBLISHER,
-    SUBSCRIPTION,
-    unknown_overrides,
-)
 from m2sa_ros.pipeline import CommandPipeline, Prepared, Request
-from m2sa_ros.rclpy_support.blocking_calls import Answer, BlockingCalls
+from m2sa_ros.rclpy_support.blocking_calls import BlockingCalls
 from m2sa_ros.rclpy_support.goal_status_repeat import GoalStatusRepeater, REPEAT_PERIOD_S
 from m2sa_ros.rclpy_support.lifecycle_bond import LifecycleBond
 from m2sa_ros.rclpy_support.rclpy_compat import add_set_parameters_callbacks
@@ -110,10 +99,8 @@ from rclpy.callback_groups import MutuallyExclusiveCallbackGroup, ReentrantCallb
 from rclpy.lifecycle import LifecycleNode, LifecycleNodeMixin, LifecycleState, TransitionCallbackReturn
 from rclpy.node import Node
 from rclpy.parameter import Parameter
-from rclpy.qos import QoSProfile
-from sensor_msgs.msg import CameraInfo, CompressedImage, Image, PointCloud2
+from sensor_msgs.msg import CameraInfo, CompressedImage, Image
 from std_msgs.msg import String
-from visualization_msgs.msg import MarkerArray
 
 # Request and Prepared are imported from here by callers of the node.
 __all__ = ["NODE_NAME", "PerceptionNode", "Prepared", "Request", "SegmenterFactory", "load_segmenter"]
@@ -141,8 +128,6 @@ class PerceptionNode(LifecycleNode):
         self._factory: SegmenterFactory = segmenter_factory or load_segmenter
         self._source: ModelSource | None = None
         self._id_prefix = uuid.uuid4().hex[:8]
-        self._topic_count = 0
-        self._topic_count_lock = threading.Lock()
         # The single camera of today until configure reads ``cameras``.
         self._cameras: list[Camera] = [self._new_camera("")]
         self._warned: set[str] = set()
@@ -159,12 +144,16 @@ class PerceptionNode(LifecycleNode):
         add_set_parameters_callbacks(self, pre=functools.partial(prepare_set, self), on_set=self._check_parameters,
                                      post=self._apply_parameters)
         self._calls = BlockingCalls()  # service/action callbacks waiting for their result
+        self._intake = CommandIntake(self._pipeline, self._calls, now_ns=lambda: self.get_clock().now().nanoseconds,
+                                     alive=self.context.ok, id_prefix=self._id_prefix,
+                                     default_camera=lambda: self._cameras[0])
         self._tracking = TrackGoals(self._pipeline, self._calls, self.get_logger(),
                                     now_ns=lambda: self.get_clock().now().nanoseconds, alive=self.context.ok)
 
         self._request_group = ReentrantCallbackGroup()  # blocking service / action callbacks
         self._diag_group = MutuallyExclusiveCallbackGroup()  # never behind a model load
-        self._diag_pub = self._diagnostics_publisher()
+        self._entities = QosEntities(self, lambda: self._pipeline.params, self._warn_once)
+        self._diag_pub = self._entities.diagnostics_publisher()
         self._diag_timer = self.create_timer(1.0, self._publish_diagnostics, callback_group=self._diag_group)
         # Goal statuses again while goals run: a client that took the first status before
         # the goal response (and so dropped it) learns its goal executes (goal_status_repeat.py).
@@ -237,7 +226,7 @@ class PerceptionNode(LifecycleNode):
         try:
             values = {spec.name: self.get_parameter(spec.name).value for spec in PARAMETERS}
             params = validate({**values, **self._refused_overrides})
-            self._check_qos_overrides(params)
+            self._entities.check_overrides(params)
         except ParameterError as exc:
             self._configure_error = str(exc)
             self.get_logger().error(f"configure failed: {exc}")
@@ -261,105 +250,12 @@ class PerceptionNode(LifecycleNode):
                                f"{time.monotonic() - started:.1f} s")
         if tuple(c.name for c in self._cameras) != (params.cameras or ("",)):
             self._cameras = [self._new_camera(name) for name in params.cameras or ("",)]
+        detections = self._entities.detection_types(params)
         for camera in self._cameras:
-            camera.inputs = self._inputs_of(camera.name, params)
-            camera.result_pub = self._lifecycle_publisher(SegmentationResult, camera.topic("result"))
-            camera.labels_pub = self._lifecycle_publisher(Image, camera.topic("labels"))
-            camera.overlay_pub = self._lifecycle_publisher(Image, camera.topic("overlay"))
-            camera.markers_pub = self._lifecycle_publisher(MarkerArray, camera.topic("markers"))
-            camera.points_pub = self._lifecycle_publisher(PointCloud2, camera.topic("target_points"))
-        self._create_detection_publishers(params)
+            camera.inputs = self._entities.inputs_of(camera.name, params)
+            camera.outputs = self._entities.camera_outputs(camera.topic, detections)
         self._restart_diagnostics_timer(params.diagnostics_period)
         return super().on_configure(state)
-
-    def _create_detection_publishers(self, params: NodeParams) -> None:
-        """
-        Each camera's ``detections_2d`` / ``detections_3d`` when asked for and vision_msgs is there.
-
-        vision_msgs is imported only here, only when ``publish_detections`` is on: it is
-        optional, and a robot without it gets one warning and the node's other outputs.
-        """
-        if not params.publish_detections:
-            return
-        try:
-            detection_2d_array, detection_3d_array = detection_types()
-        except ImportError as exc:
-            self.get_logger().warning(f"publish_detections: vision_msgs is not installed ({exc}), so no "
-                                      "detections_2d / detections_3d; install it (ros-<distro>-vision-msgs) "
-                                      "or set publish_detections:=false")
-            return
-        for camera in self._cameras:
-            camera.detections_2d_pub = self._lifecycle_publisher(detection_2d_array, camera.topic("detections_2d"))
-            camera.detections_3d_pub = self._lifecycle_publisher(detection_3d_array, camera.topic("detections_3d"))
-
-    # ------------------------------------------------------------------ QoS (topic_qos.py)
-    def _qos(self, topic: str, entity: str, role: str | None = None) -> QoSProfile:
-        """
-        ``topic``'s default QoS, its declared-but-not-given overrides brought to that default.
-
-        ``role`` is the node's own name of the topic (``image``), which chooses the default
-        where ``topic`` is the name image_transport gave it (``/camera/color/image_raw``).
-        """
-        params = self._params
-        profile = default_qos(role or topic, entity, params.image_reliability if params else "best_effort")
-        follow_default(self, self.resolve_topic_name(topic), entity, profile)
-        return profile
-
-    def _subscribe(self, msg_type: Any, topic: str, callback: Callable[[Any], None], group: Any,
-                   role: str | None = None) -> Any:
-        """Return a subscription with ``topic``'s default QoS, overridable per topic (qos_overrides.*)."""
-        return self.create_subscription(msg_type, topic, callback, self._qos(topic, SUBSCRIPTION, role),
-                                        qos_overriding_options=overridable(), callback_group=group)
-
-    def _inputs_of(self, camera_name: str, params: NodeParams) -> CameraInputs:
-        """Return the topics camera ``camera_name``'s image, depth and camera_info come on (transport_names.py)."""
-        def topic(name: str) -> str:
-            return f"{camera_name}/{name}" if camera_name else name
-
-        return camera_inputs(self.resolve_topic_name, lambda t: self.resolve_topic_name(t, only_expand=True),
-                             image=topic("image"), depth=topic("depth"), camera_info=topic("camera_info"),
-                             image_transport=image_transport_of(params), depth_transport=depth_transport_of(params))
-
-    def _lifecycle_publisher(self, msg_type: Any, topic: str) -> Any:
-        """Return a lifecycle publisher with ``topic``'s default QoS, overridable per topic (qos_overrides.*)."""
-        return self.create_lifecycle_publisher(msg_type, topic, self._qos(topic, PUBLISHER),
-                                               qos_overriding_options=overridable())
-
-    def _diagnostics_publisher(self) -> Any:
-        """
-        Create the /diagnostics publisher, whose QoS can be overridden too.
-
-        A bad override of it is said and its default kept (the node is being built: there is
-        no transition to fail).
-        """
-        problems = override_problems(self, [("/diagnostics", PUBLISHER)])
-        if problems:
-            self.get_logger().error(f"invalid QoS override(s): {'; '.join(problems)}; /diagnostics keeps its "
-                                    "default QoS")
-            return self.create_publisher(DiagnosticArray, "/diagnostics", default_qos("/diagnostics", PUBLISHER, ""))
-        return self.create_publisher(DiagnosticArray, "/diagnostics", default_qos("/diagnostics", PUBLISHER, ""),
-                                     qos_overriding_options=overridable())
-
-    def _check_qos_overrides(self, params: NodeParams) -> None:
-        """
-        Raise ParameterError naming every given QoS override rclpy would refuse.
-
-        Rclpy refuses it when the entity is created (mid-transition, with a traceback). One
-        warning for overrides of topics the node does not have (a typo there would be
-        silently ignored).
-        """
-        entities = [("/diagnostics", PUBLISHER)]
-        for name in params.cameras or ("",):
-            entities += [(self.resolve_topic_name(topic), entity) for topic, entity in camera_entities(
-                lambda t, name=name: f"{name}/{t}" if name else t, self._inputs_of(name, params),
-                detections=params.publish_detections)]
-        problems = override_problems(self, entities)
-        if problems:
-            raise ParameterError("invalid QoS overrides: " + "; ".join(problems))
-        unknown = unknown_overrides(self, entities)
-        if unknown:
-            self._warn_once("qos:" + ",".join(unknown), "QoS override(s) for no topic of this node, ignored: "
-                            + ", ".join(unknown))
 
     def _restart_diagnostics_timer(self, period: float) -> None:
         self.destroy_timer(self._diag_timer)
@@ -390,27 +286,28 @@ class PerceptionNode(LifecycleNode):
 
     def _open_camera(self, camera: Camera, params: NodeParams) -> None:
         """Subscriptions, service and actions of one camera, under its namespace."""
-        on = functools.partial
+        on, subscribe = functools.partial, self._entities.subscribe
         sensors = camera.sensor_group
         inputs = camera.inputs
         assert inputs is not None, "configure names a camera's inputs"
         if image_transport_of(params) == COMPRESSED:
-            image_sub = self._subscribe(CompressedImage, inputs.image, on(self._on_compressed, camera=camera),
-                                        sensors, role="image")
+            image_sub = subscribe(CompressedImage, inputs.image, on(self._on_compressed, camera=camera), sensors,
+                                  role="image")
         else:
-            image_sub = self._subscribe(Image, inputs.image, on(self._on_image, camera=camera), sensors, role="image")
+            image_sub = subscribe(Image, inputs.image, on(self._on_image, camera=camera), sensors, role="image")
         # compressedDepth (image_transport's, beside the raw topic) is decoded when bound, not here:
         # only the depth nearest a command's frame is ever decoded.
         depth_type = CompressedImage if depth_transport_of(params) == COMPRESSED_DEPTH else Image
         camera.interfaces = [
             image_sub,
-            self._subscribe(depth_type, inputs.depth, on(self._on_depth, camera=camera), sensors, role="depth"),
-            self._subscribe(CameraInfo, inputs.camera_info, on(self._on_camera_info, camera=camera), sensors,
-                            role="camera_info"),
-            self._subscribe(String, camera.topic("command"), on(self._on_command, camera=camera), camera.command_group),
-            self._subscribe(Command, camera.topic("command_stamped"), on(self._on_command_stamped, camera=camera),
-                            camera.command_group),
-            self.create_service(SegmentSrv, camera.topic("segment"), on(self._on_service, camera=camera),
+            subscribe(depth_type, inputs.depth, on(self._on_depth, camera=camera), sensors, role="depth"),
+            subscribe(CameraInfo, inputs.camera_info, on(self._on_camera_info, camera=camera), sensors,
+                      role="camera_info"),
+            subscribe(String, camera.topic("command"), on(self._intake.on_command, camera=camera),
+                      camera.command_group),
+            subscribe(Command, camera.topic("command_stamped"), on(self._intake.on_command_stamped, camera=camera),
+                      camera.command_group),
+            self.create_service(SegmentSrv, camera.topic("segment"), on(self._intake.on_service, camera=camera),
                                 callback_group=self._request_group),
         ]
         if camera.action_server is not None:
@@ -421,7 +318,7 @@ class PerceptionNode(LifecycleNode):
         # server at deactivate could drop the result of a goal that deactivate ended.
         camera.action_server = ActionServer(
             self, SegmentAction, camera.topic("segment"),
-            execute_callback=self._repeating_statuses(on(self._on_goal, camera=camera)),
+            execute_callback=self._repeating_statuses(on(self._intake.on_goal, camera=camera)),
             goal_callback=on(self._goal_response, camera.topic("segment")),
             cancel_callback=lambda _goal: CancelResponse.ACCEPT,
             callback_group=self._request_group)
@@ -525,13 +422,9 @@ class PerceptionNode(LifecycleNode):
         that saw activations) are collected first so the blocks are really free.
         """
         for camera in self._cameras:
-            for pub in (camera.result_pub, camera.labels_pub, camera.overlay_pub, camera.markers_pub,
-                        camera.points_pub, camera.detections_2d_pub, camera.detections_3d_pub):
-                if pub is not None:
-                    self.destroy_lifecycle_publisher(pub)
-            camera.result_pub = camera.labels_pub = camera.overlay_pub = camera.markers_pub = None
-            camera.points_pub = None
-            camera.detections_2d_pub = camera.detections_3d_pub = None
+            for pub in camera.outputs.publishers():
+                self.destroy_lifecycle_publisher(pub)
+            camera.outputs = CameraOutputs()
             camera.clear()
         device = self._params.device if self._params is not None else "cpu"
         had_model = self._pipeline.unload()  # tf2's listener too
@@ -548,7 +441,7 @@ class PerceptionNode(LifecycleNode):
         topic's subscribers acknowledge them, and goals' results leave their servers.
         """
         self._close_interfaces(reason)
-        wait_results_acked(camera.result_pub for camera in self._cameras)
+        wait_results_acked(camera.outputs.result for camera in self._cameras)
         self._wait_action_results_sent()
 
     def close(self, reason: str = "node shutting down") -> None:
@@ -612,7 +505,7 @@ class PerceptionNode(LifecycleNode):
             try:
                 return compressed_to_rgb(msg, what=topic), ""
             except Exception as exc:  # noqa: BLE001 - the frame's error, answered to its command
-                error = _conversion_error(exc, topic)
+                error = conversion_error(exc, topic)
                 self._warn_once(f"image:{camera.name}:{error}", f"bad image: {error}")
                 return None, error
 
@@ -625,90 +518,16 @@ class PerceptionNode(LifecycleNode):
         try:
             camera.latest.put(convert(msg, what=topic), msg.header)
         except Exception as exc:  # noqa: BLE001 - an exception out of a callback stops the executor
-            error = _conversion_error(exc, topic)
+            error = conversion_error(exc, topic)
             camera.latest.put(None, msg.header, error=error, **size)
             self._warn_once(f"image:{camera.name}:{error}", f"bad image: {error}")
         self._tracking.schedule(camera)
 
     def _on_depth(self, msg: Image | CompressedImage, camera: Camera | None = None) -> None:
-        (camera or self._cameras[0]).depth.push(_stamp_ns(msg.header), msg)
+        (camera or self._cameras[0]).depth.push(stamp_ns(msg.header), msg)
 
     def _on_camera_info(self, msg: CameraInfo, camera: Camera | None = None) -> None:
-        (camera or self._cameras[0]).camera_info.push(_stamp_ns(msg.header), msg)
-
-    def _new_request_id(self) -> str:
-        with self._topic_count_lock:
-            self._topic_count += 1
-            return f"{self._id_prefix}-{self._topic_count}"
-
-    def _on_command(self, msg: String, camera: Camera | None = None) -> None:
-        self._pipeline.accept(Request(request_id=self._new_request_id(), command=msg.data, source="topic",
-                                      received_ns=self.get_clock().now().nanoseconds,
-                                      camera=camera or self._cameras[0]))
-
-    def _on_command_stamped(self, msg: Command, camera: Camera | None = None) -> None:
-        """Accept a command with the planner's request id; its stamp (when set) is when it was given."""
-        stamp = _stamp_ns(msg.header)
-        self._pipeline.accept(Request(request_id=msg.request_id or self._new_request_id(), command=msg.text,
-                                      source="topic",
-                                      received_ns=stamp if stamp > 0 else self.get_clock().now().nanoseconds,
-                                      camera=camera or self._cameras[0]))
-
-    def _request_from(self, goal: Any, source: str, request_id: str, camera: Camera | None = None) -> Request:
-        """Request for a service / action goal; an image in the goal is converted here."""
-        request_id = goal.request_id or request_id
-        request = Request(request_id=request_id, command=goal.command, source=source,
-                          received_ns=self.get_clock().now().nanoseconds,
-                          max_image_age=float(goal.max_image_age), camera=camera or self._cameras[0])
-        if goal.image.height > 0 or goal.image.width > 0 or len(goal.image.data) > 0:
-            header = goal.image.header
-            try:
-                rgb, error = image_to_rgb(goal.image, what=f"{source} request image"), ""
-            except Exception as exc:  # noqa: BLE001 - the request is answered with the reason
-                rgb, error = None, _conversion_error(exc, f"{source} request image")
-            request.frame = Frame(rgb=rgb, header=header, key="", stamp_ns=_stamp_ns(header),
-                                  received_at=time.monotonic(), height=int(goal.image.height),
-                                  width=int(goal.image.width), error=error)
-        return request
-
-    def _on_service(self, request: SegmentSrv.Request, response: SegmentSrv.Response,
-                    camera: Camera | None = None) -> SegmentSrv.Response:
-        req = self._request_from(request, "service", f"{self._id_prefix}-srv-{uuid.uuid4().hex[:8]}", camera)
-        with self._calls.admit() as admitted:
-            if not admitted:
-                response.result = self._pipeline.refuse(req, self._calls.too_many())
-                return response
-            response.result = self._answer(req)
-            return response
-
-    def _on_goal(self, goal_handle: Any, camera: Camera | None = None) -> Any:
-        req = self._request_from(goal_handle.request, "action", uuid.UUID(bytes=bytes(goal_handle.goal_id.uuid)).hex,
-                                 camera)
-        with self._calls.admit() as admitted:
-            if not admitted:
-                goal_handle.abort()
-                return SegmentAction.Result(result=self._pipeline.refuse(req, self._calls.too_many()))
-            feedback = AnswerFeedback(lambda stage, partial: goal_handle.publish_feedback(
-                SegmentAction.Feedback(stage=stage, partial_answer=partial)))
-            req.on_feedback = feedback.update
-            result = self._answer(req, stop_when=lambda: goal_handle.is_cancel_requested)
-            if goal_handle.is_cancel_requested and result.error.startswith("cancelled"):
-                goal_handle.canceled()
-            elif result.success:
-                goal_handle.succeed()
-            else:
-                goal_handle.abort()
-            return SegmentAction.Result(result=result)
-
-    def _answer(self, req: Request, stop_when: Callable[[], bool] | None = None) -> SegmentationResult:
-        """Hand ``req`` to the pipeline and wait for its one result, on the caller's executor thread."""
-        answer = Answer()
-        req.on_done = answer
-        self._pipeline.accept(req, stop_when)
-        result = answer.wait(self.context.ok)
-        if result is None:
-            return error_result("node shutting down", request_id=req.request_id, command=req.command)
-        return result
+        (camera or self._cameras[0]).camera_info.push(stamp_ns(msg.header), msg)
 
     # ------------------------------------------------------------------ outputs
     def lifecycle_state(self) -> str:
@@ -753,14 +572,3 @@ class PerceptionNode(LifecycleNode):
         if key not in self._warned:
             self._warned.add(key)
             self.get_logger().warning(text)
-
-
-def _conversion_error(exc: BaseException, what: str) -> str:
-    """Return the text of a conversion failure: ours name the field; anything else names its type."""
-    if isinstance(exc, ImageConversionError):
-        return str(exc)
-    return f"{what}: could not convert the image: {type(exc).__name__}: {exc}"
-
-
-def _stamp_ns(header: Any) -> int:
-    return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)

@@ -20,7 +20,8 @@ Every way a command arrives (topic, service, action, a track's first answer) bec
 command's request id" holds in one place: intake answers at once what needs no model
 (node not active, empty or too long, queue full); the worker thread then binds the
 request's frame and depth (:class:`Prepared`), runs the model, and delivers the result,
-its vision_msgs detections, label image, overlay, markers and target points on the request's camera.
+its vision_msgs detections, label image, overlay, markers and target points on the request's
+camera's outputs.
 The pipeline is the handler of its commands' worker jobs (``run``, ``run_batch``,
 ``reject``, ``crashed``).
 Tracked frames (track_action.py) go through :meth:`CommandPipeline.track` and
@@ -31,8 +32,10 @@ or the counters itself.
 
 The node hands the pipeline what it needs - the segmenter and parameters (again after
 every runtime change), the worker, its logger and counters - and the pipeline never
-reaches back into the node: what it knows of ROS is the camera's publishers and a
-function that resolves a topic name. The pipeline keeps its own lifecycle state, as
+reaches back into the node: what it knows of ROS is the camera's outputs (the narrow
+object cameras/camera_outputs.py's CameraOutputs, which it publishes on) and a function
+that resolves a topic name. Each conversion is handed one ResultOrigin (the command's
+request id and text, its image's header and size) rather than those values one by one. The pipeline keeps its own lifecycle state, as
 rclpy's ManagedEntity and Nav2's LifecycleNode keep theirs in one place: the node's
 transitions call :meth:`CommandPipeline.load` / :meth:`CommandPipeline.unload`
 (configure / cleanup) and :meth:`CommandPipeline.open` / :meth:`CommandPipeline.close`
@@ -50,25 +53,27 @@ import time
 import traceback
 from typing import Any, Callable, Iterable
 
-from m2sa_core.label_image import paint_labels
 from m2sa_core.prompt import sanitized
 from m2sa_core.types import Cancelled
-from m2sa_core.visualize import overlay_targets
 from m2sa_ros.cameras.camera_state import Camera
 from m2sa_ros.cameras.latest_frame import Frame
 from m2sa_ros.depth.depth_binding import bind_depth, DepthSource, TargetMeasure
 from m2sa_ros.depth.depth_settings import DepthSettings
 from m2sa_ros.diagnostics.node_status import NodeStats
-from m2sa_ros.messages.detection_conversion import to_detection2d_array, to_detection3d_array
-from m2sa_ros.messages.geometry_conversion import merged_cloud
-from m2sa_ros.messages.image_conversion import labels_to_msg, rgb_to_msg
-from m2sa_ros.messages.markers import target_markers
-from m2sa_ros.messages.result_conversion import error_result, result_to_msg
+from m2sa_ros.messages.result_conversion import error_result, result_to_msg, ResultOrigin
 from m2sa_ros.model.memory import HeapTrimmer, is_out_of_memory, release_memory
 from m2sa_ros.msg import SegmentationResult
 from m2sa_ros.params.node_params import NodeParams
 from m2sa_ros.tf.frame_transform import ResultFrames
+from m2sa_ros.tracking.tracks import Track
 from m2sa_ros.worker import CommandWorker, Job
+
+
+def origin_of(request_id: str, command: str, frame: Frame | None) -> ResultOrigin:
+    """Return the origin of a result about ``frame``: its header and size (None: no image yet, 0 x 0)."""
+    if frame is None:
+        return ResultOrigin(request_id, command)
+    return ResultOrigin(request_id, command, frame.header, frame.height, frame.width)
 
 
 @dataclass
@@ -288,8 +293,8 @@ class CommandPipeline:
         # it is): control characters alone count as empty.
         req.prompt_text = sanitized(req.command)
         if not self._active or params is None or worker is None:
-            self.finish(req, error_result(self._closed_reason or "node is not active", request_id=req.request_id,
-                                          command=req.command))
+            self.finish(req, error_result(self._closed_reason or "node is not active",
+                                          ResultOrigin(req.request_id, req.command)))
             return
         if not req.prompt_text:
             self.finish(req, self.error(req, "empty command"))
@@ -318,11 +323,7 @@ class CommandPipeline:
               inference_ms: float = 0.0) -> SegmentationResult:
         """Return the error result of ``req``, with the header and size of the frame it refers to."""
         frame = frame if frame is not None else (req.frame or req.camera.latest.get())
-        if frame is None:
-            return error_result(error, request_id=req.request_id, command=req.command,
-                                inference_ms=inference_ms)
-        return error_result(error, request_id=req.request_id, command=req.command, header=frame.header,
-                            height=frame.height, width=frame.width, inference_ms=inference_ms)
+        return error_result(error, origin_of(req.request_id, req.command, frame), inference_ms)
 
     def refuse(self, req: Request, error: str) -> SegmentationResult:
         """Answer ``req`` with ``error`` now, before it reaches the queue; returns that answer."""
@@ -384,20 +385,16 @@ class CommandPipeline:
             measure, _ = self.bind_depth(frame, camera)
         return measure
 
-    def convert(self, result: Any, *, request_id: str, command: str, frame: Frame, inference_ms: float,
-                measure: TargetMeasure | None, camera: Camera | None = None) -> SegmentationResult:
+    def convert(self, result: Any, origin: ResultOrigin, inference_ms: float, measure: TargetMeasure | None,
+                camera: Camera | None = None) -> SegmentationResult:
         """
-        Return a model result on ``frame`` -> its SegmentationResult, measured with the bound depth.
+        Return a model result on ``origin``'s frame -> its SegmentationResult, measured with the bound depth.
 
         The one conversion of commands and tracked frames: each target's centroid and
         geometry come from its visible mask and ``measure`` (None: no depth, no 3-D), and
         are then moved into ``target_frame`` (:meth:`to_target_frame`).
         """
-        msg = result_to_msg(result, request_id=request_id, command=command, header=frame.header,
-                            image_shape=frame.rgb.shape, inference_ms=inference_ms,
-                            centroid_fn=measure.centroid if measure is not None else None,
-                            geometry_fn=measure.geometry if measure is not None else None,
-                            with_points=measure.with_points if measure is not None else False,
+        msg = result_to_msg(result, origin, inference_ms, measure,
                             full_frame_masks=self.params is not None and self.params.full_frame_masks)
         self.to_target_frame(msg, camera)
         return msg
@@ -581,10 +578,9 @@ class CommandPipeline:
         self.finish(req, self.error(req, f"internal error: {type(exc).__name__}: {exc}"))
 
     # ------------------------------------------------------------------ tracked frames
-    def track(self, frame: Frame, camera: Camera, prompts: Any, state: Any, *, use_previous_mask: bool,
-              request_id: str, command: str) -> TrackStep | None:
+    def track(self, frame: Frame, camera: Camera, track: Track) -> TrackStep | None:
         """
-        Re-segment ``frame`` from a track's prompts with SAM alone (worker thread).
+        Re-segment ``frame`` from ``track``'s prompts and state with SAM alone (worker thread).
 
         By ``Segmenter.track``, measured with ``camera``'s depth; None when no model is loaded.
 
@@ -595,23 +591,24 @@ class CommandPipeline:
         if segmenter is None or self.params is None or frame.rgb is None:
             return None
         measure, depth_state = self.bind_depth(frame, camera)
+        origin = origin_of(track.request_id, track.command, frame)
         started = time.monotonic()
         try:
-            result, new_state = segmenter.track(frame.rgb, prompts, state, use_previous_mask=use_previous_mask,
+            result, new_state = segmenter.track(frame.rgb, track.prompts, track.state,
+                                                use_previous_mask=track.settings.use_previous_mask,
                                                 frame_key=frame.key or None)
             elapsed = (time.monotonic() - started) * 1000.0
-            msg = self.convert(result, request_id=request_id, command=command, frame=frame, inference_ms=elapsed,
-                               measure=self.measure_after_model(frame, camera, measure, depth_state), camera=camera)
+            msg = self.convert(result, origin, elapsed, self.measure_after_model(frame, camera, measure, depth_state),
+                               camera)
         except Exception as exc:  # noqa: BLE001 - a model failure ends the track, not the node
-            self._logger.error(f"model failure on track {request_id}: {traceback.format_exc()}")
+            self._logger.error(f"model failure on track {track.request_id}: {traceback.format_exc()}")
             error = f"model failure: {type(exc).__name__}: {exc}"
             out_of_memory = is_out_of_memory(exc)
         else:
             return TrackStep(msg=msg, result=result, state=new_state)
         # Outside the except block, as for commands: what the exception held can be freed.
         self._release_after_failure(out_of_memory)
-        return TrackStep(msg=error_result(error, request_id=request_id, command=command, header=frame.header,
-                                          height=frame.height, width=frame.width), error=error)
+        return TrackStep(msg=error_result(error, origin), error=error)
 
     def publish_tracked(self, msg: SegmentationResult, camera: Camera) -> None:
         """Publish a tracked frame's result on ``camera``'s result topic, counted like a command's."""
@@ -623,8 +620,7 @@ class CommandPipeline:
         req, frame, camera = ready.req, ready.frame, ready.req.camera
         measure = self.measure_after_model(frame, camera, ready.measure, ready.depth_state, ready.job.should_stop)
         try:
-            msg = self.convert(result, request_id=req.request_id, command=req.command, frame=frame,
-                               inference_ms=elapsed, measure=measure, camera=camera)
+            msg = self.convert(result, origin_of(req.request_id, req.command, frame), elapsed, measure, camera)
         except Exception as exc:  # noqa: BLE001 - e.g. a model returning wrong-sized masks
             self._logger.error(f"could not convert the result of {req.request_id}: {traceback.format_exc()}")
             self.finish(req, self.error(req, f"model failure: {exc}", frame, elapsed))
@@ -651,7 +647,7 @@ class CommandPipeline:
 
     def _count_and_publish(self, msg: SegmentationResult, camera: Camera, what: str) -> None:
         """
-        Count ``msg`` in the node's and ``camera``'s diagnostics, publish it and its detections.
+        Count ``msg`` in the node's and ``camera``'s diagnostics, then publish it and its detections.
 
         A command's result and a tracked frame's go out the same way, so /diagnostics and
         the topics agree whichever produced them; a failed publish (``what`` names it in the
@@ -659,62 +655,9 @@ class CommandPipeline:
         """
         self.stats.record(msg.success, msg.inference_ms, msg.error)
         camera.stats.record(msg.success, msg.inference_ms, msg.error)
-        pub = camera.result_pub
-        if pub is not None:
-            try:
-                pub.publish(msg)
-            except Exception as exc:  # noqa: BLE001 - e.g. the context went down meanwhile
-                self._logger.error(f"could not publish {what}: {exc}")
-        self._publish_detections(msg, camera)
-
-    def _publish_detections(self, msg: SegmentationResult, camera: Camera) -> None:
-        """
-        Publish a successful result's targets as vision_msgs detections, right behind the result.
-
-        On ``camera``'s ``detections_2d`` / ``detections_3d`` (detection_conversion.py).
-
-        Failed results publish none: their empty target list says nothing about the
-        scene, and an empty array would tell a tracker that the objects had gone.
-        """
-        if not msg.success:
-            return
-        for pub, convert in ((camera.detections_2d_pub, to_detection2d_array),
-                             (camera.detections_3d_pub, to_detection3d_array)):
-            if pub is None:
-                continue
-            try:
-                pub.publish(convert(msg))
-            except Exception as exc:  # noqa: BLE001 - the result itself went out; e.g. the context went down
-                self._warn_once(f"detections:{type(exc).__name__}", f"detections not published: {exc}")
+        camera.outputs.publish_result(msg, what)
 
     def publish_views(self, frame: Frame, result: Any, msg: SegmentationResult, camera: Camera) -> None:
-        """
-        Publish what goes beside a successful result, each while someone listens.
-
-        The label image (for grasp stacks), then the RViz overlay, markers and merged target points.
-        """
-        pub = camera.labels_pub
-        if pub is not None and pub.get_subscription_count() > 0:
-            try:  # the colour image's header and size, so that a synchronizer pairs it with colour and depth
-                labels = paint_labels([t.mask for t in result.targets], (frame.height, frame.width))
-                pub.publish(labels_to_msg(labels, frame.header))
-            except Exception as exc:  # noqa: BLE001 - the result itself went out; e.g. the context went down
-                self._warn_once(f"labels:{type(exc).__name__}", f"labels not published: {exc}")
-        params, pub = self.params, camera.overlay_pub
-        if params is not None and pub is not None and params.publish_overlay and pub.get_subscription_count() > 0:
-            try:
-                pub.publish(rgb_to_msg(overlay_targets(frame.rgb, result.targets), frame.header))
-            except Exception as exc:  # noqa: BLE001 - the overlay is a nicety, never fatal
-                self._warn_once(f"overlay:{type(exc).__name__}", f"overlay failed: {exc}")
-        pub = camera.markers_pub
-        if pub is not None and pub.get_subscription_count() > 0:
-            try:
-                pub.publish(target_markers(msg))
-            except Exception as exc:  # noqa: BLE001 - markers are a nicety, never fatal
-                self._warn_once(f"markers:{type(exc).__name__}", f"markers failed: {exc}")
-        pub = camera.points_pub  # RViz cannot show the clouds nested in the result: merged here
-        if pub is not None and pub.get_subscription_count() > 0:
-            try:
-                pub.publish(merged_cloud(msg))
-            except Exception as exc:  # noqa: BLE001 - a view, never fatal
-                self._warn_once(f"target_points:{type(exc).__name__}", f"target_points failed: {exc}")
+        """Publish what goes beside a successful result on ``camera``'s outputs (camera_outputs.py)."""
+        publish_overlay = self.params is not None and self.params.publish_overlay
+        camera.outputs.publish_views(frame, result, msg, publish_overlay=publish_overlay)

@@ -215,7 +215,7 @@ class DirectNode:
         assert self.node.trigger_activate() == TransitionCallbackReturn.SUCCESS
         self.results: list[Any] = []
         self._cond = threading.Condition()
-        real_pub = self.node.camera().result_pub
+        real_pub = self.node.camera().outputs.result
         self._real_publish = real_pub.publish
 
         def publish(msg: Any) -> None:
@@ -239,7 +239,7 @@ class DirectNode:
         with self._cond:
             self.assert_one_result_per_request()
             n = len(self.results)
-        self.node._on_command(String(data=text))
+        self.node._intake.on_command(String(data=text))
         with self._cond:
             assert self._cond.wait_for(lambda: len(self.results) > n, timeout), f"no result for {text[:50]!r}"
             self.assert_one_result_per_request()

@@ -23,7 +23,8 @@ and actions under its own namespace (``<camera>/image``, ``<camera>/result``,
 tracks, counters and queue (a worker lane, m2sa_ros.worker). An empty list is today's
 single camera with today's names: its :class:`Camera` has the name "" and no prefix.
 
-Plain data and names only; the node creates the ROS entities and stores them here.
+Plain data and names only; the node creates the ROS entities and stores them here, the
+publishers in the camera's :class:`~m2sa_ros.cameras.camera_outputs.CameraOutputs`.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from m2sa_ros.cameras.camera_outputs import CameraOutputs
 from m2sa_ros.cameras.latest_frame import LatestFrame
 from m2sa_ros.cameras.transport_names import CameraInputs
 from m2sa_ros.depth.depth_health import DepthHealth
@@ -60,18 +62,13 @@ class Camera:
     tracks: TrackSet = field(default_factory=TrackSet)
     stats: NodeStats = field(default_factory=NodeStats)
     arrivals: ImageArrivals = field(default_factory=ImageArrivals)  # its image rate, for diagnostics
-    # ROS entities, created by the node (configure: publishers; activate: the rest).
-    result_pub: Any = None
-    labels_pub: Any = None  # labels: one mono16 instance-label image per successful result
-    overlay_pub: Any = None
-    markers_pub: Any = None
-    points_pub: Any = None  # target_points: the result's target clouds merged, for RViz
-    # vision_msgs Detection2DArray / Detection3DArray (publish_detections; None without vision_msgs).
-    detections_2d_pub: Any = None
-    detections_3d_pub: Any = None
+    # Its publishers, created by the node at configure and handed to the pipeline in this
+    # narrow object (camera_outputs.py); empty while unconfigured.
+    outputs: CameraOutputs = field(default_factory=CameraOutputs)
     # The topics its image, depth and camera_info come on, as image_transport names them
     # (transport_names.py); configure sets them.
     inputs: CameraInputs | None = None
+    # ROS entities the node keeps for itself, created at activate.
     interfaces: list[Any] = field(default_factory=list)  # subscriptions and the service
     action_server: Any = None
     track_server: Any = None

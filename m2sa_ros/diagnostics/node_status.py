@@ -186,7 +186,7 @@ def result_subscribers(camera: Any) -> int:
     moment before a command (``ros2 topic echo``) gets the result only once this counts it,
     since each pair of participants discovers the other on its own.
     """
-    publisher = getattr(camera, "result_pub", None)
+    publisher = camera.outputs.result
     return int(publisher.get_subscription_count()) if publisher is not None else 0
 
 

@@ -93,6 +93,18 @@ class ImageConversionError(ValueError):
     """A message that cannot be read as an image; the text says which field is wrong."""
 
 
+def conversion_error(exc: BaseException, what: str) -> str:
+    """Return the text of a conversion failure: ours name the field; anything else names its type."""
+    if isinstance(exc, ImageConversionError):
+        return str(exc)
+    return f"{what}: could not convert the image: {type(exc).__name__}: {exc}"
+
+
+def stamp_ns(header: Any) -> int:
+    """Return a std_msgs/Header's stamp in nanoseconds."""
+    return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
+
+
 def _raw_array(msg: Any, base_dtype: str, channels: int, what: str) -> np.ndarray:
     """
     View the message data as (height, width[, channels]) honouring step and byte order.

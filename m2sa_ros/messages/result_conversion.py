@@ -37,37 +37,67 @@ answer said, there is nothing to act on.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
 
 from m2sa_core.types import mask_bbox, Result, Target
 from m2sa_ros.messages.geometry_conversion import fill_geometry
 from m2sa_ros.messages.mask_encoding import fill_target_masks
 import numpy as np
 
-# (mask) -> (x, y, z) | None; the node binds the depth frame and intrinsics.
-CentroidFn = Callable[[np.ndarray], "tuple[float, float, float] | None"]
-# (visible mask) -> target_geometry.TargetGeometry; bound with the same depth (depth_binding.py).
-GeometryFn = Callable[[np.ndarray], Any]
+
+@dataclass(frozen=True)
+class ResultOrigin:
+    """
+    What every message about one command on one image carries: the command and the image it was asked of.
+
+    The command's request id and text, the image's header and size.
+
+    Built once where the image is known (the pipeline: from the request and its frame) and
+    handed whole to each conversion. A command answered before any image (refused on
+    arrival) has no header and a 0 x 0 size.
+    """
+
+    request_id: str
+    command: str
+    header: Any = None
+    height: int = 0
+    width: int = 0
 
 
-def _base(header: Any, height: int, width: int, request_id: str, command: str):
+class TargetMeasures(Protocol):
+    """
+    How a frame's targets are measured with the depth bound to it (depth_binding.TargetMeasure).
+
+    Each method takes a visible mask: ``centroid`` gives the v2 centroid (None: no valid
+    depth under it), ``geometry`` the v3 pose, size and points (a TargetGeometry);
+    ``with_points`` is the ``target_points`` parameter.
+    """
+
+    with_points: bool
+
+    def centroid(self, mask: np.ndarray) -> tuple[float, float, float] | None: ...
+
+    def geometry(self, mask: np.ndarray) -> Any: ...
+
+
+def _base(origin: ResultOrigin):
     from m2sa_ros.msg import SegmentationResult
 
-    msg = SegmentationResult(height=int(height), width=int(width), request_id=request_id,
-                             command=command)
-    if header is not None:
-        msg.header = header
+    msg = SegmentationResult(height=int(origin.height), width=int(origin.width), request_id=origin.request_id,
+                             command=origin.command)
+    if origin.header is not None:
+        msg.header = origin.header
         # v4: the 3-D values are in the image's (optical) frame until frame_transform moves them.
-        msg.geometry_frame_id = header.frame_id
+        msg.geometry_frame_id = origin.header.frame_id
     return msg
 
 
-def error_result(error: str, *, request_id: str, command: str, header: Any = None,
-                 height: int = 0, width: int = 0, inference_ms: float = 0.0):
-    """``success=false`` with a reason; header/size filled when the frame is known."""
+def error_result(error: str, origin: ResultOrigin, inference_ms: float = 0.0):
+    """``success=false`` with a reason; ``origin``'s header and size are there when the frame is known."""
     from m2sa_ros.msg import SegmentationResult
 
-    msg = _base(header, height, width, request_id, command)
+    msg = _base(origin)
     msg.success = False
     msg.outcome = SegmentationResult.OUTCOME_FAILED
     msg.error = error
@@ -82,15 +112,13 @@ def mask_type_constant(mask_type: str) -> int:
     return TargetMsg.MASK_AMODAL if mask_type == "amodal" else TargetMsg.MASK_VISIBLE
 
 
-def target_to_msg(target: Target, header: Any, centroid: "tuple[float, float, float] | None",
-                  geometry: Any = None, with_points: bool = True, *, index: int = 0,
+def target_to_msg(target: Target, header: Any, index: int, measure: TargetMeasures | None = None, *,
                   full_frame_masks: bool = False):
     """
-    Convert one target, the ``index``-th of its result.
+    Convert one target, the ``index``-th of its result, measured with ``measure`` (None: no depth, no 3-D).
 
-    ``centroid`` and ``geometry`` (a TargetGeometry or None) must come from ``target.mask``
-    (the visible pixels); ``with_points`` is the ``target_points`` parameter and
-    ``full_frame_masks`` the parameter of that name.
+    The centroid and geometry come from ``target.mask`` (the visible pixels);
+    ``full_frame_masks`` is the parameter of that name.
     """
     from m2sa_ros.msg import Target as TargetMsg
 
@@ -108,35 +136,32 @@ def target_to_msg(target: Target, header: Any, centroid: "tuple[float, float, fl
     # or the Segmenter's amodal output is on, so its presence is the rule.
     fill_target_masks(msg, visible, None if target.amodal_mask is None else np.asarray(target.amodal_mask, dtype=bool),
                       header, full_frame=full_frame_masks)
+    centroid = measure.centroid(visible) if measure is not None else None
     if centroid is not None:
         msg.centroid.x, msg.centroid.y, msg.centroid.z = (float(c) for c in centroid)
         msg.has_centroid = True
-    fill_geometry(msg, geometry, header, with_points)
+    fill_geometry(msg, measure.geometry(visible) if measure is not None else None, header,
+                  measure is not None and measure.with_points)
     return msg
 
 
-def result_to_msg(result: Result, *, request_id: str, command: str, header: Any,
-                  image_shape: Sequence[int], inference_ms: float,
-                  centroid_fn: CentroidFn | None = None, geometry_fn: GeometryFn | None = None,
-                  with_points: bool = True, full_frame_masks: bool = False):
+def result_to_msg(result: Result, origin: ResultOrigin, inference_ms: float, measure: TargetMeasures | None = None,
+                  *, full_frame_masks: bool = False):
     """
-    Return a successful SegmentationResult; masks must have the source image's size.
+    Return a successful SegmentationResult; masks must have ``origin``'s image size.
 
-    ``centroid_fn`` and ``geometry_fn`` measure a visible mask with the depth bound to
-    the frame (None: no depth, nothing measured, has_centroid / has_pose false);
-    ``full_frame_masks`` adds the v4 full-frame masks to the cropped ones.
+    ``measure`` measures each visible mask with the depth bound to the frame (None: no
+    depth, nothing measured, has_centroid / has_pose false); ``full_frame_masks`` adds the
+    v4 full-frame masks to the cropped ones.
     """
-    height, width = int(image_shape[0]), int(image_shape[1])
-    msg = _base(header, height, width, request_id, command)
+    height, width = int(origin.height), int(origin.width)
+    msg = _base(origin)
     for i, target in enumerate(result.targets):
         for name, mask in (("mask", target.mask), ("amodal_mask", target.amodal_mask)):
             if mask is not None and mask.shape != (height, width):
                 raise ValueError(f"target {i} ('{target.label}') has a {mask.shape[1]}x{mask.shape[0]} "
                                  f"{name} for a {width}x{height} image")
-        centroid = centroid_fn(target.mask) if centroid_fn is not None else None
-        geometry = geometry_fn(target.mask) if geometry_fn is not None else None
-        msg.targets.append(target_to_msg(target, header, centroid, geometry, with_points, index=i,
-                                         full_frame_masks=full_frame_masks))
+        msg.targets.append(target_to_msg(target, origin.header, i, measure, full_frame_masks=full_frame_masks))
     msg.answer = result.answer
     msg.truncated = bool(getattr(result, "truncated", False))
     msg.success = True

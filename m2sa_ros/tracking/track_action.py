@@ -167,9 +167,7 @@ class TrackGoals:
             return
         if not track.take(frame.key, time.monotonic()):
             return
-        step = pipeline.track(frame, camera, track.prompts, track.state,
-                              use_previous_mask=track.settings.use_previous_mask,
-                              request_id=track.request_id, command=track.command)
+        step = pipeline.track(frame, camera, track)
         if step is None:  # unloaded meanwhile (a worker that outlived its stop)
             track.dropped()
             return

@@ -177,7 +177,7 @@ def test_conversion_of_a_node_result_matches_its_targets():
     """
     from m2sa_core.types import Granularity, Result, Target
     from m2sa_ros.messages.detection_conversion import to_detection2d_array
-    from m2sa_ros.messages.result_conversion import result_to_msg
+    from m2sa_ros.messages.result_conversion import result_to_msg, ResultOrigin
     from std_msgs.msg import Header
 
     mask = np.zeros((48, 64), bool)
@@ -186,8 +186,7 @@ def test_conversion_of_a_node_result_matches_its_targets():
     other[0, 0] = True
     result = Result(answer="", targets=[Target("mug_1", "mug", 1, "", Granularity.OBJECT, mask, score=0.7),
                                         Target("cup_1", "cup", 1, "", Granularity.OBJECT, other, score=0.6)])
-    msg = result_to_msg(result, request_id="r", command="c", header=Header(frame_id=OPTICAL), image_shape=(48, 64),
-                        inference_ms=1.0)
+    msg = result_to_msg(result, ResultOrigin("r", "c", Header(frame_id=OPTICAL), 48, 64), 1.0)
     boxes = [(d.bbox.center.position.x, d.bbox.center.position.y, d.bbox.size_x, d.bbox.size_y)
              for d in to_detection2d_array(msg).detections]
     assert boxes == [(32.5, 15.0, 5.0, 10.0), (0.5, 0.5, 1.0, 1.0)]

@@ -223,19 +223,19 @@ def test_an_image_conversion_failure_is_an_error_result_not_a_dead_callback(modu
 
 def test_a_request_image_whose_conversion_crashes_is_answered(module_context, segmenter, monkeypatch):
     """The service/action path converts the request's own image: same guarantee."""
-    import m2sa_ros.perception_node as pn
+    import m2sa_ros.command_intake as intake
     from m2sa_ros.srv import Segment
 
     harness = DirectNode(module_context, segmenter)
     try:
-        monkeypatch.setattr(pn, "image_to_rgb", lambda *_a, **_k: (_ for _ in ()).throw(RuntimeError("boom")))
+        monkeypatch.setattr(intake, "image_to_rgb", lambda *_a, **_k: (_ for _ in ()).throw(RuntimeError("boom")))
         request = Segment.Request(command="turn on the TV", image=good_image())
-        response = harness.node._on_service(request, Segment.Response())
+        response = harness.node._intake.on_service(request, Segment.Response())
         assert not response.result.success and response.result.error.startswith("bad image:")
         assert "RuntimeError: boom" in response.result.error
         monkeypatch.undo()
-        response = harness.node._on_service(Segment.Request(command="turn on the TV", image=good_image()),
-                                            Segment.Response())
+        response = harness.node._intake.on_service(Segment.Request(command="turn on the TV", image=good_image()),
+                                                   Segment.Response())
         assert response.result.success, response.result.error
     finally:
         harness.close()

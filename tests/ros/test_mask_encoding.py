@@ -141,7 +141,7 @@ def test_feedback_result_leaves_out_masks_and_points_and_keeps_the_rest():
     from m2sa_core.types import Granularity, Result, Target
     from m2sa_ros.messages.cloud_conversion import points_to_cloud
     from m2sa_ros.msg import SegmentationResult, Target as TargetMsg
-    from m2sa_ros.messages.result_conversion import feedback_result, HEAVY_TARGET_FIELDS, result_to_msg
+    from m2sa_ros.messages.result_conversion import feedback_result, HEAVY_TARGET_FIELDS, result_to_msg, ResultOrigin
     from rclpy.serialization import serialize_message
     from std_msgs.msg import Header
 
@@ -151,8 +151,7 @@ def test_feedback_result_leaves_out_masks_and_points_and_keeps_the_rest():
                                                          score=0.8, amodal_mask=mask, mask_type="amodal")])
     header = Header(frame_id="cam")
     header.stamp.sec = 5
-    msg = result_to_msg(result, request_id="r", command="c", header=header, image_shape=(48, 64),
-                        inference_ms=3.0, full_frame_masks=True)
+    msg = result_to_msg(result, ResultOrigin("r", "c", header, 48, 64), 3.0, full_frame_masks=True)
     msg.targets[0].points = points_to_cloud(np.ones((50, 3), np.float32), header)
     msg.targets[0].has_pose, msg.targets[0].size.x = True, 0.2
     # Compared as messages, not as bytes: CDR's alignment padding is not zeroed by the

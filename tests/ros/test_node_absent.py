@@ -73,9 +73,9 @@ def rig(module_context):
         arrays_2d, arrays_3d = graph.collect(Detection2DArray, "detections_2d"), graph.collect(
             Detection3DArray, "detections_3d")
         camera = node.camera()
-        wait_until(lambda: camera.labels_pub.get_subscription_count() > 0
-                   and camera.detections_2d_pub.get_subscription_count() > 0
-                   and camera.detections_3d_pub.get_subscription_count() > 0, 10, "the client's subscriptions")
+        wait_until(lambda: camera.outputs.labels.get_subscription_count() > 0
+                   and camera.outputs.detections_2d.get_subscription_count() > 0
+                   and camera.outputs.detections_3d.get_subscription_count() > 0, 10, "the client's subscriptions")
         stamp = now_ns(node)
         graph.publish_frame(node, graph.publisher(Image, "image", 1),
                             stamped_image(random_scene(), stamp, frame_id="camera_optical"))

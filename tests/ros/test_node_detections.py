@@ -105,8 +105,8 @@ def test_a_command_on_a_scene_with_depth_gives_both_arrays_one_detection_per_tar
     node = feed.node
     results, arrays_2d, arrays_3d = _collect_results_and_detections(graph)
     commands = graph.publisher(Command, "command_stamped")
-    wait_until(lambda: node.camera().detections_2d_pub.get_subscription_count() > 0
-               and node.camera().detections_3d_pub.get_subscription_count() > 0, 10, "the detections' subscribers")
+    wait_until(lambda: node.camera().outputs.detections_2d.get_subscription_count() > 0
+               and node.camera().outputs.detections_3d.get_subscription_count() > 0, 10, "the detections' subscribers")
 
     scene, sd, targets, _truths = synthetic_scene(0)
     depth = sd.depth.copy()
@@ -164,7 +164,7 @@ def test_with_target_frame_the_3d_boxes_are_in_it_and_the_2d_boxes_stay_in_the_i
     node = feed.node
     results, arrays_2d, arrays_3d = _collect_results_and_detections(graph)
     commands = graph.publisher(Command, "command_stamped")
-    wait_until(lambda: node.camera().detections_3d_pub.get_subscription_count() > 0, 10, "the subscriber")
+    wait_until(lambda: node.camera().outputs.detections_3d.get_subscription_count() > 0, 10, "the subscriber")
 
     scene, sd, targets, _truths = synthetic_scene(1)
     seg.targets = targets
@@ -216,14 +216,15 @@ def test_the_topics_are_under_each_cameras_namespace_and_off_with_the_parameter(
         wanted = {f"/robot/{name}/detections_{kind}" for name in ("head", "wrist") for kind in ("2d", "3d")}
         for name in ("head", "wrist"):
             camera = harness.node.camera(name)
-            assert camera.detections_2d_pub.topic_name == f"/robot/{name}/detections_2d"
-            assert camera.detections_3d_pub.topic_name == f"/robot/{name}/detections_3d"
+            assert camera.outputs.detections_2d.topic_name == f"/robot/{name}/detections_2d"
+            assert camera.outputs.detections_3d.topic_name == f"/robot/{name}/detections_3d"
         wait_until(lambda: wanted <= _published_topics(harness.node), 30, "the detection topics in the graph")
     finally:
         harness.close()
     harness = DirectNode(module_context, BoxSegmenter(), publish_detections=False)
     try:
-        assert harness.node.camera().detections_2d_pub is None and harness.node.camera().detections_3d_pub is None
+        outputs = harness.node.camera().outputs
+        assert outputs.detections_2d is None and outputs.detections_3d is None
         # The publishers the node created (rclpy's own list, which the graph mirrors only
         # after discovery): the result's and the cloud's, and no detections'.
         names = {publisher.topic_name for publisher in harness.node.publishers}
@@ -260,7 +261,7 @@ _NODE_SCRIPT = textwrap.dedent("""
     answers = [harness.command("the mug") for _ in range(2)]
     camera = harness.node.camera()
     print("answered", [a.success and len(a.targets) for a in answers], flush=True)
-    print("publishers", camera.detections_2d_pub is not None, camera.detections_3d_pub is not None, flush=True)
+    print("publishers", camera.outputs.detections_2d is not None, camera.outputs.detections_3d is not None, flush=True)
     print("imported", "vision_msgs" in sys.modules, flush=True)
     harness.close()
     context.try_shutdown()

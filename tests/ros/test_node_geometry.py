@@ -78,8 +78,8 @@ def test_synthetic_scenes_through_the_node_match_the_ground_truth(graph):
     markers = graph.collect(MarkerArray, "markers")
     clouds = graph.collect(PointCloud2, "target_points")
     commands = graph.publisher(String, "command")
-    wait_until(lambda: node.camera().markers_pub.get_subscription_count() > 0
-               and node.camera().points_pub.get_subscription_count() > 0, 10, "the views' subscribers")
+    wait_until(lambda: node.camera().outputs.markers.get_subscription_count() > 0
+               and node.camera().outputs.points.get_subscription_count() > 0, 10, "the views' subscribers")
 
     rows: dict[str, list[dict[str, float]]] = {"object": [], "part": []}
     for seed in range(4):
@@ -223,7 +223,7 @@ def test_tracked_frames_carry_the_geometry_and_move_with_the_depth(graph):
 
     feed = DepthFeed(graph, TrackingBoxes(), "camera_optical")
     results = graph.collect(SegmentationResult, "result")
-    wait_until(lambda: feed.node.camera().result_pub.get_subscription_count() > 0, 10, "the result subscription")
+    wait_until(lambda: feed.node.camera().outputs.result.get_subscription_count() > 0, 10, "the result subscription")
     depths = (1.0, 1.4, 0.7)  # the mug comes closer and goes away: new depth, new frames
     goal, stamps = track_through_depths(feed, "follow-3d", depths)
     assert goal.seqs() == [0, 1, 2]

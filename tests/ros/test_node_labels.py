@@ -81,7 +81,7 @@ def test_each_result_has_a_label_image_that_rebuilds_its_masks_under_the_overlap
     graph.start(node)
     results = graph.collect(SegmentationResult, "result")
     labels = graph.collect(Image, "labels")
-    wait_until(lambda: node.camera().labels_pub.get_subscription_count() > 0, 10, "the labels subscription")
+    wait_until(lambda: node.camera().outputs.labels.get_subscription_count() > 0, 10, "the labels subscription")
     images, commands = graph.publisher(Image, "image", 1), graph.publisher(String, "command")
 
     stamp = now_ns(node)

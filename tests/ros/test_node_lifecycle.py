@@ -396,7 +396,7 @@ def test_a_goal_accepted_just_before_deactivate_is_answered_with_the_close_reaso
 
     ns = f"/late_goal_{os.getpid()}"
     node = _waiting_box_node(ros_context, ns)
-    real_execute = node._on_goal
+    real_execute = node._intake.on_goal
     closing = {"on": True}
 
     def execute_after_the_close(goal_handle, camera=None):
@@ -406,7 +406,7 @@ def test_a_goal_accepted_just_before_deactivate_is_answered_with_the_close_reaso
             closer.join(30)
         return real_execute(goal_handle, camera=camera)
 
-    node._on_goal = execute_after_the_close
+    node._intake.on_goal = execute_after_the_close
     planner = Node("late_goal_planner", context=ros_context)
     images = planner.create_publisher(Image, f"{ns}/image", QoSProfile(depth=1, reliability=ReliabilityPolicy.RELIABLE))
     client = action_client(planner, Segment, f"{ns}/segment")

@@ -16,12 +16,26 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 from m2sa_core.types import Granularity, Result, Target
 from m2sa_ros.diagnostics.node_status import ERROR, NodeStats, OK, status_level, WARN
 import numpy as np
 import pytest
 
 pytestmark = pytest.mark.ros
+
+
+class _Centroids:
+    """Measures that give a centroid from ``centroid(mask)`` and no geometry (no depth fit)."""
+
+    with_points = False
+
+    def __init__(self, centroid):
+        self.centroid = centroid
+
+    def geometry(self, mask):
+        return None
 
 
 def _result(h: int = 6, w: int = 8) -> Result:
@@ -40,7 +54,7 @@ def _result(h: int = 6, w: int = 8) -> Result:
 def test_every_field_is_mapped():
     from m2sa_ros.messages.mask_encoding import amodal_target_mask, PNG_FORMAT, target_mask
     from m2sa_ros.msg import Target as TargetMsg
-    from m2sa_ros.messages.result_conversion import result_to_msg
+    from m2sa_ros.messages.result_conversion import result_to_msg, ResultOrigin
     from std_msgs.msg import Header
 
     header = Header(frame_id="cam")
@@ -52,8 +66,7 @@ def test_every_field_is_mapped():
         seen.append(mask)
         return (0.1, 0.2, 1.5) if mask[0, 1] else None
 
-    msg = result_to_msg(result, request_id="r1", command="turn on the TV", header=header, image_shape=(6, 8, 3),
-                        inference_ms=12.5, centroid_fn=centroid)
+    msg = result_to_msg(result, ResultOrigin("r1", "turn on the TV", header, 6, 8), 12.5, _Centroids(centroid))
     assert (msg.success, msg.error, msg.height, msg.width, msg.request_id) == (True, "", 6, 8, "r1")
     assert msg.answer == result.answer and msg.inference_ms == pytest.approx(12.5) and msg.truncated
     assert msg.header.frame_id == "cam" and msg.header.stamp.sec == 9
@@ -84,12 +97,12 @@ def test_every_field_is_mapped():
 
 
 def test_visible_request_without_amodal_output_leaves_amodal_masks_empty():
-    from m2sa_ros.messages.result_conversion import result_to_msg
+    from m2sa_ros.messages.result_conversion import result_to_msg, ResultOrigin
 
     result = _result()
     result.targets[0].amodal_mask, result.targets[0].mask_type = None, "modal"
     result.truncated = False
-    msg = result_to_msg(result, request_id="r", command="c", header=None, image_shape=(6, 8), inference_ms=1.0)
+    msg = result_to_msg(result, ResultOrigin("r", "c", None, 6, 8), 1.0)
     assert all(t.amodal_mask.height == 0 and not t.amodal_mask_crop.format and not t.has_centroid
                and t.mask_type == 0 for t in msg.targets)
     assert not msg.truncated
@@ -98,11 +111,10 @@ def test_visible_request_without_amodal_output_leaves_amodal_masks_empty():
 def test_full_frame_masks_adds_the_v4_masks_beside_the_crops():
     from m2sa_ros.messages.image_conversion import msg_to_mask
     from m2sa_ros.messages.mask_encoding import target_mask
-    from m2sa_ros.messages.result_conversion import result_to_msg
+    from m2sa_ros.messages.result_conversion import result_to_msg, ResultOrigin
 
     result = _result()
-    msg = result_to_msg(result, request_id="r", command="c", header=None, image_shape=(6, 8), inference_ms=1.0,
-                        full_frame_masks=True)
+    msg = result_to_msg(result, ResultOrigin("r", "c", None, 6, 8), 1.0, full_frame_masks=True)
     button, mug = msg.targets
     assert (button.mask.encoding, button.mask.height, button.mask.width) == ("mono8", 6, 8)
     np.testing.assert_array_equal(msg_to_mask(button.mask), result.targets[0].mask)
@@ -114,22 +126,22 @@ def test_full_frame_masks_adds_the_v4_masks_beside_the_crops():
 
 
 def test_mask_of_the_wrong_size_is_refused():
-    from m2sa_ros.messages.result_conversion import result_to_msg
+    from m2sa_ros.messages.result_conversion import result_to_msg, ResultOrigin
 
     with pytest.raises(ValueError, match=r"target 0 \('television_set_1's button'\) has a 8x6 mask for a 16x12 image"):
-        result_to_msg(_result(), request_id="r", command="c", header=None, image_shape=(12, 16), inference_ms=1.0)
+        result_to_msg(_result(), ResultOrigin("r", "c", None, 12, 16), 1.0)
 
 
 def test_centroid_markers_for_rviz():
     from m2sa_ros.messages.markers import centroid_markers, CENTROID_NS, LABEL_NS
-    from m2sa_ros.messages.result_conversion import result_to_msg
+    from m2sa_ros.messages.result_conversion import result_to_msg, ResultOrigin
     from std_msgs.msg import Header
     from visualization_msgs.msg import Marker
 
     header = Header(frame_id="camera_color_optical_frame")
     header.stamp.sec = 4
-    msg = result_to_msg(_result(), request_id="r", command="c", header=header, image_shape=(6, 8),
-                        inference_ms=1.0, centroid_fn=lambda m: (0.1, -0.2, 1.5) if m[0, 1] else None)
+    msg = result_to_msg(_result(), ResultOrigin("r", "c", header, 6, 8), 1.0,
+                        _Centroids(lambda m: (0.1, -0.2, 1.5) if m[0, 1] else None))
     markers = centroid_markers(msg).markers
     assert markers[0].action == Marker.DELETEALL  # the previous command's markers vanish
     shown = markers[1:]
@@ -142,12 +154,11 @@ def test_centroid_markers_for_rviz():
 
 
 def test_error_result():
-    from m2sa_ros.messages.result_conversion import error_result
+    from m2sa_ros.messages.result_conversion import error_result, ResultOrigin
 
     from m2sa_ros.msg import SegmentationResult
 
-    msg = error_result("queue full: 4 commands already waiting (max_queue)", request_id="r9", command="c",
-                       height=48, width=64)
+    msg = error_result("queue full: 4 commands already waiting (max_queue)", ResultOrigin("r9", "c", None, 48, 64))
     assert (msg.success, msg.error, msg.request_id, msg.height, msg.width, list(msg.targets)) == (
         False, "queue full: 4 commands already waiting (max_queue)", "r9", 48, 64, [])
     assert (msg.outcome, msg.missing) == (SegmentationResult.OUTCOME_FAILED, "")  # v6
@@ -157,14 +168,13 @@ def test_outcome_says_targets_absent_or_failed_and_what_is_missing():
     """Interfaces v6: targets, an answer naming none (with or without the missing words), a failure."""
     from m2sa_core.inference.absence import absence_of, absent_answer
     from m2sa_ros.msg import SegmentationResult as Msg
-    from m2sa_ros.messages.result_conversion import feedback_result, result_to_msg
+    from m2sa_ros.messages.result_conversion import feedback_result, result_to_msg, ResultOrigin
 
     assert (Msg.OUTCOME_UNSET, Msg.OUTCOME_TARGETS, Msg.OUTCOME_ABSENT, Msg.OUTCOME_FAILED) == (0, 1, 2, 3)
     assert Msg().outcome == Msg.OUTCOME_UNSET  # what a field left alone (a pre-v6 node) reads as
 
     def convert(result: Result):
-        return result_to_msg(result, request_id="r", command="c", header=None, image_shape=(6, 8),
-                             inference_ms=1.0)
+        return result_to_msg(result, ResultOrigin("r", "c", None, 6, 8), 1.0)
 
     found = convert(_result())
     assert (found.success, found.outcome, found.missing) == (True, Msg.OUTCOME_TARGETS, "")
@@ -221,7 +231,7 @@ def test_geometry_fields_from_the_bound_depth_and_their_markers():
     from m2sa_ros.depth.depth_binding import TargetMeasure
     from m2sa_ros.messages.geometry_conversion import approach
     from m2sa_ros.messages.markers import BOX_NS, CENTROID_NS, LABEL_NS, MIN_BOX_M, NORMAL_NS, target_markers
-    from m2sa_ros.messages.result_conversion import result_to_msg
+    from m2sa_ros.messages.result_conversion import result_to_msg, ResultOrigin
     from std_msgs.msg import Header
     from visualization_msgs.msg import Marker
 
@@ -229,8 +239,7 @@ def test_geometry_fields_from_the_bound_depth_and_their_markers():
     measure = TargetMeasure(register_depth(np.full((6, 8), 1.5, np.float32), k, (6, 8)), centroid_erosion_px=0)
     header = Header(frame_id="camera_color_optical_frame")
     result = _result()
-    msg = result_to_msg(result, request_id="r", command="c", header=header, image_shape=(6, 8), inference_ms=1.0,
-                        centroid_fn=measure.centroid, geometry_fn=measure.geometry, with_points=True)
+    msg = result_to_msg(result, ResultOrigin("r", "c", header, 6, 8), 1.0, measure)
     button, mug = msg.targets
     assert not button.has_pose and button.points.width == 0  # 6 visible pixels < 10: no pose, no cloud
     assert [f.name for f in button.points.fields] == ["x", "y", "z"]
@@ -247,8 +256,8 @@ def test_geometry_fields_from_the_bound_depth_and_their_markers():
     np.testing.assert_allclose(point, g.centre + g.extents[2] / 2 * g.normal)
     assert approach(button) is None
 
-    off = result_to_msg(result, request_id="r", command="c", header=header, image_shape=(6, 8), inference_ms=1.0,
-                        centroid_fn=measure.centroid, geometry_fn=measure.geometry, with_points=False)
+    no_points = dataclasses.replace(measure, with_points=False)
+    off = result_to_msg(result, ResultOrigin("r", "c", header, 6, 8), 1.0, no_points)
     assert off.targets[1].has_pose and off.targets[1].points.width == 0 and off.targets[1].pose == mug.pose
 
     shown = target_markers(msg).markers[1:]

@@ -288,7 +288,7 @@ def test_service_segment_and_track_actions_per_camera(graph):
     wrist_results = graph.collect(SegmentationResult, "wrist/result")
     head_results = graph.collect(SegmentationResult, "head/result")
     labels = {name: graph.collect(Image, f"{name}/labels") for name in ("head", "wrist")}
-    wait_until(lambda: all(node.camera(name).labels_pub.get_subscription_count() > 0 for name in labels), 10,
+    wait_until(lambda: all(node.camera(name).outputs.labels.get_subscription_count() > 0 for name in labels), 10,
                "the label image subscriptions")
 
     service = graph.client.create_client(Segment, "head/segment")

@@ -143,9 +143,9 @@ def test_an_override_given_with_ros_args_takes_effect_on_that_topic_alone(rig):
     assert node.get_parameter("qos_overrides./image.subscription.reliability").value == "reliable"
     image_sub = next(s for s in node.subscriptions if s.topic_name == "/image")
     assert image_sub.qos_profile.reliability == ReliabilityPolicy.RELIABLE and image_sub.qos_profile.depth == 1
-    assert node.camera().result_pub.qos_profile.depth == 50
+    assert node.camera().outputs.result.qos_profile.depth == 50
     # One topic's override does not leak into the others created from the same defaults.
-    assert node.camera().markers_pub.qos_profile.depth == 10
+    assert node.camera().outputs.markers.qos_profile.depth == 10
 
 
 def test_depth_reliable_while_the_image_stays_best_effort(rig):

@@ -147,7 +147,7 @@ def test_request_ids_on_the_typed_topic_and_the_service(module_context):
             n = len(results)
             msg = Command(request_id=request_id, text="what can I drink from?")
             msg.header.stamp.sec, msg.header.stamp.nanosec = divmod(stamp_ns, 10**9)
-            harness.node._on_command_stamped(msg)
+            harness.node._intake.on_command_stamped(msg)
             harness._cond.acquire()
             try:
                 assert harness._cond.wait_for(lambda: len(results) > n, 30)
@@ -166,10 +166,10 @@ def test_request_ids_on_the_typed_topic_and_the_service(module_context):
         from rclpy.parameter import Parameter
 
         assert harness.node.set_parameters([Parameter("max_image_age", value=0.0)])[0].successful
-        response = harness.node._on_service(Segment.Request(command="what can I drink from?", request_id="srv-1"),
-                                            Segment.Response())
+        on_service = harness.node._intake.on_service
+        response = on_service(Segment.Request(command="what can I drink from?", request_id="srv-1"), Segment.Response())
         assert response.result.success and response.result.request_id == "srv-1"
-        response = harness.node._on_service(Segment.Request(command="what can I drink from?"), Segment.Response())
+        response = on_service(Segment.Request(command="what can I drink from?"), Segment.Response())
         assert response.result.request_id and response.result.request_id != "srv-1"
     finally:
         harness.close()

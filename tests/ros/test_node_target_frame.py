@@ -119,8 +119,8 @@ class SceneNode:
         self.clouds = graph.collect(PointCloud2, "target_points")
         self.commands = graph.publisher(String, "command")
         camera = self.node.camera()
-        wait_until(lambda: camera.markers_pub.get_subscription_count() > 0
-                   and camera.points_pub.get_subscription_count() > 0, 10, "the views' subscribers")
+        wait_until(lambda: camera.outputs.markers.get_subscription_count() > 0
+                   and camera.outputs.points.get_subscription_count() > 0, 10, "the views' subscribers")
         self.scene, self.sd, self.seg.targets, _truths = synthetic_scene(1)
 
     def set_parameters(self, **params: Any) -> None:
@@ -338,7 +338,7 @@ def test_tracked_frames_are_moved_into_the_target_frame(graph, tf_node):
     feed = DepthFeed(graph, TrackingBoxes(), optical)
     node = feed.node
     results = graph.collect(SegmentationResult, "result")
-    wait_until(lambda: node.camera().result_pub.get_subscription_count() > 0, 10, "the result subscription")
+    wait_until(lambda: node.camera().outputs.result.get_subscription_count() > 0, 10, "the result subscription")
     assert all(r.successful for r in node.set_parameters([Parameter("tf_timeout", value=5.0),
                                                           Parameter("target_frame", value=base)]))
     goal, stamps = track_through_depths(feed, "follow-in-base", (1.0, 1.4))

@@ -78,7 +78,7 @@ def test_answer_then_tracked_frames_without_the_language_model_then_cancel(graph
     try:
         node, images, results = _started(graph, seg)
         label_images = graph.collect(Image, "labels")
-        wait_until(lambda: node.camera().labels_pub.get_subscription_count() > 0, 10, "the labels subscription")
+        wait_until(lambda: node.camera().outputs.labels.get_subscription_count() > 0, 10, "the labels subscription")
         goal = TrackGoal(graph, track_client(graph), command="turn on the TV", request_id="follow-1")
         goal.wait_frames(1)
         answer = goal.feedback[0].result

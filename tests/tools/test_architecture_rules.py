@@ -43,7 +43,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 #: The modules that stay directly in m2sa_ros/: the process, the node, the command
 #: pipeline and the worker it runs on. Anything else goes in a room.
-TOP_LEVEL = frozenset({"main", "perception_node", "pipeline", "worker"})
+TOP_LEVEL = frozenset({"main", "perception_node", "command_intake", "pipeline", "worker"})
 
 SYNTHETIC = "m2sa_core.data.synthetic"
 #: Who in the product may import the synthetic world: a module (``package.*`` for every

@@ -104,7 +104,7 @@ def test_the_sidecar_says_which_commands_are_absent_and_stays_version_1_without_
 
 def test_report_counts_rejections_per_split_and_scores_masks_on_present_commands_only(plan):
     from m2sa_ros.bag.replay import Outcome
-    from m2sa_ros.messages.result_conversion import error_result, result_to_msg
+    from m2sa_ros.messages.result_conversion import error_result, result_to_msg, ResultOrigin
 
     truth = plan.ground_truth
     seg, refused = _double(truth)
@@ -112,11 +112,10 @@ def test_report_counts_rejections_per_split_and_scores_masks_on_present_commands
     outcomes = []
     for c in truth.commands:
         if c.index == failed:
-            msg = error_result("model failure: injected", request_id=f"bag-{c.index}", command=c.command)
+            msg = error_result("model failure: injected", ResultOrigin(f"bag-{c.index}", c.command))
         else:
             result = seg.segment(np.zeros((c.height, c.width, 3), np.uint8), c.command)
-            msg = result_to_msg(result, request_id=f"bag-{c.index}", command=c.command, header=None,
-                                image_shape=(c.height, c.width), inference_ms=5.0)
+            msg = result_to_msg(result, ResultOrigin(f"bag-{c.index}", c.command, None, c.height, c.width), 5.0)
         outcomes.append(Outcome(c.index, c.command, c.time_ns, c.image_stamp_ns, True, msg.request_id, 0.0, 0.01,
                                 msg))
     predictions = {o.index: prediction_from_msg(o.result) for o in outcomes}
