@@ -36,8 +36,8 @@ reaches back into the node: what it knows of ROS is the camera's outputs (the na
 object cameras/camera_outputs.py's CameraOutputs, which it publishes on) and a function
 that resolves a topic name. Each conversion is handed one ResultOrigin (the command's
 request id and text, its image's header and size) rather than those values one by one.
-The pipeline keeps its own lifecycle state, as rclpy's ManagedEntity and Nav2's LifecycleNode keep theirs in one place: the node's
-transitions call :meth:`CommandPipeline.load` / :meth:`CommandPipeline.unload`
+The pipeline keeps its own lifecycle state, as rclpy's ManagedEntity and Nav2's
+LifecycleNode keep theirs in one place: the node's transitions call :meth:`CommandPipeline.load` / :meth:`CommandPipeline.unload`
 (configure / cleanup) and :meth:`CommandPipeline.open` / :meth:`CommandPipeline.close`
 (activate / deactivate, shutdown, error), and ``active``, ``closed_reason`` and
 ``worker`` are read-only outside it.
