@@ -37,7 +37,8 @@ object cameras/camera_outputs.py's CameraOutputs, which it publishes on) and a f
 that resolves a topic name. Each conversion is handed one ResultOrigin (the command's
 request id and text, its image's header and size) rather than those values one by one.
 The pipeline keeps its own lifecycle state, as rclpy's ManagedEntity and Nav2's
-LifecycleNode keep theirs in one place: the node's transitions call :meth:`CommandPipeline.load` / :meth:`CommandPipeline.unload`
+LifecycleNode keep theirs in one place: the node's transitions call
+:meth:`CommandPipeline.load` / :meth:`CommandPipeline.unload`
 (configure / cleanup) and :meth:`CommandPipeline.open` / :meth:`CommandPipeline.close`
 (activate / deactivate, shutdown, error), and ``active``, ``closed_reason`` and
 ``worker`` are read-only outside it.
