@@ -66,7 +66,7 @@ from m2sa_ros.cameras.camera_outputs import CameraOutputs
 from m2sa_ros.cameras.camera_state import Camera
 from m2sa_ros.cameras.transport_names import COMPRESSED, COMPRESSED_DEPTH
 from m2sa_ros.command_intake import CommandIntake
-from m2sa_ros.diagnostics.camera_health import camera_health, CameraHealthLimits
+from m2sa_ros.diagnostics.camera_health import camera_health, CameraHealthSettings
 from m2sa_ros.diagnostics.node_status import build_diagnostics_array, node_statuses, NodeStats
 from m2sa_ros.messages.image_conversion import compressed_to_rgb, conversion_error, image_to_rgb, stamp_ns
 from m2sa_ros.model.memory import release_memory, trim_heap_now
@@ -553,8 +553,7 @@ class PerceptionNode(LifecycleNode):
             max_queue=params.max_queue if params else 0, stats=self.stats, batches=self._pipeline.batch_counts(),
             cache=getattr(segmenter, "cache_stats", None) if loaded else None,
             now_ns=now_ns, failed_commands_error=params.failed_commands_error if params else 0)
-        limits = CameraHealthLimits(min_rate_hz=params.image_min_rate, timeout_s=params.image_timeout,
-                                    max_image_age_s=params.max_image_age) if params else CameraHealthLimits()
+        limits = self._pipeline.health_settings or CameraHealthSettings()
         several = len(self._cameras) > 1
         for camera in self._cameras:
             newest = camera.latest.peek()  # the stamp only: a compressed frame stays undecoded

@@ -60,6 +60,7 @@ from m2sa_ros.cameras.camera_state import Camera
 from m2sa_ros.cameras.latest_frame import Frame
 from m2sa_ros.depth.depth_binding import bind_depth, DepthSource, TargetMeasure
 from m2sa_ros.depth.depth_settings import DepthSettings
+from m2sa_ros.diagnostics.camera_health import CameraHealthSettings
 from m2sa_ros.diagnostics.node_status import NodeStats
 from m2sa_ros.messages.result_conversion import error_result, result_to_msg, ResultOrigin
 from m2sa_ros.model.memory import HeapTrimmer, is_out_of_memory, release_memory
@@ -147,9 +148,11 @@ class CommandPipeline:
     is their one owner: :meth:`load`, :meth:`unload`, :meth:`update_params`), ``worker``
     while it is inactive; ``active`` is the node's "taking commands" (the pipeline is
     their one owner too: :meth:`open`, :meth:`close`). The node calls these at its
-    transitions and at runtime parameter changes. ``depth_settings`` (the depth
-    parameters, depth_settings.DepthSettings) is built from ``params`` at :meth:`load`
-    and again when a runtime change touches one of them; the depth step reads only it.
+    transitions and at runtime parameter changes. The settings of each concern
+    (params/parameter_group.py): ``depth_settings`` (depth_settings.DepthSettings) and
+    ``health_settings`` (camera_health.CameraHealthSettings), built from ``params`` at
+    :meth:`load` and again when a runtime change touches one of their parameters; the
+    depth step and the camera statuses read only theirs.
     """
 
     def __init__(self, logger: Any, stats: NodeStats, batch_sizes: Counter[int], *,
@@ -157,6 +160,7 @@ class CommandPipeline:
         self.segmenter: Any = None
         self.params: NodeParams | None = None
         self.depth_settings: DepthSettings | None = None
+        self.health_settings: CameraHealthSettings | None = None  # /diagnostics' camera statuses read it
         self._worker: CommandWorker | None = None
         self.heap = HeapTrimmer(0.0)  # the configured one replaces it
         self._active = False
@@ -193,6 +197,7 @@ class CommandPipeline:
         """Take a configured node's model and parameters (configure)."""
         self.segmenter, self.params = segmenter, params
         self.depth_settings = DepthSettings.from_params(params)
+        self.health_settings = CameraHealthSettings.from_params(params)
         self.heap = HeapTrimmer(params.heap_trim_period)
 
     def listen(self, node: Any) -> None:
@@ -213,7 +218,7 @@ class CommandPipeline:
         """
         self.frames.close()
         had_model = self.segmenter is not None
-        self.segmenter = self.params = self.depth_settings = None
+        self.segmenter = self.params = self.depth_settings = self.health_settings = None
         return had_model
 
     def open(self, worker: CommandWorker) -> None:  # noqa: A003 - the pair of close, as a lifecycle names it
@@ -261,6 +266,8 @@ class CommandPipeline:
         self.params = dataclasses.replace(self.params, **changes)
         if DepthSettings.reads(changes):
             self.depth_settings = DepthSettings.from_params(self.params)
+        if CameraHealthSettings.reads(changes):
+            self.health_settings = CameraHealthSettings.from_params(self.params)
         if "heap_trim_period" in changes:
             self.heap = HeapTrimmer(changes["heap_trim_period"])
         segmenter = self.segmenter

@@ -333,8 +333,8 @@ BUGS: tuple[PlantedBug, ...] = (
         "dead-camera-never-an-error", NODE,
         "a camera that stopped sending stays a WARN in /diagnostics: its silence is measured in minutes",
         "m2sa_ros/diagnostics/camera_health.py",
-        "if limits.timeout_s > 0 and silent_s >= limits.timeout_s:",
-        "if limits.timeout_s > 0 and silent_s >= limits.timeout_s * 60:",
+        "if limits.image_timeout > 0 and silent_s >= limits.image_timeout:",
+        "if limits.image_timeout > 0 and silent_s >= limits.image_timeout * 60:",
         ("tests/ros/test_camera_health.py::test_a_camera_that_stopped_warns_on_its_stamp_then_errors_on_its_silence",)),
     PlantedBug(
         "stale-image-answered", NODE,

@@ -16,7 +16,8 @@
 The node's cameras: what belongs to each camera, its name and the topics its inputs come on.
 
 ``camera_state``: one camera's buffers, tracks, counters and ROS entities inside the node
-(:class:`~m2sa_ros.cameras.camera_state.Camera`); ``camera_names``: the ``cameras``
+(:class:`~m2sa_ros.cameras.camera_state.Camera`); ``camera_outputs``: its publishers, the
+narrow object the pipeline publishes a result and its views on; ``camera_names``: the ``cameras``
 parameter's names, checked without ROS; ``latest_frame``: the keep-latest image a command
 refers to; ``transport_names``: the topics of a camera's image, depth and camera_info, as
 image_transport names them. Import the module you need; this package face hands nothing on.

@@ -19,7 +19,7 @@ The depth step's settings: every depth parameter's value, by the parameter table
 m2sa_ros/params/node_params.py's ``PARAMETERS`` under the same names, and the 3-D fit's
 constants (m2sa_core.geometry.target.GeometryParams) built from them once. The pipeline
 builds it at configure and again when a runtime parameter change touches one of its
-values (:meth:`DepthSettings.reads`), and hands it whole to the depth step
+values (params/parameter_group.py's ``reads``), and hands it whole to the depth step
 (depth_binding.bind_depth, depth_health.DepthHealth.record): a new depth parameter is a
 field here and its use, never a keyword through every signature on the way. Units are
 converted where a value is used (``depth_tolerance`` in seconds, compared in ns there).
@@ -27,16 +27,15 @@ converted where a value is used (``depth_tolerance`` in seconds, compared in ns 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from dataclasses import dataclass, field, fields
-from typing import Any
+from dataclasses import dataclass, field
 
 from m2sa_core.geometry.plane_fit import DepthNoise
 from m2sa_core.geometry.target import GeometryParams
+from m2sa_ros.params.parameter_group import ParameterGroup
 
 
 @dataclass(frozen=True)
-class DepthSettings:
+class DepthSettings(ParameterGroup):
     """
     The depth parameters' values (each field is the parameter of that name) and ``geometry``, built once from them.
 
@@ -66,18 +65,3 @@ class DepthSettings:
                                   inlier_sigmas=float(self.plane_inlier_sigmas),
                                   band_floor_m=float(self.plane_band_floor))
         object.__setattr__(self, "geometry", geometry)
-
-    @classmethod
-    def names(cls) -> tuple[str, ...]:
-        """Return the parameters it holds (its fields but ``geometry``), in the table's order."""
-        return tuple(f.name for f in fields(cls) if f.init)
-
-    @classmethod
-    def from_params(cls, params: Any) -> DepthSettings:
-        """Return the depth settings of validated parameters (a node_params.NodeParams)."""
-        return cls(**{name: getattr(params, name) for name in cls.names()})
-
-    @classmethod
-    def reads(cls, names: Iterable[str]) -> bool:
-        """Tell whether a change of the parameters ``names`` changes depth settings (they must be built again)."""
-        return not set(cls.names()).isdisjoint(names)

@@ -39,17 +39,20 @@ import threading
 from typing import Any
 
 from m2sa_ros.diagnostics.node_status import ERROR, OK, WARN
+from m2sa_ros.params.parameter_group import ParameterGroup
 
 FUTURE_TOLERANCE_S = 0.5  # a stamp this far ahead of the node's clock is two clocks disagreeing
 
 
 @dataclass(frozen=True)
-class CameraHealthLimits:
-    """The node parameters that judge a camera (node_params.py documents each)."""
+class CameraHealthSettings(ParameterGroup):
+    """The node parameters that judge a camera, by the table's names (node_params.py documents each)."""
 
-    min_rate_hz: float = 1.0  # image_min_rate; 0: no floor
-    timeout_s: float = 5.0  # image_timeout: no image for this long is an ERROR
-    max_image_age_s: float = 1.0  # max_image_age; 0: any age
+    CONSTANTS = ("window_s",)
+
+    image_min_rate: float = 1.0  # Hz; 0: no floor
+    image_timeout: float = 5.0  # s: no image for this long is an ERROR
+    max_image_age: float = 1.0  # s; 0: any age
     window_s: float = 5.0  # the rate's window
 
 
@@ -94,7 +97,7 @@ class ImageArrivals:
 
 
 def camera_health(base: str, topic: str, arrivals: ImageArrivals, newest_stamp_ns: int | None, now_ns: int,
-                  limits: CameraHealthLimits, active: bool, state: str
+                  limits: CameraHealthSettings, active: bool, state: str
                   ) -> list[tuple[str, int, str, dict[str, Any]]]:
     """Return the camera's rate and stamp statuses as (name, level, message, values)."""
     if not active:
@@ -106,28 +109,28 @@ def camera_health(base: str, topic: str, arrivals: ImageArrivals, newest_stamp_n
 
 
 def _rate_status(base: str, topic: str, arrivals: ImageArrivals, now_ns: int,
-                 limits: CameraHealthLimits) -> tuple[str, int, str, dict[str, Any]]:
+                 limits: CameraHealthSettings) -> tuple[str, int, str, dict[str, Any]]:
     rate = arrivals.rate_hz(now_ns, limits.window_s)
     last, started = arrivals.last_ns, arrivals.started_ns
     silent_s = (now_ns - (last if last is not None else started if started is not None else now_ns)) / 1e9
-    values = {"topic": topic, "rate_hz": rate, "min_rate_hz": limits.min_rate_hz, "window_s": limits.window_s,
+    values = {"topic": topic, "rate_hz": rate, "min_rate_hz": limits.image_min_rate, "window_s": limits.window_s,
               "images_received": arrivals.total, "seconds_since_last_image": silent_s if last is not None else "none"}
-    if limits.timeout_s > 0 and silent_s >= limits.timeout_s:
+    if limits.image_timeout > 0 and silent_s >= limits.image_timeout:
         if last is None:
             return (f"{base}: image rate", ERROR,
                     f"no image on {topic} in the {silent_s:.1f} s since the node became active", values)
         return f"{base}: image rate", ERROR, f"no image on {topic} for {silent_s:.1f} s", values
     if last is None:
         return f"{base}: image rate", WARN, f"waiting for the first image on {topic}", values
-    if limits.min_rate_hz > 0 and rate < limits.min_rate_hz:
+    if limits.image_min_rate > 0 and rate < limits.image_min_rate:
         return (f"{base}: image rate", WARN,
-                f"{rate:.1f} Hz on {topic}, below image_min_rate {limits.min_rate_hz:g} Hz", values)
+                f"{rate:.1f} Hz on {topic}, below image_min_rate {limits.image_min_rate:g} Hz", values)
     return f"{base}: image rate", OK, f"{rate:.1f} Hz on {topic}", values
 
 
 def _stamp_status(base: str, topic: str, newest_stamp_ns: int | None, now_ns: int,
-                  limits: CameraHealthLimits) -> tuple[str, int, str, dict[str, Any]]:
-    limit = limits.max_image_age_s
+                  limits: CameraHealthSettings) -> tuple[str, int, str, dict[str, Any]]:
+    limit = limits.max_image_age
     if newest_stamp_ns is None:
         return f"{base}: image stamp", WARN, f"no image stamp yet on {topic}", {"topic": topic,
                                                                                 "max_image_age_s": limit}

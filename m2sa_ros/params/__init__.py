@@ -18,6 +18,8 @@ The node's parameters: the one table, its meeting with rclpy, and each topic's Q
 ``node_params``: every parameter's name, type, default, range and documentation, checked
 without ROS (:data:`~m2sa_ros.params.node_params.PARAMETERS`); ``ros_parameters``: declared
 with rclpy and every set screened; ``topic_qos``: each topic's default QoS and the
-``qos_overrides.*`` parameters. A new parameter starts in ``node_params``. Import the module
+``qos_overrides.*`` parameters; ``qos_entities``: the node's subscriptions and publishers
+created with them; ``parameter_group``: the base of each concern's settings, read by the
+table's names. A new parameter starts in ``node_params``. Import the module
 you need; this package face hands nothing on.
 """

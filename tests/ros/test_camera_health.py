@@ -20,13 +20,13 @@ The node over DDS, with a camera that stops, is test_node_camera_health.py.
 
 from __future__ import annotations
 
-from m2sa_ros.diagnostics.camera_health import camera_health, CameraHealthLimits, ImageArrivals
+from m2sa_ros.diagnostics.camera_health import camera_health, CameraHealthSettings, ImageArrivals
 from m2sa_ros.diagnostics.node_status import ERROR, NodeStats, OK, status_level, WARN
 from m2sa_ros.model.model_source import resolve_model_source
 import pytest
 
 S = 1_000_000_000  # ns
-LIMITS = CameraHealthLimits(min_rate_hz=5.0, timeout_s=2.0, max_image_age_s=0.5, window_s=1.0)
+LIMITS = CameraHealthSettings(image_min_rate=5.0, image_timeout=2.0, max_image_age=0.5, window_s=1.0)
 
 
 def _judge(arrivals: ImageArrivals, newest: int | None, now: int, active: bool = True) -> dict[str, tuple]:
