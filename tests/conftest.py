@@ -102,6 +102,20 @@ def _import_torch_before_the_guard() -> None:
         import torch  # noqa: F401
 
 
+def _build_matplotlib_font_cache_before_the_guard() -> None:
+    """
+    Import matplotlib's font manager, once per process, where matplotlib is installed.
+
+    On a machine that has never run matplotlib (a fresh CI machine: no fontlist-*.json
+    under ~/.cache/matplotlib) its first import lists the system fonts with ``fc-list``, a
+    child process: the library's, not the test's. Under the guard that failed whichever
+    fast test first drew a figure in its worker, and left the cache unwritten, so the
+    verdict hung on the machine's history and on the order xdist handed out the files.
+    """
+    if "matplotlib.font_manager" not in sys.modules and importlib.util.find_spec("matplotlib") is not None:
+        import matplotlib.font_manager  # noqa: F401
+
+
 @pytest.fixture(autouse=True)
 def _fast_tier_stays_in_process(request, monkeypatch):
     """
@@ -119,6 +133,7 @@ def _fast_tier_stays_in_process(request, monkeypatch):
                     'mark it `integration` (CONTRIBUTING.md, "Tests")', pytrace=False)
 
     _import_torch_before_the_guard()
+    _build_matplotlib_font_cache_before_the_guard()
 
     def refuse(what: str):
         def refused(*_args, **_kwargs):
