@@ -22,7 +22,7 @@
 # order (default "1_sam 1b_clip 2_language 3_m2sa", the shipped model's; each starts from the one
 # before it; the evaluations wait for stage 3's model, or stage 3b's when STAGES names it, so
 # STAGES=1_sam trains stage 1 alone; stage 3b is opt-in, STAGES="3_m2sa 3b_absent" after stage 3,
-# until its recipe meets its targets: RUNS.md, run 76);
+# until its recipe meets its targets: RUNS.md, runs 76 and 78);
 # IMAGES the training world's size (default 2000: 1,600 training images, the shipped model's;
 # training/tiny/research/RUNS.md run 27 trains on 8000). Stage 1b reads a larger world of its own,
 # CLIP_DATA (default data/synth16k) at CLIP_IMAGES (default 16000) and CLIP_SEED (default 1): on
