@@ -89,7 +89,7 @@ from m2sa_ros.rclpy_support.blocking_calls import BlockingCalls
 from m2sa_ros.rclpy_support.goal_status_repeat import GoalStatusRepeater, REPEAT_PERIOD_S
 from m2sa_ros.rclpy_support.lifecycle_bond import LifecycleBond
 from m2sa_ros.rclpy_support.rclpy_compat import add_set_parameters_callbacks
-from m2sa_ros.rclpy_support.shutdown_delivery import ActionResultGrace, wait_results_acked
+from m2sa_ros.rclpy_support.shutdown_delivery import ActionResultGrace, ShutdownDeadline, wait_results_acked
 from m2sa_ros.srv import Segment as SegmentSrv
 from m2sa_ros.tracking.track_action import TrackGoals
 from m2sa_ros.worker import CommandWorker
@@ -132,6 +132,7 @@ class PerceptionNode(LifecycleNode):
         self._cameras: list[Camera] = [self._new_camera("")]
         self._warned: set[str] = set()
         self._result_grace = ActionResultGrace()  # shutdown: ended goals' results leave first
+        self._shutdown = ShutdownDeadline()  # one budget for all of stop()'s and close()'s waits
         self._bond = LifecycleBond(self)  # Nav2's lifecycle manager: heartbeat while active
         self._configuring = False
         self._configure_error = ""
@@ -396,7 +397,7 @@ class PerceptionNode(LifecycleNode):
                 if s is not None]
 
     def _wait_action_results_sent(self) -> None:
-        self._result_grace.wait(self._action_servers())
+        self._result_grace.wait(self._action_servers(), timeout_s=self._shutdown.left(2.0))
 
     def _destroy_actions(self) -> None:
         """
@@ -438,10 +439,12 @@ class PerceptionNode(LifecycleNode):
         Answer every pending command and close the interfaces; the node stays alive.
 
         Its answers go out while the caller's executor still spins the node: the result
-        topic's subscribers acknowledge them, and goals' results leave their servers.
+        topic's subscribers acknowledge them, and goals' results leave their servers. From
+        here on every wait of the node shares one budget inside launch's sigterm_timeout.
         """
+        self._shutdown.start()
         self._close_interfaces(reason)
-        wait_results_acked(camera.outputs.result for camera in self._cameras)
+        wait_results_acked((camera.outputs.result for camera in self._cameras), timeout_s=self._shutdown.left(2.0))
         self._wait_action_results_sent()
 
     def close(self, reason: str = "node shutting down") -> None:

@@ -22,6 +22,12 @@ neither on its own: ``publish()`` returns before a reliable subscriber has the m
 and its ActionServer sends a result from an executor task scheduled when the goal's result
 future completes, so an executor shut down at once loses both. Both waits are bounded;
 the process is ending, so each is best effort.
+
+A shutdown passes these waits several times (main's stop, close's stop, the servers'
+destruction), each with its own bound of up to 2 s. Under load that added up past the 5 s
+after which ``ros2 launch`` sends SIGTERM (its ``sigterm_timeout``), and a node still
+answering was killed. :class:`ShutdownDeadline` gives all the waits of one shutdown one
+budget instead.
 """
 
 from __future__ import annotations
@@ -30,6 +36,33 @@ from collections.abc import Iterable
 import time
 from typing import Any
 import weakref
+
+
+# Of launch's 5 s sigterm_timeout: what is left is rclpy's and Python's own teardown.
+SHUTDOWN_BUDGET_S = 3.5
+
+
+class ShutdownDeadline:
+    """One deadline for every wait of a shutdown, set when the shutdown starts; unset, a wait keeps its own bound."""
+
+    def __init__(self, budget_s: float = SHUTDOWN_BUDGET_S) -> None:
+        self.budget_s = budget_s
+        self._end: float | None = None
+
+    def start(self) -> None:
+        """Start the budget; a later call (close after stop) keeps the first start."""
+        if self._end is None:
+            self._end = time.monotonic() + self.budget_s
+
+    @property
+    def started(self) -> bool:
+        return self._end is not None
+
+    def left(self, otherwise: float) -> float:
+        """Seconds a wait may take: its own bound ``otherwise``, and no more than the budget's rest once started."""
+        if self._end is None:
+            return otherwise
+        return min(otherwise, max(0.0, self._end - time.monotonic()))
 
 
 def wait_results_acked(publishers: Iterable[Any], timeout_s: float = 2.0) -> None:

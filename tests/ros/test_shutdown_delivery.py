@@ -20,6 +20,8 @@ of one shared budget, skipping absent ones and carrying on past one that fails.
 ``ActionResultGrace`` waits for the result futures of every server to be done, ending when
 they are (not at its timeout), then gives the goals a grace for rclpy's send task, once per
 goal however often a shutdown passes; a future never done ends the wait at the timeout.
+``ShutdownDeadline`` gives all the waits of one shutdown one budget inside launch's 5 s
+sigterm_timeout, however many times the shutdown passes them.
 Most tests run the module on a fake clock, so waiting takes no real time and what the
 module slept is known exactly.
 """
@@ -31,7 +33,12 @@ import threading
 from typing import Any
 
 from m2sa_ros.rclpy_support import shutdown_delivery
-from m2sa_ros.rclpy_support.shutdown_delivery import ActionResultGrace, wait_results_acked
+from m2sa_ros.rclpy_support.shutdown_delivery import (
+    ActionResultGrace,
+    SHUTDOWN_BUDGET_S,
+    ShutdownDeadline,
+    wait_results_acked,
+)
 import pytest
 
 GRACE_S = ActionResultGrace.GRACE_S
@@ -78,7 +85,7 @@ class Server:
 
 
 class Publisher:
-    """A result publisher: records the Duration it was given, takes ``ack_s`` on the clock, or raises."""
+    """A result publisher: records the Duration it was given, takes ``ack_s`` (at most that) on the clock, or raises."""
 
     def __init__(self, clock: FakeClock, ack_s: float = 0.0, error: Exception | None = None) -> None:
         self._clock, self._ack_s, self._error = clock, ack_s, error
@@ -88,7 +95,7 @@ class Publisher:
         self.waited_ns.append(timeout.nanoseconds)
         if self._error is not None:
             raise self._error
-        self._clock.now += self._ack_s
+        self._clock.now += min(self._ack_s, timeout.nanoseconds / 1e9)  # rclpy returns at the timeout
         return True
 
 
@@ -181,3 +188,29 @@ def test_the_wait_ends_when_another_thread_completes_the_result():
     future.set_result("the goal's result")  # rclpy's executor completing the result future
     thread.join(JOIN_S)
     assert not thread.is_alive(), "the grace did not end when the result future was done"
+
+
+def test_a_deadline_not_started_leaves_each_wait_its_own_bound(clock):
+    deadline = ShutdownDeadline(budget_s=3.5)
+    clock.now += 100.0
+    assert not deadline.started and deadline.left(2.0) == 2.0
+
+
+def test_every_wait_of_one_shutdown_shares_one_budget_inside_launchs_sigterm_timeout(clock):
+    assert SHUTDOWN_BUDGET_S + 3 * GRACE_S < 5.0  # launch's sigterm_timeout, with the grace of three passes
+    deadline = ShutdownDeadline()
+    start = clock.now
+    deadline.start()
+    never_acked = Publisher(clock, ack_s=2.0)  # spends all it is given
+    never_sent = Server(ResultFuture(clock, None))
+    grace = ActionResultGrace()
+    # main's stop(), close()'s stop() (the deadline keeps its first start), the servers' destruction
+    wait_results_acked([never_acked], timeout_s=deadline.left(2.0))
+    grace.wait([never_sent], timeout_s=deadline.left(2.0))
+    deadline.start()
+    wait_results_acked([never_acked], timeout_s=deadline.left(2.0))
+    grace.wait([never_sent], timeout_s=deadline.left(2.0))
+    grace.wait([never_sent], timeout_s=deadline.left(2.0))
+    assert never_acked.waited_ns == [2_000_000_000, 0]
+    assert SHUTDOWN_BUDGET_S <= clock.now - start <= SHUTDOWN_BUDGET_S + 0.02
+    assert deadline.left(2.0) == 0.0
