@@ -57,6 +57,7 @@ from m2sa_ros.bag.ground_truth import (
     load_ground_truth,
     load_tracking_ground_truth,
 )
+from m2sa_ros.messages.image_conversion import stamp_ns
 import numpy as np
 
 RESULT_TOPIC = "/m2sa/result"
@@ -143,11 +144,6 @@ def _message_typestore(distro: str):
             return store
     raise BagError("cannot find the m2sa_ros message definitions (msg/Target.msg, "
                    f"msg/SegmentationResult.msg, msg/Command.msg) in any of: {', '.join(map(str, _msg_dirs()))}")
-
-
-def stamp_ns(header: Any) -> int:
-    """Nanoseconds of a std_msgs/Header stamp (rclpy or rosbags message)."""
-    return int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
 
 
 # --------------------------------------------------------------------------- planning

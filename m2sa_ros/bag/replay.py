@@ -39,10 +39,10 @@ from m2sa_ros.bag.bag_io import (
     message_typestore,
     RESULT_TOPIC,
     RESULT_TYPE,
-    stamp_ns,
 )
 from m2sa_ros.bag.ground_truth import BagError, GroundTruth
 from m2sa_ros.bag.node_subprocess import NodeProcess
+from m2sa_ros.messages.image_conversion import stamp_ns
 
 
 # --------------------------------------------------------------------------- replay

@@ -45,9 +45,10 @@ import time
 from typing import Any
 import uuid
 
-from m2sa_ros.bag.bag_io import bag_info, decode, iter_messages, stamp_ns
+from m2sa_ros.bag.bag_io import bag_info, decode, iter_messages
 from m2sa_ros.bag.ground_truth import BagError, TrackingGroundTruth
 from m2sa_ros.bag.replay import NodeProcess, Replayer, ReplayOptions
+from m2sa_ros.messages.image_conversion import stamp_ns
 
 FEEDBACK_GRACE_S = 2.0  # how long a frame's feedback may trail its track's final result
 

@@ -34,6 +34,7 @@ import threading
 import time
 from typing import Any, Callable
 
+from m2sa_ros.messages.image_conversion import stamp_ns
 import numpy as np
 
 
@@ -89,9 +90,9 @@ class LatestFrame:
         return self._keep(header, rgb=None, pending=decode)
 
     def _keep(self, header: Any, **fields: Any) -> Frame:
-        stamp_ns = int(header.stamp.sec) * 1_000_000_000 + int(header.stamp.nanosec)
+        stamp = stamp_ns(header)
         n = next(self._counter)
-        frame = Frame(header=header, key=f"{self._key_prefix}:{n}:{stamp_ns}", stamp_ns=stamp_ns,
+        frame = Frame(header=header, key=f"{self._key_prefix}:{n}:{stamp}", stamp_ns=stamp,
                       received_at=time.monotonic(), **fields)
         with self._cond:
             self._frame = frame
