@@ -34,7 +34,7 @@ from typing import Any
 
 from m2sa_ros.cameras.camera_outputs import CameraOutputs
 from m2sa_ros.cameras.latest_frame import LatestFrame
-from m2sa_ros.cameras.transport_names import CameraInputs
+from m2sa_ros.cameras.transport_names import camera_topic, CameraInputs
 from m2sa_ros.depth.depth_health import DepthHealth
 from m2sa_ros.depth.stamped_buffer import StampedBuffer
 from m2sa_ros.diagnostics.camera_health import ImageArrivals
@@ -90,7 +90,7 @@ class Camera:
 
     def topic(self, name: str) -> str:
         """Return the relative name of one of its topics, services or actions."""
-        return f"{self.name}/{name}" if self.name else name
+        return camera_topic(self.name, name)
 
     def clear(self) -> None:
         """Forget frames and depth (cleanup): a later configure starts fresh."""

@@ -39,6 +39,11 @@ IMAGE_TRANSPORTS = (RAW, COMPRESSED)  # what the node decodes for the colour ima
 DEPTH_TRANSPORTS = (RAW, COMPRESSED_DEPTH)  # and for the depth image
 
 
+def camera_topic(camera_name: str, name: str) -> str:
+    """Return the relative name of ``camera_name``'s topic ``name``: "left/image", or "image" for the single camera."""
+    return f"{camera_name}/{name}" if camera_name else name
+
+
 def transport_topic(base: str, transport: str) -> str:
     """Return the topic of ``transport`` for the resolved ``base`` topic: itself for raw, else ``base/transport``."""
     return base if transport == RAW else f"{base.rstrip('/')}/{transport}"

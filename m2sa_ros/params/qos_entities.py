@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from diagnostic_msgs.msg import DiagnosticArray
 from m2sa_ros.cameras.camera_outputs import CameraOutputs
-from m2sa_ros.cameras.transport_names import camera_inputs, CameraInputs
+from m2sa_ros.cameras.transport_names import camera_inputs, camera_topic, CameraInputs
 from m2sa_ros.messages.detection_conversion import detection_types
 from m2sa_ros.msg import SegmentationResult
 from m2sa_ros.params.node_params import depth_transport_of, image_transport_of, NodeParams, ParameterError
@@ -137,12 +137,10 @@ class QosEntities:
 
     def inputs_of(self, camera_name: str, params: NodeParams) -> CameraInputs:
         """Return the topics camera ``camera_name``'s image, depth and camera_info come on (transport_names.py)."""
-        def topic(name: str) -> str:
-            return f"{camera_name}/{name}" if camera_name else name
-
         resolve = self._node.resolve_topic_name
+        image, depth, info = (camera_topic(camera_name, t) for t in ("image", "depth", "camera_info"))
         return camera_inputs(resolve, lambda t: resolve(t, only_expand=True),
-                             image=topic("image"), depth=topic("depth"), camera_info=topic("camera_info"),
+                             image=image, depth=depth, camera_info=info,
                              image_transport=image_transport_of(params), depth_transport=depth_transport_of(params))
 
     def check_overrides(self, params: NodeParams) -> None:
@@ -156,7 +154,7 @@ class QosEntities:
         node, entities = self._node, [("/diagnostics", PUBLISHER)]
         for name in params.cameras or ("",):
             entities += [(node.resolve_topic_name(topic), entity) for topic, entity in camera_entities(
-                lambda t, name=name: f"{name}/{t}" if name else t, self.inputs_of(name, params),
+                lambda t, name=name: camera_topic(name, t), self.inputs_of(name, params),
                 detections=params.publish_detections)]
         problems = override_problems(node, entities)
         if problems:
