@@ -1,0 +1,210 @@
+# Copyright 2026 m2sa_ros maintainers
+#
+# Licensed under the Apache License, Version 2.0 (the "License");
+# you may not use this file except in compliance with the License.
+# You may obtain a copy of the License at
+#
+#     http://www.apache.org/licenses/LICENSE-2.0
+#
+# Unless required by applicable law or agreed to in writing, software
+# distributed under the License is distributed on an "AS IS" BASIS,
+# WITHOUT WARRANTIES OR CONDITIONS OF ANY KIND, either express or implied.
+# See the License for the specific language governing permissions and
+# limitations under the License.
+
+"""Whether a presence head on the image tokens can tell a command about what is not there (RUNS.md run 80).
+
+Runs 76-79 trained the refusal into the language model's first answer token and it did not
+learn to look: the tiny language model names the thing a command asks for from its words
+and leaves finding it to SAM. SAM 3 decides presence with a head of its own. This probe asks
+whether such a head, reading the frozen model's features, can: ``collect`` keeps, per
+command, the language model's states over the prompt's words (the last one predicts the
+answer's first token) and, per image, the projected CLIP patches and SAM's fused image
+embedding; ``fit`` trains two decoder layers (the question's states attending to the image tokens) to say
+present or absent, picks its threshold on a second file (5 % of present commands wrongly
+rejected) and scores a third, per kind.
+
+    .venv/bin/python training/tiny/research/presence_head.py collect --model runs/x/long2000 \
+        --data data/synth/MMR_train.json data/synth/absent_twins_train.json --image-root data/synth/images \
+        --out runs/presence/train
+    .venv/bin/python training/tiny/research/presence_head.py fit runs/presence/{train,val,test}.pt
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+import sys
+import time
+
+from m2sa_core.data.builder import SampleBuilder
+from m2sa_core.data.mmr import MISSING_KINDS
+from m2sa_core.evaluation.rejection import is_absent, missing_of
+from m2sa_core.inference import Segmenter
+import numpy as np
+import torch
+from torch import nn
+from tqdm import tqdm
+from training.config import DataSourceConfig
+from training.evaluate import eval_command
+from training.sources import open_source
+
+MAX_WORDS = 48  # question states kept (the prompt's words after the image)
+
+
+def collect(args: argparse.Namespace) -> int:
+    segmenter = Segmenter.from_pretrained(args.model, device="cpu")
+    model = segmenter.model
+    builder = SampleBuilder.for_model(segmenter.tokenizer, model.config, evaluation=True)
+    records = []
+    for path in args.data:
+        kind = "synthetic" if "twins" in path else "mmr"
+        items = open_source(DataSourceConfig(kind=kind, path=path, image_root=args.image_root)).items
+        records += [items[i] for i in range(len(items))]
+    if args.max_items:
+        records = records[: args.max_items]
+    images: dict[str, int] = {}
+    clip, sam, words, image_of, lengths, absent, kinds = [], [], [], [], [], [], []
+    with torch.inference_mode():
+        for record in tqdm(records, unit="q"):
+            key = str(record.image_path)
+            entry = segmenter.stages.encode_frame(record.load_image(), key, {})
+            if key not in images:
+                images[key] = len(images)
+                clip.append(entry.features.clip_embeds[0].half())
+                sam.append(entry.fused[0].flatten(1).T.half())  # [h*w, P]
+            prompt = segmenter.prompt_ids(eval_command(builder, record))
+            embeds = model.merge_image_embeddings(torch.tensor([prompt]), entry.features.clip_embeds)[0]
+            hidden = model.llm.model(inputs_embeds=embeds, use_cache=False).last_hidden_state[0]
+            n_img = entry.features.clip_embeds.shape[1]
+            after = prompt.index(min(prompt)) + n_img  # the image placeholder is the only negative id
+            states = hidden[after:][-MAX_WORDS:]
+            padded = hidden.new_zeros((MAX_WORDS, hidden.shape[-1]))
+            padded[: states.shape[0]] = states
+            words.append(padded.half())
+            image_of.append(images[key])
+            lengths.append(states.shape[0])
+            absent.append(is_absent(record))
+            kinds.append(missing_of(record)["kind"] if is_absent(record) else "present")
+    out = Path(args.out).with_suffix(".pt")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"words": torch.stack(words), "image": torch.tensor(image_of),
+                "lengths": torch.tensor(lengths), "absent": torch.tensor(absent), "kinds": kinds,
+                "clip": torch.stack(clip), "sam": torch.stack(sam)}, out)
+    print(f"{len(records)} commands, {len(images)} images -> {out}")
+    return 0
+
+
+class PresenceHead(nn.Module):
+    """Decoder layers: [presence query; question states] attend to each other and to [CLIP patches; SAM tokens]."""
+
+    def __init__(self, d: int, sam_dim: int, n_clip: int, n_sam: int, layers: int = 2, heads: int = 4) -> None:
+        super().__init__()
+        self.query = nn.Parameter(torch.zeros(1, 1, d))
+        self.sam_in = nn.Linear(sam_dim, d)
+        self.clip_in = nn.Linear(d, d)
+        self.word_in = nn.Linear(d, d)
+        self.pos = nn.Parameter(torch.randn(1, n_clip + n_sam, d) * 0.02)
+        self.kind_embedding = nn.Parameter(torch.randn(3, d) * 0.02)
+        layer = nn.TransformerDecoderLayer(d, heads, 2 * d, dropout=0.1, batch_first=True, norm_first=True)
+        self.decoder = nn.TransformerDecoder(layer, layers)
+        self.out = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 1))
+
+    def forward(self, words, lengths, clip, sam):
+        b, n_words = words.shape[:2]
+        w = self.word_in(words) + self.kind_embedding[0]
+        clip_tokens = self.clip_in(clip) + self.kind_embedding[1]
+        sam_tokens = self.sam_in(sam) + self.kind_embedding[2]
+        image = torch.cat([clip_tokens, sam_tokens], 1) + self.pos
+        x = torch.cat([self.query.expand(b, -1, -1), w], 1)
+        pad = torch.zeros(x.shape[:2], dtype=torch.bool, device=x.device)
+        pad[:, 1:] = torch.arange(n_words, device=x.device)[None] >= lengths[:, None]
+        return self.out(self.decoder(x, image, tgt_key_padding_mask=pad)[:, 0]).squeeze(1)
+
+
+def _inputs(data, index):
+    image = data["image"][index]
+    return (data["words"][index].float(), data["lengths"][index], data["clip"][image].float(),
+            data["sam"][image].float())
+
+
+def _scores(head, data, batch=256) -> np.ndarray:
+    head.eval()
+    out = []
+    with torch.no_grad():
+        for s in range(0, len(data["absent"]), batch):
+            index = torch.arange(s, min(s + batch, len(data["absent"])))
+            out.append(torch.sigmoid(head(*_inputs(data, index))).numpy())
+    head.train()
+    return np.concatenate(out)  # 1 = present
+
+
+def _report(name, presence, data, cut) -> str:
+    absent = data["absent"].numpy().astype(bool)
+    kinds = np.asarray(data["kinds"])
+    rejected = presence < cut
+    per_kind = " / ".join(f"{rejected[kinds == k].mean():.2f}" if (kinds == k).any() else "-" for k in MISSING_KINDS)
+    return (f"{name}: absent rejected {rejected[absent].mean():.3f} ({absent.sum()}), present wrongly "
+            f"rejected {rejected[~absent].mean():.3f} ({(~absent).sum()}); by kind {per_kind}")
+
+
+def fit(args: argparse.Namespace) -> int:
+    torch.manual_seed(args.seed)
+    torch.set_num_threads(args.threads)
+    train, pick, test = (torch.load(p, weights_only=False) for p in (args.train, args.pick, args.test))
+    d, sam_dim = train["words"].shape[-1], train["sam"].shape[-1]
+    head = PresenceHead(d, sam_dim, train["clip"].shape[1], train["sam"].shape[1], args.layers)
+    optim = torch.optim.AdamW(head.parameters(), lr=args.lr, weight_decay=0.01)
+    y = (~train["absent"]).float()
+    n = len(y)
+    steps = args.epochs * n // args.batch
+    sched = torch.optim.lr_scheduler.OneCycleLR(optim, args.lr, total_steps=steps, pct_start=0.05)
+    t0 = time.time()
+    for step in range(steps):
+        index = torch.randint(0, n, (args.batch,))
+        loss = nn.functional.binary_cross_entropy_with_logits(head(*_inputs(train, index)), y[index])
+        optim.zero_grad()
+        loss.backward()
+        optim.step()
+        sched.step()
+        if (step + 1) % args.report_every == 0 or step + 1 == steps:
+            p_pick = _scores(head, pick)
+            present = np.sort(p_pick[~pick["absent"].numpy().astype(bool)])
+            cut = present[int(np.floor(args.present_budget * len(present)))]
+            print(f"step {step + 1}/{steps} loss {loss.item():.3f} {time.time() - t0:.0f}s cut {cut:.3f}")
+            print("  " + _report("pick", p_pick, pick, cut))
+            print("  " + _report("test", _scores(head, test), test, cut))
+            print("  " + _report("test@0.5", _scores(head, test), test, 0.5))
+    if args.save:
+        torch.save({"state": head.state_dict(), "cut": float(cut)}, args.save)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("collect")
+    c.add_argument("--model", required=True)
+    c.add_argument("--data", nargs="+", required=True)
+    c.add_argument("--image-root", required=True)
+    c.add_argument("--max-items", type=int, default=0)
+    c.add_argument("--out", required=True)
+    f = sub.add_parser("fit")
+    f.add_argument("train")
+    f.add_argument("pick")
+    f.add_argument("test")
+    f.add_argument("--epochs", type=int, default=4)
+    f.add_argument("--batch", type=int, default=64)
+    f.add_argument("--lr", type=float, default=5e-4)
+    f.add_argument("--layers", type=int, default=2)
+    f.add_argument("--seed", type=int, default=0)
+    f.add_argument("--threads", type=int, default=2)
+    f.add_argument("--present-budget", type=float, default=0.05)
+    f.add_argument("--report-every", type=int, default=500)
+    f.add_argument("--save", default="")
+    args = parser.parse_args(argv)
+    return {"collect": collect, "fit": fit}[args.command](args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
