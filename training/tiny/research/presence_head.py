@@ -95,11 +95,105 @@ def collect(args: argparse.Namespace) -> int:
     return 0
 
 
+MAX_TARGETS = 8  # named targets kept per answer
+HUE_BINS = 12
+
+
+def mask_colour(image: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """Return the colours under ``mask``: shares of saturated pixels by hue bin, then white, black and grey."""
+    import cv2
+
+    pixels = image[mask.astype(bool)]
+    out = np.zeros(HUE_BINS + 3, np.float32)
+    if not len(pixels):
+        return out
+    hsv = cv2.cvtColor(pixels.reshape(-1, 1, 3), cv2.COLOR_RGB2HSV).reshape(-1, 3).astype(np.float32)
+    hue, sat, val = hsv[:, 0] * 2.0, hsv[:, 1], hsv[:, 2]
+    chromatic = (sat >= 100) & (val >= 80)
+    bins = np.minimum((hue[chromatic] / 360.0 * HUE_BINS).astype(int), HUE_BINS - 1)
+    out[:HUE_BINS] = np.bincount(bins, minlength=HUE_BINS) / len(pixels)
+    out[HUE_BINS] = ((sat < 50) & (val > 180)).mean()
+    out[HUE_BINS + 1] = (val < 70).mean()
+    out[HUE_BINS + 2] = 1.0 - out.sum()
+    return out
+
+
+def collect_answers(args: argparse.Namespace) -> int:
+    """
+    Per command, the model's own free answer: its states, and what each named target's mask covers.
+
+    The answer's states name what the command asked for in the model's words ("knife_1",
+    "mug_2's screen", "laptop_computer_3") whatever the phrasing; each target adds its mask's
+    mean SAM embedding, its colours, its area and SAM's predicted IoU. An answer with no
+    ``[SEG]`` is the model's own refusal (``refused``).
+    """
+    segmenter = Segmenter.from_pretrained(args.model, device="cpu")
+    model = segmenter.model
+    builder = SampleBuilder.for_model(segmenter.tokenizer, model.config, evaluation=True)
+    records = []
+    for path in args.data:
+        kind = "synthetic" if "twins" in path else "mmr"
+        items = open_source(DataSourceConfig(kind=kind, path=path, image_root=args.image_root)).items
+        records += [items[i] for i in range(len(items))]
+    if args.sample:
+        rng = np.random.default_rng(0)
+        records = [records[i] for i in sorted(rng.choice(len(records), min(args.sample, len(records)), replace=False))]
+    images: dict[str, int] = {}
+    clip, sam, words, image_of, lengths, targets, absent, kinds, refused = [], [], [], [], [], [], [], [], []
+    with torch.inference_mode():
+        for record in tqdm(records, unit="q"):
+            key = str(record.image_path)
+            image = record.load_image()
+            timings: dict[str, float] = {}
+            entry = segmenter.stages.encode_frame(image, key, timings)
+            if key not in images:
+                images[key] = len(images)
+                clip.append(entry.features.clip_embeds[0].half())
+                sam.append(entry.fused[0].flatten(1).T.half())
+            prompt = segmenter.prompt_ids(eval_command(builder, record))
+            (generation,) = segmenter.stages.generate(entry.features, [prompt], timings)
+            decoded = segmenter.stages.decode_masks(entry, generation.seg_states, timings, amodal=True)
+            result = segmenter.stages.build_result(generation, decoded, timings, amodal=True)
+            ids = prompt + generation.tokens
+            embeds = model.merge_image_embeddings(torch.tensor([ids]), entry.features.clip_embeds)[0]
+            hidden = model.llm.model(inputs_embeds=embeds, use_cache=False).last_hidden_state[0]
+            n_img = entry.features.clip_embeds.shape[1]
+            states = hidden[len(prompt) + n_img - 2:][:MAX_WORDS]  # from the state predicting the answer's first token
+            padded = hidden.new_zeros((MAX_WORDS, hidden.shape[-1]))
+            padded[: states.shape[0]] = states
+            words.append(padded.half())
+            lengths.append(states.shape[0])
+            fused = entry.fused[0].flatten(1).T.float()  # [h*w, P]
+            side = entry.fused.shape[-1]
+            rows = torch.zeros((MAX_TARGETS, fused.shape[1] + HUE_BINS + 3 + 2))
+            for t, target in enumerate(result.targets[:MAX_TARGETS]):
+                mask = np.asarray(target.mask, bool)
+                small = torch.nn.functional.adaptive_avg_pool2d(torch.from_numpy(mask[None].astype(np.float32)),
+                                                                side).flatten()
+                pooled = (small[:, None] * fused).sum(0) / small.sum().clamp(min=1e-6)
+                rows[t] = torch.cat([pooled, torch.from_numpy(mask_colour(image, mask)),
+                                     torch.tensor([float(mask.mean()), target.score])])
+            targets.append(rows.half())
+            image_of.append(images[key])
+            absent.append(is_absent(record))
+            kinds.append(missing_of(record)["kind"] if is_absent(record) else "present")
+            refused.append(not result.targets)
+    out = Path(args.out).with_suffix(".pt")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    torch.save({"words": torch.stack(words), "image": torch.tensor(image_of), "lengths": torch.tensor(lengths),
+                "targets": torch.stack(targets), "absent": torch.tensor(absent), "kinds": kinds,
+                "refused": torch.tensor(refused), "clip": torch.stack(clip), "sam": torch.stack(sam)}, out)
+    print(f"{len(records)} commands, {len(images)} images -> {out}")
+    return 0
+
+
 class PresenceHead(nn.Module):
     """Decoder layers: [presence query; question states] attend to each other and to [CLIP patches; SAM tokens]."""
 
-    def __init__(self, d: int, sam_dim: int, n_clip: int, n_sam: int, layers: int = 2, heads: int = 4) -> None:
+    def __init__(self, d: int, sam_dim: int, n_clip: int, n_sam: int, layers: int = 2, heads: int = 4,
+                 target_dim: int = 0) -> None:
         super().__init__()
+        self.target_in = nn.Linear(target_dim, d) if target_dim else None
         self.query = nn.Parameter(torch.zeros(1, 1, d))
         self.sam_in = nn.Linear(sam_dim, d)
         self.clip_in = nn.Linear(d, d)
@@ -110,22 +204,27 @@ class PresenceHead(nn.Module):
         self.decoder = nn.TransformerDecoder(layer, layers)
         self.out = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 1))
 
-    def forward(self, words, lengths, clip, sam):
+    def forward(self, words, lengths, clip, sam, targets=None):
         b, n_words = words.shape[:2]
         w = self.word_in(words) + self.kind_embedding[0]
+        if self.target_in is not None:  # the named targets' rows join the words; an all-zero row is padding
+            w = torch.cat([w, self.target_in(targets)], 1)
         clip_tokens = self.clip_in(clip) + self.kind_embedding[1]
         sam_tokens = self.sam_in(sam) + self.kind_embedding[2]
         image = torch.cat([clip_tokens, sam_tokens], 1) + self.pos
         x = torch.cat([self.query.expand(b, -1, -1), w], 1)
         pad = torch.zeros(x.shape[:2], dtype=torch.bool, device=x.device)
-        pad[:, 1:] = torch.arange(n_words, device=x.device)[None] >= lengths[:, None]
+        pad[:, 1:1 + n_words] = torch.arange(n_words, device=x.device)[None] >= lengths[:, None]
+        if targets is not None:
+            pad[:, 1 + n_words:] = targets.abs().sum(-1) == 0
         return self.out(self.decoder(x, image, tgt_key_padding_mask=pad)[:, 0]).squeeze(1)
 
 
 def _inputs(data, index):
     image = data["image"][index]
-    return (data["words"][index].float(), data["lengths"][index], data["clip"][image].float(),
-            data["sam"][image].float())
+    inputs = (data["words"][index].float(), data["lengths"][index], data["clip"][image].float(),
+              data["sam"][image].float())
+    return inputs + ((data["targets"][index].float(),) if "targets" in data else ())
 
 
 def _scores(head, data, batch=256) -> np.ndarray:
@@ -143,6 +242,8 @@ def _report(name, presence, data, cut) -> str:
     absent = data["absent"].numpy().astype(bool)
     kinds = np.asarray(data["kinds"])
     rejected = presence < cut
+    if "refused" in data:  # the model's own refusals stay refusals
+        rejected = rejected | data["refused"].numpy().astype(bool)
     per_kind = " / ".join(f"{rejected[kinds == k].mean():.2f}" if (kinds == k).any() else "-" for k in MISSING_KINDS)
     return (f"{name}: absent rejected {rejected[absent].mean():.3f} ({absent.sum()}), present wrongly "
             f"rejected {rejected[~absent].mean():.3f} ({(~absent).sum()}); by kind {per_kind}")
@@ -153,7 +254,8 @@ def fit(args: argparse.Namespace) -> int:
     torch.set_num_threads(args.threads)
     train, pick, test = (torch.load(p, weights_only=False) for p in (args.train, args.pick, args.test))
     d, sam_dim = train["words"].shape[-1], train["sam"].shape[-1]
-    head = PresenceHead(d, sam_dim, train["clip"].shape[1], train["sam"].shape[1], args.layers)
+    target_dim = train["targets"].shape[-1] if "targets" in train else 0
+    head = PresenceHead(d, sam_dim, train["clip"].shape[1], train["sam"].shape[1], args.layers, target_dim=target_dim)
     optim = torch.optim.AdamW(head.parameters(), lr=args.lr, weight_decay=0.01)
     y = (~train["absent"]).float()
     n = len(y)
@@ -189,6 +291,12 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("--image-root", required=True)
     c.add_argument("--max-items", type=int, default=0)
     c.add_argument("--out", required=True)
+    a = sub.add_parser("collect-answers")
+    a.add_argument("--model", required=True)
+    a.add_argument("--data", nargs="+", required=True)
+    a.add_argument("--image-root", required=True)
+    a.add_argument("--sample", type=int, default=0, help="commands drawn at random (0: all)")
+    a.add_argument("--out", required=True)
     f = sub.add_parser("fit")
     f.add_argument("train")
     f.add_argument("pick")
@@ -203,7 +311,7 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--report-every", type=int, default=500)
     f.add_argument("--save", default="")
     args = parser.parse_args(argv)
-    return {"collect": collect, "fit": fit}[args.command](args)
+    return {"collect": collect, "collect-answers": collect_answers, "fit": fit}[args.command](args)
 
 
 if __name__ == "__main__":
