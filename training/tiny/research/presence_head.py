@@ -52,46 +52,74 @@ from training.sources import open_source
 MAX_WORDS = 48  # question states kept (the prompt's words after the image)
 
 
-def collect(args: argparse.Namespace) -> int:
+def _open(args: argparse.Namespace) -> tuple[Segmenter, SampleBuilder, list]:
+    """Return the model, its evaluation prompt builder and every record of ``args.data``."""
     segmenter = Segmenter.from_pretrained(args.model, device="cpu")
-    model = segmenter.model
-    builder = SampleBuilder.for_model(segmenter.tokenizer, model.config, evaluation=True)
+    builder = SampleBuilder.for_model(segmenter.tokenizer, segmenter.model.config, evaluation=True)
     records = []
     for path in args.data:
         kind = "synthetic" if "twins" in path else "mmr"
         items = open_source(DataSourceConfig(kind=kind, path=path, image_root=args.image_root)).items
         records += [items[i] for i in range(len(items))]
+    return segmenter, builder, records
+
+
+def _states(model, ids: list[int], clip_embeds: torch.Tensor) -> torch.Tensor:
+    """Return the language model's last-layer states over ``ids`` with the image spliced in."""
+    embeds = model.merge_image_embeddings(torch.tensor([ids]), clip_embeds)[0]
+    return model.llm.model(inputs_embeds=embeds, use_cache=False).last_hidden_state[0]
+
+
+class Collection:
+    """What ``collect`` and ``collect-answers`` keep: per image its tokens, per command its states and labels."""
+
+    def __init__(self) -> None:
+        self.images: dict[str, int] = {}
+        self.clip: list[torch.Tensor] = []
+        self.sam: list[torch.Tensor] = []
+        self.rows: dict[str, list] = {k: [] for k in ("words", "image", "lengths", "absent", "kinds")}
+
+    def add(self, record, key: str, entry, states: torch.Tensor, **extra) -> None:
+        """Keep one command: up to MAX_WORDS ``states``, its image's tokens (once per image) and ``extra`` rows."""
+        if key not in self.images:
+            self.images[key] = len(self.images)
+            self.clip.append(entry.features.clip_embeds[0].half())
+            self.sam.append(entry.fused[0].flatten(1).T.half())  # [h*w, P]
+        padded = states.new_zeros((MAX_WORDS, states.shape[-1]))
+        padded[: states.shape[0]] = states
+        self.rows["words"].append(padded.half())
+        self.rows["image"].append(self.images[key])
+        self.rows["lengths"].append(states.shape[0])
+        self.rows["absent"].append(is_absent(record))
+        self.rows["kinds"].append(missing_of(record)["kind"] if is_absent(record) else "present")
+        for name, value in extra.items():
+            self.rows.setdefault(name, []).append(value)
+
+    def save(self, out: str) -> None:
+        path = Path(out).with_suffix(".pt")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        data = {name: values if name == "kinds" else
+                torch.stack(values) if isinstance(values[0], torch.Tensor) else torch.tensor(values)
+                for name, values in self.rows.items()}
+        torch.save({**data, "clip": torch.stack(self.clip), "sam": torch.stack(self.sam)}, path)
+        print(f"{len(self.rows['absent'])} commands, {len(self.images)} images -> {path}")
+
+
+def collect(args: argparse.Namespace) -> int:
+    segmenter, builder, records = _open(args)
     if args.max_items:
         records = records[: args.max_items]
-    images: dict[str, int] = {}
-    clip, sam, words, image_of, lengths, absent, kinds = [], [], [], [], [], [], []
+    kept = Collection()
     with torch.inference_mode():
         for record in tqdm(records, unit="q"):
             key = str(record.image_path)
             entry = segmenter.stages.encode_frame(record.load_image(), key, {})
-            if key not in images:
-                images[key] = len(images)
-                clip.append(entry.features.clip_embeds[0].half())
-                sam.append(entry.fused[0].flatten(1).T.half())  # [h*w, P]
             prompt = segmenter.prompt_ids(eval_command(builder, record))
-            embeds = model.merge_image_embeddings(torch.tensor([prompt]), entry.features.clip_embeds)[0]
-            hidden = model.llm.model(inputs_embeds=embeds, use_cache=False).last_hidden_state[0]
+            hidden = _states(segmenter.model, prompt, entry.features.clip_embeds)
             n_img = entry.features.clip_embeds.shape[1]
             after = prompt.index(min(prompt)) + n_img  # the image placeholder is the only negative id
-            states = hidden[after:][-MAX_WORDS:]
-            padded = hidden.new_zeros((MAX_WORDS, hidden.shape[-1]))
-            padded[: states.shape[0]] = states
-            words.append(padded.half())
-            image_of.append(images[key])
-            lengths.append(states.shape[0])
-            absent.append(is_absent(record))
-            kinds.append(missing_of(record)["kind"] if is_absent(record) else "present")
-    out = Path(args.out).with_suffix(".pt")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"words": torch.stack(words), "image": torch.tensor(image_of),
-                "lengths": torch.tensor(lengths), "absent": torch.tensor(absent), "kinds": kinds,
-                "clip": torch.stack(clip), "sam": torch.stack(sam)}, out)
-    print(f"{len(records)} commands, {len(images)} images -> {out}")
+            kept.add(record, key, entry, hidden[after:][-MAX_WORDS:])
+    kept.save(args.out)
     return 0
 
 
@@ -127,42 +155,25 @@ def collect_answers(args: argparse.Namespace) -> int:
     mean SAM embedding, its colours, its area and SAM's predicted IoU. An answer with no
     ``[SEG]`` is the model's own refusal (``refused``).
     """
-    segmenter = Segmenter.from_pretrained(args.model, device="cpu")
-    model = segmenter.model
-    builder = SampleBuilder.for_model(segmenter.tokenizer, model.config, evaluation=True)
-    records = []
-    for path in args.data:
-        kind = "synthetic" if "twins" in path else "mmr"
-        items = open_source(DataSourceConfig(kind=kind, path=path, image_root=args.image_root)).items
-        records += [items[i] for i in range(len(items))]
+    segmenter, builder, records = _open(args)
     if args.sample:
         rng = np.random.default_rng(0)
         records = [records[i] for i in sorted(rng.choice(len(records), min(args.sample, len(records)), replace=False))]
-    images: dict[str, int] = {}
-    clip, sam, words, image_of, lengths, targets, absent, kinds, refused = [], [], [], [], [], [], [], [], []
+    stages = segmenter.stages
+    kept = Collection()
     with torch.inference_mode():
         for record in tqdm(records, unit="q"):
             key = str(record.image_path)
             image = record.load_image()
             timings: dict[str, float] = {}
-            entry = segmenter.stages.encode_frame(image, key, timings)
-            if key not in images:
-                images[key] = len(images)
-                clip.append(entry.features.clip_embeds[0].half())
-                sam.append(entry.fused[0].flatten(1).T.half())
+            entry = stages.encode_frame(image, key, timings)
             prompt = segmenter.prompt_ids(eval_command(builder, record))
-            (generation,) = segmenter.stages.generate(entry.features, [prompt], timings)
-            decoded = segmenter.stages.decode_masks(entry, generation.seg_states, timings, amodal=True)
-            result = segmenter.stages.build_result(generation, decoded, timings, amodal=True)
-            ids = prompt + generation.tokens
-            embeds = model.merge_image_embeddings(torch.tensor([ids]), entry.features.clip_embeds)[0]
-            hidden = model.llm.model(inputs_embeds=embeds, use_cache=False).last_hidden_state[0]
+            (generation,) = stages.generate(entry.features, [prompt], timings)
+            decoded = stages.decode_masks(entry, generation.seg_states, timings, amodal=True)
+            result = stages.build_result(generation, decoded, timings, amodal=True)
+            hidden = _states(segmenter.model, prompt + generation.tokens, entry.features.clip_embeds)
             n_img = entry.features.clip_embeds.shape[1]
             states = hidden[len(prompt) + n_img - 2:][:MAX_WORDS]  # from the state predicting the answer's first token
-            padded = hidden.new_zeros((MAX_WORDS, hidden.shape[-1]))
-            padded[: states.shape[0]] = states
-            words.append(padded.half())
-            lengths.append(states.shape[0])
             fused = entry.fused[0].flatten(1).T.float()  # [h*w, P]
             side = entry.fused.shape[-1]
             rows = torch.zeros((MAX_TARGETS, fused.shape[1] + HUE_BINS + 3 + 2))
@@ -173,17 +184,8 @@ def collect_answers(args: argparse.Namespace) -> int:
                 pooled = (small[:, None] * fused).sum(0) / small.sum().clamp(min=1e-6)
                 rows[t] = torch.cat([pooled, torch.from_numpy(mask_colour(image, mask)),
                                      torch.tensor([float(mask.mean()), target.score])])
-            targets.append(rows.half())
-            image_of.append(images[key])
-            absent.append(is_absent(record))
-            kinds.append(missing_of(record)["kind"] if is_absent(record) else "present")
-            refused.append(not result.targets)
-    out = Path(args.out).with_suffix(".pt")
-    out.parent.mkdir(parents=True, exist_ok=True)
-    torch.save({"words": torch.stack(words), "image": torch.tensor(image_of), "lengths": torch.tensor(lengths),
-                "targets": torch.stack(targets), "absent": torch.tensor(absent), "kinds": kinds,
-                "refused": torch.tensor(refused), "clip": torch.stack(clip), "sam": torch.stack(sam)}, out)
-    print(f"{len(records)} commands, {len(images)} images -> {out}")
+            kept.add(record, key, entry, states, targets=rows.half(), refused=not result.targets)
+    kept.save(args.out)
     return 0
 
 
