@@ -397,7 +397,7 @@ class PerceptionNode(LifecycleNode):
                 if s is not None]
 
     def _wait_action_results_sent(self) -> None:
-        self._result_grace.wait(self._action_servers(), timeout_s=self._shutdown.left(2.0))
+        self._result_grace.wait(self._action_servers(), timeout_s=self._shutdown.left())
 
     def _destroy_actions(self) -> None:
         """
@@ -444,7 +444,7 @@ class PerceptionNode(LifecycleNode):
         """
         self._shutdown.start()
         self._close_interfaces(reason)
-        wait_results_acked((camera.outputs.result for camera in self._cameras), timeout_s=self._shutdown.left(2.0))
+        wait_results_acked((camera.outputs.result for camera in self._cameras), timeout_s=self._shutdown.left())
         self._wait_action_results_sent()
 
     def close(self, reason: str = "node shutting down") -> None:

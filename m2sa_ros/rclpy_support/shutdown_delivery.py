@@ -40,6 +40,7 @@ import weakref
 
 # Of launch's 5 s sigterm_timeout: what is left is rclpy's and Python's own teardown.
 SHUTDOWN_BUDGET_S = 3.5
+WAIT_BOUND_S = 2.0  # each wait on its own, and within the budget once a shutdown has started
 
 
 class ShutdownDeadline:
@@ -58,14 +59,14 @@ class ShutdownDeadline:
     def started(self) -> bool:
         return self._end is not None
 
-    def left(self, otherwise: float) -> float:
+    def left(self, otherwise: float = WAIT_BOUND_S) -> float:
         """Seconds a wait may take: its own bound ``otherwise``, and no more than the budget's rest once started."""
         if self._end is None:
             return otherwise
         return min(otherwise, max(0.0, self._end - time.monotonic()))
 
 
-def wait_results_acked(publishers: Iterable[Any], timeout_s: float = 2.0) -> None:
+def wait_results_acked(publishers: Iterable[Any], timeout_s: float = WAIT_BOUND_S) -> None:
     """Give reliable subscribers of ``publishers`` (None entries skipped) up to ``timeout_s`` in all to acknowledge."""
     from rclpy.duration import Duration
 
@@ -97,7 +98,7 @@ class ActionResultGrace:
     def __init__(self) -> None:
         self._graced: weakref.WeakSet[Any] = weakref.WeakSet()  # result futures already waited for
 
-    def wait(self, servers: Iterable[Any], timeout_s: float = 2.0) -> None:
+    def wait(self, servers: Iterable[Any], timeout_s: float = WAIT_BOUND_S) -> None:
         futures = [f for server in servers for f in getattr(server, "_result_futures", {}).values()]
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and not all(f.done() for f in futures):
