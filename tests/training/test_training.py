@@ -40,6 +40,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
 ROOT = Path(__file__).resolve().parents[2]
 TORCHRUN = Path(sys.executable).with_name("torchrun")
+# --standalone: the rendezvous store binds a port the kernel picks (localhost:0), as scripts/train_tiny.sh
+# runs it. A chosen --master-port can be taken by any socket of a loaded machine (EADDRINUSE).
+TWO_RANKS = [str(TORCHRUN), "--standalone", "--nproc-per-node", "2"]
 
 
 @pytest.fixture(scope="module")
@@ -118,7 +121,7 @@ def single(tmp_path_factory, synth) -> Path:
     return tmp / "single"
 
 
-def _two_ranks(tmp_path: Path, synth: Path, name: str, port_base: int, *extra: str) -> subprocess.CompletedProcess:
+def _two_ranks(tmp_path: Path, synth: Path, name: str, *extra: str) -> subprocess.CompletedProcess:
     """
     2 torchrun ranks with 1 sample each, the samples of the ``single`` run's batches of 2.
 
@@ -126,8 +129,7 @@ def _two_ranks(tmp_path: Path, synth: Path, name: str, port_base: int, *extra: s
     terms count by its share of the step's answer tokens and masks (training.train.step_loss).
     """
     config, ranks = _config(tmp_path, synth, name, max_steps=3, batch_size=1, grad_accum=1)
-    cmd = [str(TORCHRUN), "--nproc-per-node", "2", "--master-port", str(port_base + os.getpid() % 1000),
-           "-m", "training.train", "--config", str(config), *extra, *ranks]
+    cmd = [*TWO_RANKS, "-m", "training.train", "--config", str(config), *extra, *ranks]
     run = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=400)
     assert run.returncode == 0, run.stderr[-3000:]
     return run
@@ -142,7 +144,7 @@ def ddp(tmp_path_factory, synth) -> Path:
     with it. Returns the run's folder.
     """
     tmp = tmp_path_factory.mktemp("two_ranks")
-    _two_ranks(tmp, synth, "ddp", 29500)
+    _two_ranks(tmp, synth, "ddp")
     return tmp / "ddp"
 
 
@@ -157,10 +159,9 @@ def test_two_process_ddp_matches_single_process_on_the_same_global_batch(single,
 
 def test_two_ranks_stopped_and_resumed_reach_the_weights_of_an_uninterrupted_two_rank_run(tmp_path, synth, ddp):
     """scripts/train_tiny.sh with RANKS=2 relies on it: run again, a stage goes on from rank 0's checkpoint."""
-    port_base = 32500  # apart from the DDP fixture's 29500 and the FSDP test's 31500
-    _two_ranks(tmp_path, synth, "resumed", port_base, "--stop-after", "2")  # at the checkpoint of step 2
+    _two_ranks(tmp_path, synth, "resumed", "--stop-after", "2")  # at the checkpoint of step 2
     assert not (tmp_path / "resumed" / "final").exists()
-    resumed = _two_ranks(tmp_path, synth, "resumed", port_base, "--resume")
+    resumed = _two_ranks(tmp_path, synth, "resumed", "--resume")
     assert "resumed from" in resumed.stdout
     fingerprints = json.loads((tmp_path / "resumed" / "final" / "rank_fingerprints.json").read_text())
     assert len(fingerprints) == 2 and fingerprints[0] == fingerprints[1], "ranks diverged after resume"
@@ -172,7 +173,7 @@ def test_two_ranks_stopped_and_resumed_reach_the_weights_of_an_uninterrupted_two
 
 def test_two_process_fsdp_matches_single_process_and_saves_full_weights(tmp_path, synth, single):
     """FSDP2 (sharded parameters and optimizer state) trains what one process trains."""
-    _two_ranks(tmp_path, synth, "fsdp", 31500, "strategy=fsdp")
+    _two_ranks(tmp_path, synth, "fsdp", "strategy=fsdp")
 
     # The checkpoint at step 2 holds full, unsharded tensors gathered from both ranks.
     saved = load_file(str(list_checkpoints(tmp_path / "fsdp" / "checkpoints")[0] / "trainables.safetensors"))
@@ -204,8 +205,8 @@ def test_sharded_evaluation_gives_the_single_process_numbers(tmp_path, synth):
             assert one == 0
         finally:
             torch.set_num_threads(threads)
-        two = subprocess.run([str(TORCHRUN), "--nproc-per-node", "2", "--master-port", str(30500 + os.getpid() % 1000),
-                              *base, "--protocol", protocol, "--out", str(tmp_path / f"two-{protocol}.json")],
+        two = subprocess.run([*TWO_RANKS, *base, "--protocol", protocol,
+                              "--out", str(tmp_path / f"two-{protocol}.json")],
                              cwd=ROOT, env=_env(), capture_output=True, text=True, timeout=300)
         assert two.returncode == 0, two.stderr[-3000:]
         a = json.loads((tmp_path / f"one-{protocol}.json").read_text())["splits"]
