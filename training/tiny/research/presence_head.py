@@ -146,6 +146,16 @@ def mask_colour(image: np.ndarray, mask: np.ndarray) -> np.ndarray:
     return out
 
 
+def _most_overlap(mask: np.ndarray, masks: list[np.ndarray], index: int) -> float:
+    """Return the highest IoU of ``mask`` with the answer's other masks (an instance named twice overlaps one)."""
+    best = 0.0
+    for other, m in enumerate(masks):
+        if other != index:
+            union = np.logical_or(mask, m).sum()
+            best = max(best, float(np.logical_and(mask, m).sum() / union) if union else 0.0)
+    return best
+
+
 def collect_answers(args: argparse.Namespace) -> int:
     """
     Per command, the model's own free answer: its states, and what each named target's mask covers.
@@ -174,17 +184,22 @@ def collect_answers(args: argparse.Namespace) -> int:
             hidden = _states(segmenter.model, prompt + generation.tokens, entry.features.clip_embeds)
             n_img = entry.features.clip_embeds.shape[1]
             states = hidden[len(prompt) + n_img - 2:][:MAX_WORDS]  # from the state predicting the answer's first token
+            after = prompt.index(min(prompt)) + n_img  # the question's words, as ``collect`` keeps them
+            question = hidden[after:len(prompt) + n_img - 2][-MAX_WORDS:]
+            padded = question.new_zeros((MAX_WORDS, question.shape[-1]))
+            padded[: question.shape[0]] = question
             fused = entry.fused[0].flatten(1).T.float()  # [h*w, P]
             side = entry.fused.shape[-1]
-            rows = torch.zeros((MAX_TARGETS, fused.shape[1] + HUE_BINS + 3 + 2))
-            for t, target in enumerate(result.targets[:MAX_TARGETS]):
-                mask = np.asarray(target.mask, bool)
+            rows = torch.zeros((MAX_TARGETS, fused.shape[1] + HUE_BINS + 3 + 3))
+            masks = [np.asarray(target.mask, bool) for target in result.targets[:MAX_TARGETS]]
+            for t, (target, mask) in enumerate(zip(result.targets, masks)):
                 small = torch.nn.functional.adaptive_avg_pool2d(torch.from_numpy(mask[None].astype(np.float32)),
                                                                 side).flatten()
                 pooled = (small[:, None] * fused).sum(0) / small.sum().clamp(min=1e-6)
                 rows[t] = torch.cat([pooled, torch.from_numpy(mask_colour(image, mask)),
-                                     torch.tensor([float(mask.mean()), target.score])])
-            kept.add(record, key, entry, states, targets=rows.half(), refused=not result.targets)
+                                     torch.tensor([float(mask.mean()), target.score, _most_overlap(mask, masks, t)])])
+            kept.add(record, key, entry, states, targets=rows.half(), refused=not result.targets,
+                     qwords=padded.half(), qlengths=question.shape[0])
     kept.save(args.out)
     return 0
 
@@ -201,16 +216,19 @@ class PresenceHead(nn.Module):
         self.clip_in = nn.Linear(d, d)
         self.word_in = nn.Linear(d, d)
         self.pos = nn.Parameter(torch.randn(1, n_clip + n_sam, d) * 0.02)
-        self.kind_embedding = nn.Parameter(torch.randn(3, d) * 0.02)
+        self.kind_embedding = nn.Parameter(torch.randn(4, d) * 0.02)  # answer words, CLIP, SAM, question words
+        self.question_in = nn.Linear(d, d)
         layer = nn.TransformerDecoderLayer(d, heads, 2 * d, dropout=0.1, batch_first=True, norm_first=True)
         self.decoder = nn.TransformerDecoder(layer, layers)
         self.out = nn.Sequential(nn.LayerNorm(d), nn.Linear(d, 1))
 
-    def forward(self, words, lengths, clip, sam, targets=None):
+    def forward(self, words, lengths, clip, sam, targets=None, question=None, question_lengths=None):
         b, n_words = words.shape[:2]
         w = self.word_in(words) + self.kind_embedding[0]
         if self.target_in is not None:  # the named targets' rows join the words; an all-zero row is padding
             w = torch.cat([w, self.target_in(targets)], 1)
+        if question is not None:  # the command's own words (collect-answers' ``qwords``) join them last
+            w = torch.cat([w, self.question_in(question) + self.kind_embedding[3]], 1)
         clip_tokens = self.clip_in(clip) + self.kind_embedding[1]
         sam_tokens = self.sam_in(sam) + self.kind_embedding[2]
         image = torch.cat([clip_tokens, sam_tokens], 1) + self.pos
@@ -218,24 +236,29 @@ class PresenceHead(nn.Module):
         pad = torch.zeros(x.shape[:2], dtype=torch.bool, device=x.device)
         pad[:, 1:1 + n_words] = torch.arange(n_words, device=x.device)[None] >= lengths[:, None]
         if targets is not None:
-            pad[:, 1 + n_words:] = targets.abs().sum(-1) == 0
+            pad[:, 1 + n_words:1 + n_words + targets.shape[1]] = targets.abs().sum(-1) == 0
+        if question is not None:
+            n_question = question.shape[1]
+            pad[:, -n_question:] = torch.arange(n_question, device=x.device)[None] >= question_lengths[:, None]
         return self.out(self.decoder(x, image, tgt_key_padding_mask=pad)[:, 0]).squeeze(1)
 
 
-def _inputs(data, index):
+def _inputs(data, index, question: bool = True):
     image = data["image"][index]
     inputs = (data["words"][index].float(), data["lengths"][index], data["clip"][image].float(),
               data["sam"][image].float())
-    return inputs + ((data["targets"][index].float(),) if "targets" in data else ())
+    inputs += (data["targets"][index].float(),) if "targets" in data else (None,)
+    return inputs + ((data["qwords"][index].float(), data["qlengths"][index]) if question and "qwords" in data
+                     else ())
 
 
-def _scores(head, data, batch=256) -> np.ndarray:
+def _scores(head, data, question: bool, batch=256) -> np.ndarray:
     head.eval()
     out = []
     with torch.no_grad():
         for s in range(0, len(data["absent"]), batch):
             index = torch.arange(s, min(s + batch, len(data["absent"])))
-            out.append(torch.sigmoid(head(*_inputs(data, index))).numpy())
+            out.append(torch.sigmoid(head(*_inputs(data, index, question))).numpy())
     head.train()
     return np.concatenate(out)  # 1 = present
 
@@ -266,19 +289,19 @@ def fit(args: argparse.Namespace) -> int:
     t0 = time.time()
     for step in range(steps):
         index = torch.randint(0, n, (args.batch,))
-        loss = nn.functional.binary_cross_entropy_with_logits(head(*_inputs(train, index)), y[index])
+        loss = nn.functional.binary_cross_entropy_with_logits(head(*_inputs(train, index, args.question)), y[index])
         optim.zero_grad()
         loss.backward()
         optim.step()
         sched.step()
         if (step + 1) % args.report_every == 0 or step + 1 == steps:
-            p_pick = _scores(head, pick)
+            p_pick = _scores(head, pick, args.question)
             present = np.sort(p_pick[~pick["absent"].numpy().astype(bool)])
             cut = present[int(np.floor(args.present_budget * len(present)))]
             print(f"step {step + 1}/{steps} loss {loss.item():.3f} {time.time() - t0:.0f}s cut {cut:.3f}")
             print("  " + _report("pick", p_pick, pick, cut))
-            print("  " + _report("test", _scores(head, test), test, cut))
-            print("  " + _report("test@0.5", _scores(head, test), test, 0.5))
+            print("  " + _report("test", _scores(head, test, args.question), test, cut))
+            print("  " + _report("test@0.5", _scores(head, test, args.question), test, 0.5))
     if args.save:
         torch.save({"state": head.state_dict(), "cut": float(cut)}, args.save)
     return 0
@@ -312,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
     f.add_argument("--present-budget", type=float, default=0.05)
     f.add_argument("--report-every", type=int, default=500)
     f.add_argument("--save", default="")
+    f.add_argument("--no-question", dest="question", action="store_false",
+                   help="leave out the command's own words where the files hold them")
     args = parser.parse_args(argv)
     return {"collect": collect, "collect-answers": collect_answers, "fit": fit}[args.command](args)
 
