@@ -357,3 +357,19 @@ def _asked(question: str) -> tuple[str, dict[str, str]]:
                     and (kind != "property" or match["name"] in CATEGORY_OF_NAME):
                 return kind, match.groupdict()
     raise AssertionError(f"not a train phrasing of the part, instance or property kinds: {question!r}")
+
+
+def test_a_mask_s_colour_is_measured_as_a_world_object_s():
+    """mask_colour_share scores a model's mask by the rule that made a colour absent from the world."""
+    from m2sa_core.data.synthetic.absent import ABSENT_SHARE, mask_colour_share
+
+    image = np.zeros((8, 8, 3), np.uint8)
+    image[:, :4] = (220, 30, 30)  # saturated red left half
+    image[:, 4:] = (250, 250, 250)  # white right half
+    left = np.zeros((8, 8), bool)
+    left[:, :4] = True
+    assert mask_colour_share(image, left, "red") == 1.0
+    assert mask_colour_share(image, left, "blue") < ABSENT_SHARE
+    assert mask_colour_share(image, ~left, "white") == 1.0
+    assert mask_colour_share(image, left | ~left, "red") == 0.5
+    assert mask_colour_share(image, np.zeros((8, 8), bool), "red") == 0.0  # an empty mask shows no colour

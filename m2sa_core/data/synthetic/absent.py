@@ -154,7 +154,12 @@ def colour_share(image: np.ndarray, obj: SceneObject, colour: str, window: float
     A chromatic pixel is of the colour within ``window`` degrees of its hue: wide to call a
     colour absent, narrow to call it an object's own.
     """
-    pixels = image[obj.visible]
+    return mask_colour_share(image, obj.visible, colour, window)
+
+
+def mask_colour_share(image: np.ndarray, mask: np.ndarray, colour: str, window: float = HUE_WINDOW) -> float:
+    """:func:`colour_share` of any bool ``mask``: a model's mask is scored as the world's objects are."""
+    pixels = image[mask]
     if not len(pixels):
         return 0.0
     hsv = cv2.cvtColor(pixels.reshape(-1, 1, 3), cv2.COLOR_RGB2HSV).reshape(-1, 3).astype(np.float32)
