@@ -12,7 +12,8 @@
 # See the License for the specific language governing permissions and
 # limitations under the License.
 
-"""Whether a presence head on the image tokens can tell a command about what is not there (RUNS.md run 80).
+"""
+Whether a presence head on the image tokens can tell a command about what is not there (RUNS.md run 80).
 
 Runs 76-79 trained the refusal into the language model's first answer token and it did not
 learn to look: the tiny language model names the thing a command asks for from its words
