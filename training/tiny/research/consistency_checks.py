@@ -55,6 +55,7 @@ from m2sa_core.data.rle import decode_rle
 from m2sa_core.data.synthetic.absent import ABSENT_SHARE, ASKABLE_PARTS, COLOURS, mask_colour_share, ORDINALS, \
     spoken_part
 from m2sa_core.data.synthetic.shapes import CATEGORIES
+from m2sa_core.evaluation.metrics import mask_iou
 from m2sa_core.evaluation.rejection import is_absent, missing_of
 from m2sa_core.inference import Segmenter
 from m2sa_core.types import Result
@@ -142,8 +143,7 @@ def union_iou(result: Result, record) -> float:
     answer = np.zeros_like(truth)
     for target in result.targets:
         answer |= np.asarray(target.mask, bool)
-    union = (truth | answer).sum()
-    return float((truth & answer).sum() / union) if union else 0.0
+    return mask_iou(answer, truth)
 
 
 def _records(paths: list[str], image_root: str) -> list:
@@ -181,16 +181,15 @@ def main(argv: list[str] | None = None) -> int:
         result = segmenter.segment(image, command, frame_key=str(record.image_path))
         fused = segmenter.stages.encode_frame(image, str(record.image_path), {}).fused if prototypes else None
         kind = missing_of(record)["kind"] if is_absent(record) else "present"
-        failed = failed_checks(command, image, result, fused, prototypes)
+        failed = [name for name, hit in failed_checks(command, image, result, fused, prototypes).items() if hit]
         counts[kind]["commands"] += 1
-        counts[kind].update(name for name, hit in failed.items() if hit)
-        counts[kind]["any"] += any(failed.values())
+        counts[kind].update(failed)
+        counts[kind]["any"] += bool(failed)
         if kind == "present":
             iou = union_iou(result, record)
-            counts[kind]["iou_rejected" if any(failed.values()) else "iou_kept"] += iou
-            if any(failed.values()):
-                wrongly.append({"command": command, "answer": result.raw_answer, "iou": iou,
-                                "checks": [name for name, hit in failed.items() if hit]})
+            counts[kind]["iou_rejected" if failed else "iou_kept"] += iou
+            if failed:
+                wrongly.append({"command": command, "answer": result.raw_answer, "iou": iou, "checks": failed})
     shares = {kind: {name: counts[kind][name] / counts[kind]["commands"] for name in (*CHECKS, "any")}
               | {"commands": counts[kind]["commands"]} for kind in ("present", *MISSING_KINDS) if counts[kind]}
     print(f"| kind | commands | {' | '.join(CHECKS)} | any |")
